@@ -1,0 +1,54 @@
+"""Datasets of located facts, by name.
+
+Each dataset module exposes ``load(data_dir, taxonomy)`` returning a list of
+``Fact``s; this registry maps the names the command line accepts to those
+modules and to the taxonomy their gold ids live in. Modules are imported
+lazily so a missing optional dependency of one source never breaks another.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from fhs.errors import InputError
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    name: str
+    module: str
+    function: str
+    taxonomy: str
+    description: str
+
+
+DATASETS: dict[str, DatasetSpec] = {
+    spec.name: spec
+    for spec in (
+        DatasetSpec("fincl", "fhs.datasets.fincl", "load", "us-gaap-2024",
+                    "FinTagging FinCL eval subset: 500 located facts (tables and text)"),
+        DatasetSpec("ixbrl", "fhs.datasets.ixbrl", "load_test", "us-gaap-2024",
+                    "SEC inline-XBRL filings tagged with us-gaap 2024/2025 (test)"),
+        DatasetSpec("ixbrl-dev", "fhs.datasets.ixbrl", "load_dev", "us-gaap-2024",
+                    "SEC inline-XBRL filings tagged with us-gaap 2023 (development)"),
+        DatasetSpec("codiesp", "fhs.datasets.codiesp", "load", "icd-10-cm",
+                    "CodiEsp-D test split: diagnosis mentions relocated into the English text"),
+    )
+}
+
+
+def dataset_spec(name: str) -> DatasetSpec:
+    try:
+        return DATASETS[name]
+    except KeyError:
+        raise InputError(f"unknown dataset {name!r}", field="dataset",
+                         fix=f"choose one of {', '.join(DATASETS)}") from None
+
+
+def load_facts(name: str, data_dir: Path, taxonomy):
+    """The facts of dataset ``name``, read from ``data_dir`` and checked against ``taxonomy``."""
+    spec = dataset_spec(name)
+    module = importlib.import_module(spec.module)
+    return getattr(module, spec.function)(data_dir, taxonomy)
