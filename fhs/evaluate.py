@@ -1,0 +1,151 @@
+"""Metrics over per-fact gold ranks, and the paired bootstrap clustered by context.
+
+Everything here reads plain records (``{"rank": int | None, "modality": str,
+"context_id": str, ...}``), so chapters compute metrics from saved runs
+instead of re-running methods. Conventions follow the paper (reference §8):
+rank is the 1-based position of the first gold id in a list of depth 200,
+MRR is 1/rank (0 when absent), and every aggregate is fact-weighted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+CUTOFFS = (1, 10, 50, 200)
+BOOTSTRAP_SEED = 20260724
+BOOTSTRAP_RESAMPLES = 2000
+
+
+def gold_rank(ranked_ids: Sequence[str], gold: Iterable[str]) -> int | None:
+    """1-based position of the first gold id in ``ranked_ids`` (any gold counts), else None."""
+    wanted = set(gold)
+    for position, concept_id in enumerate(ranked_ids, start=1):
+        if concept_id in wanted:
+            return position
+    return None
+
+
+def per_fact(rank: int | None, metric: str) -> float:
+    """One fact's contribution to ``metric`` ("recall@k", "mrr", or "accuracy" = recall@1)."""
+    if metric == "mrr":
+        return 0.0 if rank is None else 1.0 / rank
+    if metric == "accuracy":
+        return float(rank == 1)
+    if metric.startswith("recall@"):
+        cutoff = int(metric.split("@", 1)[1])
+        return float(rank is not None and rank <= cutoff)
+    raise ValueError(f"unknown metric {metric!r}")
+
+
+def metric_names(cutoffs: Sequence[int] = CUTOFFS) -> list[str]:
+    return [f"recall@{k}" for k in cutoffs] + ["mrr"]
+
+
+def summarize(ranks: Sequence[int | None], cutoffs: Sequence[int] = CUTOFFS) -> dict[str, float]:
+    """Recall@k for each cutoff and MRR over a list of gold ranks."""
+    out: dict[str, float] = {"n_facts": len(ranks)}
+    for name in metric_names(cutoffs):
+        values = [per_fact(rank, name) for rank in ranks]
+        out[name] = float(np.mean(values)) if values else 0.0
+    return out
+
+
+def metrics(records: Sequence[Mapping], rank_key: str = "rank", cutoffs: Sequence[int] = CUTOFFS) -> dict:
+    """Pooled metrics plus one block per modality (``by_modality``)."""
+    result = summarize([r.get(rank_key) for r in records], cutoffs)
+    result["by_modality"] = {
+        modality: summarize([r.get(rank_key) for r in records if r.get("modality") == modality], cutoffs)
+        for modality in sorted({r.get("modality") for r in records if r.get("modality")})
+    }
+    return result
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A point estimate with a 95% percentile bootstrap interval."""
+
+    estimate: float
+    low: float
+    high: float
+
+    def __str__(self) -> str:
+        return f"{self.estimate:.3f} [{self.low:.3f}, {self.high:.3f}]"
+
+    def as_dict(self) -> dict[str, float]:
+        return {"estimate": self.estimate, "low": self.low, "high": self.high}
+
+
+def _cluster_sums(values: np.ndarray, clusters: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    _, cluster_index = np.unique(np.asarray(clusters, dtype=str), return_inverse=True)
+    n_clusters = int(cluster_index.max()) + 1 if cluster_index.size else 0
+    sums = np.bincount(cluster_index, weights=values, minlength=n_clusters)
+    counts = np.bincount(cluster_index, minlength=n_clusters).astype(np.float64)
+    return sums, counts
+
+
+def clustered_bootstrap(
+    values: Sequence[float],
+    clusters: Sequence[str],
+    *,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+    confidence: float = 0.95,
+) -> Interval:
+    """Fact-weighted mean of ``values`` with a context-clustered percentile interval.
+
+    Each resample draws contexts with replacement and takes summed values over
+    summed facts, so a context's facts stay together (they share a source and
+    are not independent). For a paired difference between two methods pass the
+    per-fact differences: both arms then see the same draw.
+    """
+    x = np.asarray(values, dtype=np.float64)
+    if x.size == 0:
+        return Interval(float("nan"), float("nan"), float("nan"))
+    sums, counts = _cluster_sums(x, clusters)
+    rng = np.random.default_rng(seed)
+    draws = rng.integers(0, sums.size, size=(resamples, sums.size))
+    stats = sums[draws].sum(axis=1) / counts[draws].sum(axis=1)
+    tail = (1.0 - confidence) / 2.0 * 100.0
+    low, high = np.percentile(stats, [tail, 100.0 - tail])
+    return Interval(float(x.mean()), float(low), float(high))
+
+
+def metric_interval(records: Sequence[Mapping], metric: str, rank_key: str = "rank", **kw) -> Interval:
+    """Bootstrap interval of one metric over a run's records."""
+    values = [per_fact(r.get(rank_key), metric) for r in records]
+    return clustered_bootstrap(values, [r["context_id"] for r in records], **kw)
+
+
+def paired_difference(
+    records_a: Sequence[Mapping],
+    records_b: Sequence[Mapping],
+    metric: str,
+    rank_key_a: str = "rank",
+    rank_key_b: str = "rank",
+    **kw,
+) -> Interval:
+    """metric(A) - metric(B) on the facts both runs hold, paired per fact, clustered by context."""
+    by_id_b = {r["id"]: r for r in records_b}
+    shared = [r for r in records_a if r["id"] in by_id_b]
+    if not shared:
+        raise ValueError("the two runs share no fact ids")
+    diffs = [per_fact(r.get(rank_key_a), metric) - per_fact(by_id_b[r["id"]].get(rank_key_b), metric) for r in shared]
+    return clustered_bootstrap(diffs, [r["context_id"] for r in shared], **kw)
+
+
+def recall_curve(ranks: Sequence[int | None], depth: int = 200) -> np.ndarray:
+    """Recall@k for k = 1..depth: the share of facts whose gold lands at or above k."""
+    found = np.array([rank for rank in ranks if rank is not None and rank <= depth], dtype=np.int64)
+    hits = np.bincount(found, minlength=depth + 1)[1:]
+    return np.cumsum(hits) / max(len(ranks), 1)
+
+
+def by_group(records: Sequence[Mapping], key: Callable[[Mapping], object], rank_key: str = "rank") -> dict:
+    """Metrics per group (e.g. label length bins) over a run's records."""
+    groups: dict[object, list] = {}
+    for record in records:
+        groups.setdefault(key(record), []).append(record.get(rank_key))
+    return {group: summarize(ranks) for group, ranks in sorted(groups.items(), key=lambda kv: str(kv[0]))}

@@ -1,0 +1,71 @@
+"""Everything one run needs, loaded once: facts, taxonomy and a retriever.
+
+Chapters and the command line both start here, so a notebook and ``fhs run``
+see the same facts, the same index and the same retrieval settings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from fhs.datadir import data_dir
+from fhs.datasets import DatasetSpec, dataset_spec, load_facts
+from fhs.facts import Fact
+from fhs.methods import MethodContext
+from fhs.retrieval import RetrievalConfig, Retriever
+from fhs.taxonomy import Taxonomy
+
+# Per-taxonomy retrieval settings that differ from the defaults (reference §3d):
+# CodiEsp rescored the BM25 top 200 x 10 with Eq. 6 rather than the whole index.
+RETRIEVAL_DEFAULTS: dict[str, RetrievalConfig] = {
+    "us-gaap-2024": RetrievalConfig(),
+    "icd-10-cm": RetrievalConfig(pool_multiplier=10),
+}
+
+
+@dataclass
+class Experiment:
+    spec: DatasetSpec
+    taxonomy: Taxonomy
+    facts: list[Fact]
+    retriever: Retriever
+
+    def method_context(self, **kw) -> MethodContext:
+        return MethodContext(taxonomy=self.taxonomy, retriever=self.retriever, **kw)
+
+
+_RETRIEVERS: dict[tuple[int, RetrievalConfig], tuple[Taxonomy, Retriever]] = {}
+
+
+def cached_retriever(taxonomy: Taxonomy, config: RetrievalConfig) -> Retriever:
+    """Index a taxonomy once per process and configuration (keyed on the object itself)."""
+    key = (id(taxonomy), config)
+    if key not in _RETRIEVERS:
+        _RETRIEVERS[key] = (taxonomy, Retriever(taxonomy, config))  # holding it keeps id() unique
+    return _RETRIEVERS[key][1]
+
+
+def retrieval_config(taxonomy_name: str, **overrides) -> RetrievalConfig:
+    base = RETRIEVAL_DEFAULTS.get(taxonomy_name, RetrievalConfig())
+    return replace(base, **{k: v for k, v in overrides.items() if v is not None})
+
+
+def load_experiment(
+    dataset: str,
+    *,
+    data: str | Path | None = None,
+    limit: int | None = None,
+    w_cov: float | None = None,
+    **retrieval_overrides,
+) -> Experiment:
+    from fhs.taxonomies import load_taxonomy
+
+    spec = dataset_spec(dataset)
+    root = data_dir(data)
+    taxonomy = load_taxonomy(spec.taxonomy, root)
+    facts = load_facts(dataset, root, taxonomy)
+    if limit is not None:
+        facts = facts[:limit]
+    config = retrieval_config(spec.taxonomy, w_cov=w_cov, **retrieval_overrides)
+    return Experiment(spec=spec, taxonomy=taxonomy, facts=facts, retriever=cached_retriever(taxonomy, config))

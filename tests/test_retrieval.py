@@ -1,0 +1,129 @@
+"""The fast scorer against rank_bm25 on the same formula, and Eq. 6 by hand."""
+
+import math
+import random
+
+import numpy as np
+import pytest
+
+from fhs.bench import reference_bm25, reference_top_k
+from fhs.retrieval import BM25Index, RetrievalConfig, Retriever, top_k_order
+from fhs.taxonomy import Concept, Taxonomy
+from fhs.text import tokenize
+
+# Scores are sums of a few float64 products; both implementations compute the
+# same terms in a different order, so they agree to rounding.
+SCORE_TOLERANCE = 1e-9
+
+
+def random_corpus(seed: int, n_docs: int, vocab: int = 60):
+    rng = random.Random(seed)
+    words = [f"w{i}" for i in range(vocab)]
+    return [[rng.choice(words[: rng.randint(5, vocab)]) for _ in range(rng.randint(1, 25))] for _ in range(n_docs)]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_scores_match_rank_bm25_with_the_paper_idf(seed):
+    docs = random_corpus(seed, 300)
+    ours = BM25Index(docs)
+    reference = reference_bm25(docs)
+    rng = random.Random(100 + seed)
+    for _ in range(40):
+        query = {f"w{rng.randrange(70)}" for _ in range(rng.randint(1, 8))}  # some unknown words
+        expected = np.asarray(reference.get_scores(sorted(query)))
+        assert np.allclose(ours.scores(query), expected, rtol=0, atol=SCORE_TOLERANCE)
+        assert list(top_k_order(ours.scores(query), 200)) == reference_top_k(reference, query, 200)
+
+
+def test_bm25_by_hand():
+    docs = [["a", "b"], ["a"], ["c", "c", "d"]]
+    index = BM25Index(docs, k1=1.5, b=0.75)
+    n, avgdl = 3, 2.0
+    idf_a = math.log(1 + (n - 2 + 0.5) / (2 + 0.5))
+    # doc 0 has tf(a) = 1 and length 2 = avgdl
+    expected_doc0 = idf_a * 1 * 2.5 / (1 + 1.5 * (1 - 0.75 + 0.75 * 2 / avgdl))
+    expected_doc1 = idf_a * 1 * 2.5 / (1 + 1.5 * (1 - 0.75 + 0.75 * 1 / avgdl))
+    scores = index.scores({"a"})
+    assert scores[0] == pytest.approx(expected_doc0)
+    assert scores[1] == pytest.approx(expected_doc1)
+    assert scores[2] == 0.0
+    # a repeated query term counts once: the query is a set
+    assert np.allclose(index.scores(["a", "a"]), scores)
+
+
+def test_top_k_breaks_ties_by_document_order():
+    scores = np.array([1.0, 3.0, 3.0, 0.0, 3.0, 2.0])
+    assert list(top_k_order(scores, 4)) == [1, 2, 4, 5]
+    assert list(top_k_order(scores, 10)) == [1, 2, 4, 5, 0, 3]
+
+
+def tiny_taxonomy():
+    return Taxonomy.from_concepts(
+        "tiny",
+        [
+            Concept("Revenues", "Revenues", "Amount of revenue recognized from goods sold and services rendered.", "monetaryItemType"),
+            Concept("RevenueFromContractWithCustomerExcludingAssessedTax", "Revenue From Contract With Customer Excluding Assessed Tax",
+                    "Amount of revenue from satisfaction of performance obligation by transferring promised goods or services to customers.", "monetaryItemType"),
+            Concept("CostOfRevenue", "Cost Of Revenue", "The aggregate cost of goods produced and sold and services rendered.", "monetaryItemType"),
+            Concept("EarningsPerShareBasic", "Earnings Per Share Basic", "Net income per share.", "perShareItemType"),
+        ],
+    )
+
+
+def test_coverage_terms_by_hand():
+    taxonomy = tiny_taxonomy()
+    retriever = Retriever(taxonomy, RetrievalConfig(w_cov=1.0))
+    part = retriever.partition_for("monetaryItemType")
+    query = set(tokenize("total revenues"))  # {"total", "revenue"}
+    cov_label, cov_query = Retriever.coverage(part, query, np.arange(3))
+    # Revenues: L = {revenue} -> |Q∩L|/|L| = 1/1, |Q∩L|/|Q| = 1/2
+    # Revenue From Contract ... : L = {revenuefromcontract..., revenue, contract, customer, excluding, assessed, tax}
+    long_label = set(tokenize("Revenue From Contract With Customer Excluding Assessed Tax"))
+    # Cost Of Revenue: L = {cost, revenue} ("of" is a stopword)
+    assert len(long_label) == 7
+    assert list(cov_label) == pytest.approx([1 / 1, 1 / 7, 1 / 2])
+    assert list(cov_query) == pytest.approx([1 / 2, 1 / 2, 1 / 2])
+
+
+def test_eq6_score_is_normalised_bm25_plus_coverage():
+    taxonomy = tiny_taxonomy()
+    retriever = Retriever(taxonomy, RetrievalConfig(w_cov=1.0))
+    query = "total revenues"
+    ranking = retriever.search(query, "monetaryItemType")
+    part = retriever.partition_for("monetaryItemType")
+    tokens = set(tokenize(query))
+    bm25 = part.index.scores(tokens)
+    bm25_hat = (bm25 - bm25.min()) / (bm25.max() - bm25.min())
+    cov_label, cov_query = Retriever.coverage(part, tokens, np.arange(3))
+    expected = {part.ids[i]: bm25_hat[i] + cov_label[i] + cov_query[i] for i in range(3)}
+    assert dict(zip(ranking.ids, ranking.scores)) == pytest.approx(expected)
+    assert ranking.ids[0] == "Revenues"  # the short label wins once coverage is on
+    assert list(ranking.scores) == sorted(ranking.scores, reverse=True)
+
+
+def test_datatype_filter_and_global_fallback():
+    taxonomy = tiny_taxonomy()
+    retriever = Retriever(taxonomy, RetrievalConfig(w_cov=1.0))
+    assert retriever.search("earnings per share", "perShareItemType").ids == ("EarningsPerShareBasic",)
+    assert set(retriever.search("revenue", "monetaryItemType").ids) == {
+        "Revenues", "RevenueFromContractWithCustomerExcludingAssessedTax", "CostOfRevenue"}
+    # an unknown datatype searches everything
+    assert len(retriever.search("revenue", "stringItemType").ids) == 4
+    assert len(Retriever(taxonomy, RetrievalConfig(type_filter=False)).search("revenue", "monetaryItemType").ids) == 4
+
+
+def test_pool_multiplier_limits_rescoring_to_the_bm25_head():
+    taxonomy = tiny_taxonomy()
+    retriever = Retriever(taxonomy, RetrievalConfig(w_cov=1.0, top_k=1, pool_multiplier=2, type_filter=False))
+    part = retriever.partition_for(None)
+    bm25 = part.index.scores(set(tokenize("cost of revenue")))
+    head = {part.ids[i] for i in top_k_order(bm25, 2)}
+    assert set(retriever.search("cost of revenue").ids) <= head
+
+
+def test_without_coverage_the_ranking_is_plain_bm25():
+    taxonomy = tiny_taxonomy()
+    retriever = Retriever(taxonomy, RetrievalConfig(w_cov=0.0))
+    part = retriever.partition_for("monetaryItemType")
+    bm25 = part.index.scores(set(tokenize("goods sold")))
+    assert retriever.search("goods sold", "monetaryItemType").ids == tuple(part.ids[i] for i in top_k_order(bm25, 200))

@@ -1,0 +1,32 @@
+from fhs.text import STOPWORDS, camel_split, join_tokens, normalize_token, token_set, tokenize
+
+
+def test_camel_split_handles_acronyms_and_digits():
+    assert camel_split("AssetsHeldForSale") == "Assets Held For Sale"
+    assert camel_split("EPSBasic") == "EPS Basic"
+    assert camel_split("Level3Assets") == "Level3 Assets"
+
+
+def test_plain_words_appear_twice_once_per_source_string():
+    # original string tokens, then the camel-split string's tokens
+    assert tokenize("net revenue") == ["net", "revenue", "net", "revenue"]
+
+
+def test_camel_case_name_emits_whole_token_then_parts():
+    assert tokenize("AccountsPayable") == ["accountspayable", "account", "payable"]
+
+
+def test_plural_rule_then_stopwords():
+    assert normalize_token("Liabilities") == "liability"
+    assert normalize_token("Assets") == "asset"
+    assert normalize_token("Loss") == "loss"  # -ss is kept
+    assert normalize_token("gas") == "gas"  # too short for the plural rule
+    assert normalize_token("The") is None
+    # the stopword check runs after the plural rule: "this" -> "thi" survives
+    assert normalize_token("this") == "thi"
+    assert "thi" not in STOPWORDS
+
+
+def test_token_set_and_join():
+    assert token_set("Share-Based Compensation") == {"share", "based", "compensation"}
+    assert join_tokens(["Nonvested Shares", "Equity"]) == "nonvested share nonvested share equity equity"
