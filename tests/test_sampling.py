@@ -1,0 +1,24 @@
+from fhs.facts import Fact
+from fhs.sampling import sample_by_context
+
+
+def make_facts(n_contexts, per_context):
+    return [Fact(id=f"{c}-{i}", context_id=f"ctx{c}", modality="table", value="1", datatype="t", context="x", gold=("g",))
+            for c in range(n_contexts) for i in range(per_context)]
+
+
+def test_sample_keeps_whole_contexts_and_is_deterministic():
+    facts = make_facts(20, 5)
+    sample = sample_by_context(facts, 23, seed=1)
+    contexts = {f.context_id for f in sample}
+    assert all(sum(f.context_id == c for f in sample) == 5 for c in contexts)
+    assert len(sample) == 25  # whole contexts until at least the target
+    assert sample == sample_by_context(facts, 23, seed=1)
+    assert sample != sample_by_context(facts, 23, seed=2)
+    assert [f.id for f in sample] == [f.id for f in facts if f.context_id in contexts]  # original order
+
+
+def test_no_target_returns_everything():
+    facts = make_facts(3, 2)
+    assert sample_by_context(facts, None) == facts
+    assert sample_by_context(facts, 100) == facts
