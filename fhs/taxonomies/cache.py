@@ -56,6 +56,7 @@ def write_taxonomy_cache(path: Path, taxonomy: Taxonomy, key: str) -> None:
                     "metadata": dict(concept.metadata),
                 }
                 handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+        os.chmod(handle.name, 0o644)  # temp files are private; a cache may be shared
         os.replace(handle.name, path)
     except BaseException:
         Path(handle.name).unlink(missing_ok=True)
