@@ -2,8 +2,8 @@
 
 A ``Concept`` keeps what retrieval and the verifier read (id, label,
 definition, datatype) and the structural metadata later chapters need
-(period type, balance, chapter/block/category). Loaders for each source live
-below the data classes; every loader returns a ``Taxonomy``.
+(period type, balance, chapter/block/category). The loaders for each source
+live in ``fhs.taxonomies``; every loader returns a ``Taxonomy``.
 """
 
 from __future__ import annotations
