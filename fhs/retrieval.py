@@ -138,18 +138,13 @@ class Retriever:
         self.taxonomy = taxonomy
         self.config = config
         self._partitions: dict[str | None, _Partition] = {}
-        concepts = taxonomy.concepts
-        if config.type_filter:
-            groups: dict[str, list[int]] = {}
-            for position, concept in enumerate(concepts):
-                groups.setdefault(concept.datatype, []).append(position)
-            for datatype, positions in groups.items():
-                texts = [concepts[p].index_text for p in positions]
-                self._partitions[datatype] = self._build(positions, texts)
-        # The global index: every concept, its datatype prepended (reference §3c).
-        all_positions = list(range(len(concepts)))
-        texts = [f"{c.datatype}. {c.index_text}" if c.datatype else c.index_text for c in concepts]
-        self._partitions[None] = self._build(all_positions, texts)
+        self._groups: dict[str, list[int]] = {}
+        for position, concept in enumerate(taxonomy.concepts):
+            self._groups.setdefault(concept.datatype, []).append(position)
+
+    def _global_texts(self) -> list[str]:
+        """The global index's documents: every concept, its datatype prepended (reference §3c)."""
+        return [f"{c.datatype}. {c.index_text}" if c.datatype else c.index_text for c in self.taxonomy.concepts]
 
     def _build(self, positions: list[int], texts: list[str]) -> _Partition:
         concepts = self.taxonomy.concepts
@@ -178,10 +173,27 @@ class Retriever:
         )
 
     def partition_for(self, datatype: str | None) -> _Partition:
-        """The fact's own datatype index, or the global one when the datatype is unknown."""
-        if self.config.type_filter and datatype in self._partitions and datatype is not None:
-            return self._partitions[datatype]
-        return self._partitions[None]
+        """The fact's own datatype index, or the global one when the datatype is unknown.
+
+        Indexes are built on first use, so a taxonomy searched only within its
+        datatypes never pays for the global index.
+        """
+        key = datatype if (self.config.type_filter and datatype in self._groups) else None
+        if key not in self._partitions:
+            if key is None:
+                positions = list(range(len(self.taxonomy)))
+                texts = self._global_texts()
+            else:
+                positions = self._groups[key]
+                texts = [self.taxonomy.concepts[p].index_text for p in positions]
+            self._partitions[key] = self._build(positions, texts)
+        return self._partitions[key]
+
+    def warm_up(self) -> "Retriever":
+        """Build every datatype index now (for timing, or before forking workers)."""
+        for datatype in self._groups if self.config.type_filter else [None]:
+            self.partition_for(datatype)
+        return self
 
     def search(self, query: str, datatype: str | None = None, top_k: int | None = None) -> Ranking:
         """The top-k concepts for one query string, searched in ``datatype``'s index."""

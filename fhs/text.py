@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from functools import lru_cache
 
 STOPWORDS = frozenset(
     """a an and are as at be been being but by for if in into is it its of on or that the
@@ -27,6 +28,7 @@ def camel_split(text: str) -> str:
     return _UPPER_RUN_END.sub(" ", _LOWER_TO_UPPER.sub(" ", text))
 
 
+@lru_cache(maxsize=1 << 18)  # indexing a taxonomy repeats the same words millions of times
 def normalize_token(token: str) -> str | None:
     """Lowercase, apply the light plural rule, then drop stopwords (in that order).
 
@@ -43,13 +45,9 @@ def normalize_token(token: str) -> str | None:
 
 def tokenize(text: str) -> list[str]:
     """Tokens of ``text`` and of its camel-case split, normalised, in order."""
-    tokens: list[str] = []
-    for source in (text, camel_split(text)):
-        for raw in _ALNUM.findall(source):
-            token = normalize_token(raw)
-            if token is not None:
-                tokens.append(token)
-    return tokens
+    raw = _ALNUM.findall(text)
+    raw += _ALNUM.findall(camel_split(text))
+    return [token for token in map(normalize_token, raw) if token is not None]
 
 
 def token_set(text: str) -> frozenset[str]:
