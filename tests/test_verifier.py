@@ -37,7 +37,7 @@ def pool_of(ids_and_scores):
 # ---- worked example 1: the RSU rollforward (Appendix G, Tables 21-22) ---------------------------
 
 GOLD = "ShareBasedCompensationArrangementByShareBasedPaymentAwardEquityInstrumentsOtherThanOptionsNonvestedNumber"
-OPTIONS = "ShareBasedCompensationArrangementByShareBasedPaymentAwardOptionsNonvestedNumber"
+OPTIONS = "SharebasedCompensationArrangementBySharebasedPaymentAwardOptionsNonvestedNumberOfShares"
 BETWEEN = [f"Distractor{i}" for i in range(1, 6)]  # fused ranks 2-6; the gold is ranked seventh
 LEAD = 0.063  # the options concept's fused-score (S~) advantage over the gold
 
@@ -273,6 +273,6 @@ def test_rsu_concepts_get_distinct_us_gaap_profiles():
     domain = load_domain("us-gaap")
     gold = Concept(GOLD, "Share Based Compensation Arrangement By Share Based Payment Award Equity Instruments "
                          "Other Than Options Non vested Number", datatype="sharesItemType")
-    options = Concept(OPTIONS, "Share Based Compensation Arrangement By Share Based Payment Award Options "
-                               "Nonvested Number", datatype="sharesItemType")
+    options = Concept(OPTIONS, "Share based Compensation Arrangement By Share based Payment Award Options "
+                               "Non vested Number Of Shares", datatype="sharesItemType")
     assert domain.profile_of(gold) != domain.profile_of(options)
