@@ -193,3 +193,10 @@ def test_schema_lists_the_domain_dimensions(name):
     domain = load_domain(name)
     schema = hypothesis_schema(domain)
     assert schema["properties"]["dimensions"]["required"] == list(domain.dimension_names)
+
+
+def test_records_round_trip_for_replay():
+    from fhs.hypotheses import hypotheses_from_records
+
+    original = [RSU, fallback_hypothesis(TABLE)]
+    assert hypotheses_from_records([h.to_dict() for h in original]) == original
