@@ -1,0 +1,137 @@
+"""Every knob of the FHS method in one frozen object.
+
+Methods and ablations are configurations of the same code path (the paper's
+Appendix C lesson), so anything a table varies lives here and nowhere else.
+Defaults are the paper's deployed FHS; where the paper and the authors' code
+differ, the default follows the paper and the code's choice is a named option:
+
+- ``scoring``: ``"paper"`` = v_j(c) over the dimensions the hypothesis resolved
+  and the verifier did not abstain on; ``"code"`` = drop only the dimensions the
+  verifier abstained on; ``"strict"`` = abstentions count as non-support
+  (denominator = all dimensions), the paper's abstention ablation.
+- ``normalize_over``: ``"union"`` = range-normalise over the whole pool U
+  (paper, Appendix B.4); ``"kept"`` = over the K kept after truncation (code).
+- ``fill``: ``"mean"`` (paper, Eq. 2) or ``"zero"`` (the code's AblationConfig
+  default and FHS-Seq's choice).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from fhs.retrieval import RetrievalConfig
+
+RENDERINGS = ("label", "definition")
+FUSIONS = ("sum", "mean")
+SCORINGS = ("paper", "code", "strict")
+FILLS = ("mean", "zero")
+WINDOWS = ("profile", "rank")
+NORMALIZE_OVER = ("union", "kept")
+
+
+@dataclass(frozen=True)
+class FHSConfig:
+    """One FHS run's settings (paper defaults; see the module docstring for variants)."""
+
+    # Hypothesis generation (Section 4.1)
+    num_hypotheses: int = 2  # J
+    temperature: float = 0.8
+    top_p: float = 1.0
+    json_schema: bool = True  # attach a JSON schema to requests ("decoding is structured")
+    # Rendering (Section 4.2)
+    renderings: tuple[str, ...] = ("label", "definition")
+    label_on_text: bool = False  # text facts get the definition form only
+    # Retrieval and fusion (Section 4.3)
+    k: int = 200  # list depth of every ranking and of the fused pool
+    w_cov: float = 1.0  # label-coverage weight (Eq. 6), passed to the retriever
+    kappa: int = 60
+    fusion: str = "sum"
+    normalize: bool = True
+    normalize_over: str = "union"
+    # Verifier (Section 4.4)
+    beta: float = 0.6  # 0 switches the verifier off (no calls are made)
+    k_v: int = 10
+    scan: int = 60
+    window: str = "profile"
+    scoring: str = "paper"
+    fill: str = "mean"
+    definition_chars: int = 320
+    # Shared listwise selector (Appendix B.5)
+    selector: bool = True
+    selector_max_ranked: int = 20
+    # Token and prompt budgets per stage
+    max_tokens_hypothesis: int = 2048
+    max_tokens_verifier: int = 2816
+    max_tokens_selector: int = 512
+    context_chars: int = 12_000
+    generator_prompt_chars: int = 64_000  # about 16,000 tokens at 4 characters a token
+    verifier_prompt_chars: int = 120_000  # about 30,000 tokens
+    selector_prompt_chars: int = 120_000
+    hypothesis_retries: int = 1
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        def check(name: str, allowed: tuple[str, ...]) -> None:
+            value = getattr(self, name)
+            if value not in allowed:
+                raise ValueError(f"FHSConfig.{name} must be one of {allowed}, got {value!r}")
+
+        check("fusion", FUSIONS)
+        check("scoring", SCORINGS)
+        check("fill", FILLS)
+        check("window", WINDOWS)
+        check("normalize_over", NORMALIZE_OVER)
+        object.__setattr__(self, "renderings", tuple(self.renderings))
+        if not self.renderings or any(r not in RENDERINGS for r in self.renderings):
+            raise ValueError(f"FHSConfig.renderings must be a non-empty subset of {RENDERINGS}, got {self.renderings!r}")
+        for name in ("num_hypotheses", "k", "kappa", "k_v", "scan"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"FHSConfig.{name} must be at least 1, got {getattr(self, name)!r}")
+        if self.beta < 0:
+            raise ValueError(f"FHSConfig.beta must be >= 0, got {self.beta!r}")
+
+    # ---- named configurations -------------------------------------------------
+    @classmethod
+    def fhs(cls, **overrides: Any) -> "FHSConfig":
+        """The deployed method: J=2 sampled hypotheses, dual rendering, verifier, selector."""
+        return cls(**overrides)
+
+    @classmethod
+    def structured(cls, **overrides: Any) -> "FHSConfig":
+        """One-pass structured grounding: the same prompt and renderer, J=1, greedy, no verifier."""
+        base: dict[str, Any] = dict(num_hypotheses=1, temperature=0.0, top_p=1.0, beta=0.0)
+        base.update(overrides)
+        return cls(**base)
+
+    # ---- conversions ----------------------------------------------------------
+    @property
+    def verify(self) -> bool:
+        """The verifier runs only when its weight can change the order."""
+        return self.beta > 0
+
+    def replace(self, **changes: Any) -> "FHSConfig":
+        return dataclasses.replace(self, **changes)
+
+    def retrieval_config(self, base: RetrievalConfig | None = None) -> RetrievalConfig:
+        """The retriever settings this run implies (list depth K and w_cov)."""
+        return dataclasses.replace(base or RetrievalConfig(), top_k=self.k, w_cov=self.w_cov)
+
+    def to_dict(self) -> dict[str, Any]:
+        record = dataclasses.asdict(self)
+        record["renderings"] = list(self.renderings)
+        return record
+
+    @classmethod
+    def from_dict(cls, record: Mapping[str, Any]) -> "FHSConfig":
+        """Build from a plain mapping (e.g. a papermill parameter); unknown keys are an error."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(record) - names)
+        if unknown:
+            raise ValueError(f"unknown FHSConfig field(s) {unknown}; known: {sorted(names)}")
+        values = dict(record)
+        if "renderings" in values:
+            values["renderings"] = tuple(values["renderings"])
+        return cls(**values)

@@ -1,0 +1,139 @@
+"""The shared listwise selector: one greedy call picks the final answer (the "Acc." column).
+
+Every method hands its final candidate order to the same selector (Appendix
+B.5), so accuracy differences come from the candidate lists, not from the
+selector. The model sees the evidence and up to K candidates, numbered in the
+method's order, and returns ``selected_index`` plus up to 20 ``ranked_indices``.
+The final list is: the selected candidate, then the other ranked ones, then
+the rest in the method's order. If the reply is unusable, the method's order
+is kept unchanged (a documented fallback: Acc. then equals Recall@1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from fhs.config import FHSConfig
+from fhs.domain import Domain
+from fhs.evidence import evidence_block
+from fhs.facts import Fact
+from fhs.llm import LLM, Message, Request, Response
+from fhs.prompting import fit_to_budget, json_payload, render
+from fhs.taxonomy import Taxonomy
+from fhs.verifier import candidate_line, concept_or_stub
+
+PURPOSE = "selector"
+# (context characters, definition characters), tried in order until the prompt fits.
+SHRINK_LADDER = ((12_000, 320), (8_000, 240), (5_000, 120), (5_000, 0))
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The selector's answer as 1-based positions in the list it was shown."""
+
+    selected_index: int
+    ranked_indices: tuple[int, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"selected_index": self.selected_index, "ranked_indices": list(self.ranked_indices)}
+
+
+def selector_prompt(fact: Fact, ids: Sequence[str], taxonomy: Taxonomy | None, domain: Domain,
+                    context_chars: int = 12_000, definition_chars: int = 320, max_ranked: int = 20) -> str:
+    lines = "\n".join(candidate_line(i, concept_or_stub(taxonomy, cid), definition_chars)
+                      for i, cid in enumerate(ids, start=1))
+    return render("selector", evidence_kind=domain.evidence, evidence=evidence_block(fact, context_chars),
+                  taxonomy=domain.taxonomy, candidate_lines=lines, max_ranked=str(max_ranked))
+
+
+def selector_schema(n: int, max_ranked: int = 20) -> dict[str, Any]:
+    index = {"type": "integer", "minimum": 1, "maximum": max(n, 1)}
+    return {
+        "type": "object",
+        "properties": {"selected_index": index, "selected_id": {"type": "string"},
+                       "ranked_indices": {"type": "array", "items": index, "maxItems": max_ranked}},
+        "required": ["selected_index", "ranked_indices"],
+    }
+
+
+def selector_request(fact: Fact, ids: Sequence[str], taxonomy: Taxonomy | None, domain: Domain,
+                     config: FHSConfig) -> tuple[Request, dict[str, int]]:
+    """The greedy selector call over ``ids[:config.k]``; also returns the budget rung used."""
+    shown = list(ids[: config.k])
+    ladder = [{"context_chars": min(c, config.context_chars), "definition_chars": min(d, config.definition_chars)}
+              for c, d in SHRINK_LADDER]
+    user, used = fit_to_budget(
+        lambda context_chars, definition_chars: selector_prompt(
+            fact, shown, taxonomy, domain, context_chars, definition_chars, config.selector_max_ranked),
+        ladder, config.selector_prompt_chars)
+    request = Request(
+        messages=(Message("system", render("selector_system")), Message("user", user)),
+        temperature=0.0, top_p=1.0, max_tokens=config.max_tokens_selector, seed=config.seed,
+        schema=selector_schema(len(shown), config.selector_max_ranked) if config.json_schema else None,
+        purpose=PURPOSE,
+    )
+    return request, used
+
+
+def _index(value: Any, n: int) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str) and value.strip().lstrip("[").rstrip("]").isdigit():
+        value = int(value.strip().lstrip("[").rstrip("]"))
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return value if isinstance(value, int) and 1 <= value <= n else None
+
+
+def parse_selection(text: str, shown_ids: Sequence[str], max_ranked: int = 20) -> Selection | None:
+    """Read a selector reply against the ``shown_ids`` list; None if it names no valid candidate.
+
+    ``selected_index`` must be a shown number; failing that, ``selected_id``
+    naming a shown candidate, then the first valid ranked index, stand in.
+    Invalid and repeated ranked indices are dropped; at most ``max_ranked`` kept.
+    """
+    payload = json_payload(text, "{")
+    if not isinstance(payload, dict):
+        return None
+    n = len(shown_ids)
+    raw_ranked = payload.get("ranked_indices", [])
+    ranked = []
+    for value in raw_ranked if isinstance(raw_ranked, list) else []:
+        index = _index(value, n)
+        if index is not None and index not in ranked:
+            ranked.append(index)
+    selected = _index(payload.get("selected_index"), n)
+    if selected is None:
+        named = payload.get("selected_id") or payload.get("selected_tag")
+        if isinstance(named, str) and named.strip() in shown_ids:
+            selected = list(shown_ids).index(named.strip()) + 1
+    if selected is None and ranked:
+        selected = ranked[0]
+    if selected is None:
+        return None
+    ranked = [i for i in ranked if i != selected][: max(max_ranked - 1, 0)]
+    return Selection(selected_index=selected, ranked_indices=tuple([selected, *ranked]))
+
+
+def apply_selection(ids: Sequence[str], selection: Selection | None) -> list[str]:
+    """Selected first, then the other ranked candidates, then the rest in the given order."""
+    ids = list(ids)
+    if selection is None:
+        return ids
+    front = [ids[i - 1] for i in (selection.selected_index, *selection.ranked_indices) if 1 <= i <= len(ids)]
+    front = list(dict.fromkeys(front))
+    taken = set(front)
+    return front + [cid for cid in ids if cid not in taken]
+
+
+def select(fact: Fact, ids: Sequence[str], llm: LLM, taxonomy: Taxonomy | None, domain: Domain,
+           config: FHSConfig) -> tuple[list[str], Selection | None, list[tuple[Request, Response]]]:
+    """Run the selector on a method's final order; returns (reordered ids, selection, calls)."""
+    if not ids:
+        return [], None, []
+    request, _ = selector_request(fact, ids, taxonomy, domain, config)
+    (response,) = llm.complete([request])
+    selection = parse_selection(response.text, list(ids[: config.k]), config.selector_max_ranked)
+    return apply_selection(ids, selection), selection, [(request, response)]

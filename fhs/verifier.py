@@ -1,0 +1,318 @@
+"""The candidate-level verifier (Section 4.4): dimension verdicts, support, consensus, Eq. 3.
+
+For each hypothesis h_j an LLM judges every candidate of a window B on every
+named dimension: support, contradict (the paper's "no support") or
+unresolved (abstain). It never picks an answer. From those verdicts:
+
+    v_j(c)  = supports / non-abstaining verdicts        (Section 4.4; variants below)
+    v_j(c)  = mean of v_j over the judged window        for unjudged candidates ("mean" fill)
+    v̄(c)    = (1/J) sum_j v_j(c)                        (Eq. 2)
+    score(c) = S~(c) + beta * v̄(c)                      (Eq. 3)
+
+so the verifier only reorders the fused pool. Scoring variants:
+
+- ``paper``: count only the dimensions the hypothesis resolved (an unresolved
+  dimension is "excluded from later scoring") and the verifier did not abstain on;
+- ``code``: count every dimension the verifier did not abstain on (the authors' code);
+- ``strict``: abstentions count as non-support, denominator = all dimensions.
+
+A candidate with no countable verdict is *unjudged* and receives the fill.
+The window is built once per fact from the fused order and shared by all
+hypotheses: it scans the top ``max(scan, k_v)`` candidates and keeps the first
+(highest-ranked) candidate of each new category profile, then fills any
+remaining slots by rank from the scanned list (``rank`` variant: plain top k_v).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from statistics import fmean
+from typing import Any
+
+from fhs.config import FHSConfig
+from fhs.domain import Domain, Profile
+from fhs.evidence import evidence_block
+from fhs.facts import Fact
+from fhs.fusion import FusedPool
+from fhs.hypotheses import Hypothesis
+from fhs.llm import Message, Request
+from fhs.prompting import clip, fit_to_budget, json_payload, render, salvage_array_objects
+from fhs.retrieval import Ranking
+from fhs.taxonomy import Concept, Taxonomy
+
+PURPOSE = "verifier"
+VERDICT_LABELS = ("support", "contradict", "unresolved")
+_SUPPORT = {"support", "supports", "supported", "yes", "true"}
+_CONTRADICT = {"contradict", "contradicts", "contradicted", "contradiction", "no support", "no_support",
+               "not supported", "unsupported", "no", "false"}
+_ID_KEYS = ("id", "concept_id", "concept", "tag", "candidate", "candidate_id")
+_RANK_KEYS = ("rank", "index", "candidate_index")
+
+
+# ---- the window -----------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Window:
+    """The K_v candidates the verifier sees, in fused order, with the profiles that chose them."""
+
+    ids: tuple[str, ...]
+    profiles: tuple[Profile, ...]
+    variant: str
+    scanned: int  # how many fused candidates were scanned
+    distinct_profiles: int  # distinct signatures among the scanned candidates
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ids": list(self.ids),
+            "profiles": [{dim: list(cats) for dim, cats in profile} for profile in self.profiles],
+            "variant": self.variant,
+            "scanned": self.scanned,
+            "distinct_profiles": self.distinct_profiles,
+        }
+
+
+def concept_or_stub(taxonomy: Taxonomy | None, concept_id: str) -> Concept:
+    """The concept, or a bare stand-in whose label is its id (never fails on an unknown id)."""
+    concept = taxonomy.get(concept_id) if taxonomy is not None else None
+    return concept if concept is not None else Concept(id=concept_id, label=concept_id)
+
+
+def build_window(pool: FusedPool | Sequence[str], taxonomy: Taxonomy | None, domain: Domain,
+                 k_v: int = 10, scan: int = 60, variant: str = "profile") -> Window:
+    """Choose the verifier window from the fused order (module docstring has the rule)."""
+    ids = list(pool.ids if isinstance(pool, FusedPool) else pool)
+    if variant not in ("profile", "rank"):
+        raise ValueError(f"window variant must be 'profile' or 'rank', got {variant!r}")
+    scanned = ids[: max(scan, k_v)] if variant == "profile" else ids[:k_v]
+    profiles = {cid: domain.profile_of(concept_or_stub(taxonomy, cid)) for cid in scanned}
+    if variant == "rank":
+        chosen = scanned[:k_v]
+    else:
+        chosen, seen = [], set()
+        for cid in scanned:
+            if profiles[cid] not in seen:
+                seen.add(profiles[cid])
+                chosen.append(cid)
+                if len(chosen) == k_v:
+                    break
+        if len(chosen) < k_v:  # too few distinct profiles: fill by rank from the scanned list
+            taken = set(chosen)
+            chosen += [cid for cid in scanned if cid not in taken][: k_v - len(chosen)]
+    position = {cid: i for i, cid in enumerate(ids)}
+    chosen.sort(key=position.__getitem__)
+    return Window(
+        ids=tuple(chosen),
+        profiles=tuple(profiles[cid] for cid in chosen),
+        variant=variant,
+        scanned=len(scanned),
+        distinct_profiles=len(set(profiles.values())),
+    )
+
+
+# ---- the prompt -------------------------------------------------------------------
+
+def candidate_line(number: int, concept: Concept, definition_chars: int) -> str:
+    """``[number] id / datatype / label / definition`` with the definition cut to a budget."""
+    parts = [f"[{number}] {concept.id}", concept.datatype or "-", concept.label or concept.id]
+    definition = clip(concept.definition, definition_chars)
+    if definition:
+        parts.append(definition)
+    return " / ".join(parts)
+
+
+def verifier_schema(domain: Domain, window_ids: Sequence[str]) -> dict[str, Any]:
+    names = list(domain.dimension_names)
+    entry = {
+        "type": "object",
+        "properties": {"id": {"type": "string", "enum": list(window_ids)},
+                       **{name: {"type": "string", "enum": list(VERDICT_LABELS)} for name in names},
+                       "confidence": {"type": "number"}},
+        "required": ["id", *names],
+    }
+    return {"type": "object", "properties": {"verdicts": {"type": "array", "items": entry}}, "required": ["verdicts"]}
+
+
+def verifier_prompt(fact: Fact, hypothesis: Hypothesis, candidates: Sequence[Concept], domain: Domain,
+                    context_chars: int, definition_chars: int) -> str:
+    return render(
+        "verifier",
+        evidence_kind=domain.evidence,
+        evidence=evidence_block(fact, context_chars),
+        hypothesis_lines="\n".join(f"{name}: {hypothesis.value(name)}" for name in domain.dimension_names),
+        dimension_lines="\n".join(f"- {d.name}: {d.verifier_gloss}" for d in domain.dimensions),
+        taxonomy=domain.taxonomy,
+        candidate_lines="\n".join(candidate_line(i, c, definition_chars) for i, c in enumerate(candidates, start=1)),
+        verdict_skeleton=", ".join(f'"{name}": "support|contradict|unresolved"' for name in domain.dimension_names),
+    )
+
+
+def verifier_request(fact: Fact, hypothesis: Hypothesis, window: Window, taxonomy: Taxonomy | None,
+                     domain: Domain, config: FHSConfig) -> Request:
+    """One greedy verifier call for one hypothesis over the window."""
+    candidates = [concept_or_stub(taxonomy, cid) for cid in window.ids]
+    ladder = [{"context_chars": c} for c in (12_000, 8_000, 5_000, 2_500) if c <= config.context_chars] \
+        or [{"context_chars": config.context_chars}]
+    user, _ = fit_to_budget(
+        lambda context_chars: verifier_prompt(fact, hypothesis, candidates, domain, context_chars, config.definition_chars),
+        ladder, config.verifier_prompt_chars)
+    return Request(
+        messages=(Message("system", render("verifier_system")), Message("user", user)),
+        temperature=0.0, top_p=1.0, max_tokens=config.max_tokens_verifier, seed=config.seed,
+        schema=verifier_schema(domain, window.ids) if config.json_schema else None, purpose=PURPOSE,
+    )
+
+
+# ---- parsing ---------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Verdicts:
+    """The verifier's rulings on one candidate: per dimension True (support), False (contradict) or None (abstain)."""
+
+    id: str
+    rulings: tuple[tuple[str, bool | None], ...]
+    confidence: float | None = None
+
+    def ruling(self, name: str) -> bool | None:
+        for dim, value in self.rulings:
+            if dim == name:
+                return value
+        return None
+
+    def to_dict(self) -> dict[str, str]:
+        names = {True: "support", False: "contradict", None: "abstain"}
+        return {dim: names[value] for dim, value in self.rulings}
+
+
+def verdict_value(text: Any) -> bool | None:
+    """support -> True, contradict/no support -> False, anything else -> abstain (None)."""
+    if isinstance(text, bool):
+        return text
+    if not isinstance(text, str):
+        return None
+    key = " ".join(text.strip().lower().replace("-", " ").split())
+    if key in _SUPPORT:
+        return True
+    if key in _CONTRADICT or key.replace(" ", "_") in _CONTRADICT:
+        return False
+    return None
+
+
+def _id_matcher(window_ids: Sequence[str]):
+    exact = set(window_ids)
+    folded: dict[str, str] = {}
+    loose: dict[str, list[str]] = {}
+    for cid in window_ids:
+        folded.setdefault(cid.lower(), cid)
+        bare = cid.split(":", 1)[-1]
+        loose.setdefault("".join(ch for ch in bare.lower() if ch.isalnum()), []).append(cid)
+
+    def match(raw: Any) -> str | None:
+        if not isinstance(raw, (str, int)) or isinstance(raw, bool):
+            return None
+        text = str(raw).strip()
+        if text in exact:
+            return text
+        if text.lower() in folded:
+            return folded[text.lower()]
+        key = "".join(ch for ch in text.split(":", 1)[-1].lower() if ch.isalnum())
+        hits = loose.get(key, [])
+        return hits[0] if len(hits) == 1 else None
+
+    return match
+
+
+def parse_verdicts(text: str, window_ids: Sequence[str],
+                   dimensions: Sequence[str] = ("FAMILY", "ROLE", "EVENT", "QUALIFIER", "SCOPE", "TEMPORAL"),
+                   ) -> dict[str, Verdicts]:
+    """Map a verifier reply to per-candidate verdicts; complete entries of a cut-off array are kept.
+
+    Entries are matched to window candidates by id (exact, case-folded, then
+    ignoring a ``prefix:`` namespace and punctuation), else by a 1-based
+    ``rank``/``index`` into the window. Unmatched entries are ignored; the
+    first entry for a candidate wins. Returns {} when nothing usable was found.
+    """
+    payload = json_payload(text, "{")
+    entries: list[Any]
+    if isinstance(payload, dict) and isinstance(payload.get("verdicts"), list):
+        entries = payload["verdicts"]
+    else:
+        entries = salvage_array_objects(text)
+    match = _id_matcher(window_ids)
+    result: dict[str, Verdicts] = {}
+    for entry in entries:
+        if not isinstance(entry, dict):
+            continue
+        cid = next((match(entry[k]) for k in _ID_KEYS if k in entry and match(entry[k])), None)
+        if cid is None:
+            for key in _RANK_KEYS:
+                raw = entry.get(key)
+                if isinstance(raw, int) and not isinstance(raw, bool) and 1 <= raw <= len(window_ids):
+                    cid = window_ids[raw - 1]
+                    break
+        if cid is None or cid in result:
+            continue
+        block = entry.get("dimensions") if isinstance(entry.get("dimensions"), dict) else entry
+        upper = {str(k).strip().upper(): v for k, v in block.items()}
+        confidence = entry.get("confidence")
+        result[cid] = Verdicts(
+            id=cid,
+            rulings=tuple((name, verdict_value(upper.get(name.upper()))) for name in dimensions),
+            confidence=float(confidence) if isinstance(confidence, (int, float)) and not isinstance(confidence, bool) else None,
+        )
+    return result
+
+
+# ---- scoring ---------------------------------------------------------------------
+
+def candidate_support(verdicts: Verdicts, hypothesis: Hypothesis, variant: str = "paper") -> float | None:
+    """v_j(c) for one judged candidate, or None if no verdict counts (the candidate is unjudged)."""
+    if variant == "strict":
+        return sum(1 for _, value in verdicts.rulings if value is True) / len(verdicts.rulings) if verdicts.rulings else None
+    if variant == "paper":
+        counted = [verdicts.ruling(name) for name in hypothesis.resolved]
+    elif variant == "code":
+        counted = [value for _, value in verdicts.rulings]
+    else:
+        raise ValueError(f"scoring variant must be 'paper', 'code' or 'strict', got {variant!r}")
+    ruled = [value for value in counted if value is not None]
+    return sum(ruled) / len(ruled) if ruled else None
+
+
+def support(verdicts: Mapping[str, Verdicts], hypothesis: Hypothesis, variant: str = "paper") -> dict[str, float]:
+    """v_j(c) for every judged candidate (unjudged ones are left out; see ``fill_support``)."""
+    scores: dict[str, float] = {}
+    for cid, entry in verdicts.items():
+        value = candidate_support(entry, hypothesis, variant)
+        if value is not None:
+            scores[cid] = value
+    return scores
+
+
+def fill_value(judged: Mapping[str, float], fill: str = "mean") -> float:
+    """What an unjudged candidate gets: the mean judged support (0 if none), or 0."""
+    if fill == "zero":
+        return 0.0
+    if fill != "mean":
+        raise ValueError(f"fill must be 'mean' or 'zero', got {fill!r}")
+    return fmean(judged.values()) if judged else 0.0
+
+
+def fill_support(judged: Mapping[str, float], pool_ids: Sequence[str], fill: str = "mean") -> dict[str, float]:
+    """v_j over the whole pool: judged values kept, every other candidate gets the fill."""
+    default = fill_value(judged, fill)
+    return {cid: judged.get(cid, default) for cid in pool_ids}
+
+
+def consensus(per_hypothesis: Sequence[Mapping[str, float]], pool_ids: Sequence[str]) -> dict[str, float]:
+    """v̄(c): the mean of the filled v_j(c) over the J hypotheses (Eq. 2); 0 with no hypotheses."""
+    if not per_hypothesis:
+        return {cid: 0.0 for cid in pool_ids}
+    return {cid: fmean(v[cid] for v in per_hypothesis) for cid in pool_ids}
+
+
+def final_scores(pool: FusedPool, vbar: Mapping[str, float], beta: float) -> Ranking:
+    """Eq. 3: S~(c) + beta * v̄(c) over the pool, best first, ties by id. Only reorders the pool."""
+    scored = [(s + beta * vbar.get(cid, 0.0), cid) for cid, s in zip(pool.ids, pool.normalized)]
+    scored.sort(key=lambda item: (-item[0], item[1]))
+    return Ranking(ids=tuple(cid for _, cid in scored), scores=tuple(score for score, _ in scored))
