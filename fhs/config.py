@@ -61,6 +61,8 @@ class FHSConfig:
     definition_chars: int = 320
     # Shared listwise selector (Appendix B.5)
     selector: bool = True
+    # The authors' selector is shown every candidate (up to K); a CPU profile shows fewer.
+    selector_candidates: int = 200
     selector_max_ranked: int = 20
     # Token and prompt budgets per stage
     max_tokens_hypothesis: int = 2048
@@ -87,7 +89,7 @@ class FHSConfig:
         object.__setattr__(self, "renderings", tuple(self.renderings))
         if not self.renderings or any(r not in RENDERINGS for r in self.renderings):
             raise ValueError(f"FHSConfig.renderings must be a non-empty subset of {RENDERINGS}, got {self.renderings!r}")
-        for name in ("num_hypotheses", "k", "kappa", "k_v", "scan"):
+        for name in ("num_hypotheses", "k", "kappa", "k_v", "scan", "selector_candidates"):
             if getattr(self, name) < 1:
                 raise ValueError(f"FHSConfig.{name} must be at least 1, got {getattr(self, name)!r}")
         if self.beta < 0:

@@ -60,8 +60,8 @@ def selector_schema(n: int, max_ranked: int = 20) -> dict[str, Any]:
 
 def selector_request(fact: Fact, ids: Sequence[str], taxonomy: Taxonomy | None, domain: Domain,
                      config: FHSConfig) -> tuple[Request, dict[str, int]]:
-    """The greedy selector call over ``ids[:config.k]``; also returns the budget rung used."""
-    shown = list(ids[: config.k])
+    """The greedy selector call over the head of ``ids``; also returns the budget rung used."""
+    shown = list(ids[: config.selector_candidates])
     ladder = [{"context_chars": min(c, config.context_chars), "definition_chars": min(d, config.definition_chars)}
               for c, d in SHRINK_LADDER]
     user, used = fit_to_budget(
@@ -135,5 +135,5 @@ def select(fact: Fact, ids: Sequence[str], llm: LLM, taxonomy: Taxonomy | None, 
         return [], None, []
     request, _ = selector_request(fact, ids, taxonomy, domain, config)
     (response,) = llm.complete([request])
-    selection = parse_selection(response.text, list(ids[: config.k]), config.selector_max_ranked)
+    selection = parse_selection(response.text, list(ids[: config.selector_candidates]), config.selector_max_ranked)
     return apply_selection(ids, selection), selection, [(request, response)]

@@ -61,8 +61,8 @@ def test_request_shrinks_definitions_when_over_budget():
     assert "[1] C1 / monetaryItemType / Label C1\n" in tiny.messages[-1].content
 
 
-def test_only_the_first_k_candidates_are_shown():
-    request, _ = selector_request(FACT, IDS, TAXONOMY, DOMAIN, FHSConfig(k=10))
+def test_only_the_first_selector_candidates_are_shown():
+    request, _ = selector_request(FACT, IDS, TAXONOMY, DOMAIN, FHSConfig(selector_candidates=10))
     prompt = request.messages[-1].content
     assert "[10] C10" in prompt and "C11" not in prompt
 
