@@ -2,7 +2,7 @@
 
 The runner is the single place where a method's per-fact output becomes a
 record on disk, so every method (and every ablation) is evaluated the same
-way and a rerun resumes from the records already written.
+way, and a rerun resumes from the records already written.
 """
 
 from __future__ import annotations
@@ -20,6 +20,27 @@ from fhs.methods import MethodContext, get_method
 from fhs.records import RecordWriter, write_json_atomic
 
 
+def call_totals(records: Sequence[Mapping]) -> dict[str, float]:
+    """Model calls, cache hits, tokens and model seconds over records' ``llm_calls`` lists."""
+    calls = [call for record in records for call in record.get("llm_calls") or []]
+    fresh = [call for call in calls if not call.get("cached")]
+    return {
+        "llm_calls": len(fresh),
+        "cache_hits": len(calls) - len(fresh),
+        "tokens_in": sum(call.get("tokens_in", 0) for call in calls),
+        "tokens_out": sum(call.get("tokens_out", 0) for call in calls),
+        "model_seconds": round(sum(call.get("seconds", 0.0) for call in fresh), 3),
+        # seconds the calls took when they were made, cached or not (the cost of the method)
+        "recorded_seconds": round(sum(call.get("seconds", 0.0) for call in calls), 3),
+    }
+
+
+def accuracy(records: Sequence[Mapping]) -> float | None:
+    """Top-1 after the shared selector ("Acc."), over records where the selector ran."""
+    judged = [r for r in records if "correct" in r]
+    return sum(bool(r["correct"]) for r in judged) / len(judged) if judged else None
+
+
 def run_method(
     facts: Sequence[Fact],
     method: str,
@@ -29,13 +50,19 @@ def run_method(
     run_config: Mapping[str, Any] | None = None,
     progress: bool = True,
 ) -> dict:
-    """Run ``method`` on every fact not yet recorded in ``out_dir``; return metrics.json's content."""
+    """Run ``method`` on every fact not yet recorded in ``out_dir``; return metrics.json's content.
+
+    ``llm_calls``/``cache_hits``/tokens count what THIS invocation did (a fact
+    recorded by an earlier run costs nothing now); ``per_fact`` averages the
+    cost over every record, cached or not, for the cost tables.
+    """
     out_dir = Path(out_dir)
     function = get_method(method)
     started = time.perf_counter()
+    new_records: list[dict] = []
     with RecordWriter(out_dir / "records.jsonl", config=run_config) as writer:
         todo = [fact for fact in facts if fact.id not in writer]
-        bar = tqdm(todo, desc=f"{method}", unit="fact", disable=not progress or not todo, leave=False)
+        bar = tqdm(todo, desc=method, unit="fact", disable=not progress or not todo, leave=False)
         for fact in bar:
             stage = function(fact, ctx)
             ranking = stage.get("ranking", [])
@@ -45,27 +72,31 @@ def run_method(
                 "modality": fact.modality,
                 "gold": list(fact.gold),
                 "method": method,
-                "rank": gold_rank(ranking[: ctx.retriever.config.top_k], fact.gold),
+                "rank": gold_rank(ranking, fact.gold),
                 **stage,
             }
             if "selected" in stage:
                 record["correct"] = stage["selected"] in fact.gold
             writer.write(record)
+            new_records.append(record)
         records = writer.records_in_order(fact.id for fact in facts)
-    result = metrics(records)
-    if any("correct" in r for r in records):
-        result["accuracy"] = sum(bool(r.get("correct")) for r in records) / max(len(records), 1)
-    result.update(
-        {
-            "method": method,
-            "n_new": len(todo),
-            "llm_calls": ctx.stats.calls,
-            "cache_hits": ctx.stats.cache_hits,
-            "tokens_in": ctx.stats.tokens_in,
-            "tokens_out": ctx.stats.tokens_out,
-            "wall_seconds": round(time.perf_counter() - started, 3),
-        }
-    )
+    result: dict[str, Any] = {"method": method, **metrics(records)}
+    acc = accuracy(records)
+    if acc is not None:
+        result["accuracy"] = acc
+        for modality, block in result["by_modality"].items():
+            block["accuracy"] = accuracy([r for r in records if r["modality"] == modality])
+    totals = call_totals(records)
+    result.update(call_totals(new_records))
+    result["n_new"] = len(new_records)
+    result["wall_seconds"] = round(time.perf_counter() - started, 3)
+    n = max(len(records), 1)
+    result["per_fact"] = {
+        "llm_calls": (totals["llm_calls"] + totals["cache_hits"]) / n,
+        "tokens_in": totals["tokens_in"] / n,
+        "tokens_out": totals["tokens_out"] / n,
+        "model_seconds": totals["recorded_seconds"] / n,
+    }
     if run_config:
         result["config"] = dict(run_config)
     write_json_atomic(out_dir / "metrics.json", result)
