@@ -106,12 +106,13 @@ class TableGrid:
 
 
 def _rows(table) -> Iterator:
+    """The visible ``<tr>`` rows of this table (not of tables nested in its cells)."""
     for child in table:
         name = local_name(child)
-        if name == "tr":
+        if name == "tr" and not is_hidden(child):
             yield child
-        elif name in ("thead", "tbody", "tfoot"):
-            yield from (row for row in child if local_name(row) == "tr")
+        elif name in ("thead", "tbody", "tfoot") and not is_hidden(child):
+            yield from (row for row in child if local_name(row) == "tr" and not is_hidden(row))
 
 
 def _span(element, name: str, limit: int) -> int:
@@ -282,17 +283,21 @@ def row_header(grid: TableGrid, cell: GridCell, sections: int = ROW_SECTIONS) ->
     pieces: list[str] = []
     closed = 0
     limit = labels[0].indent if labels else 0.0
+    deeper = False  # passed a row indented deeper than the cell's: a same-level section no longer encloses it
     for r in range(cell.row - 1, -1, -1):
         kind = grid.row_kinds[r]
         if kind == "header" or len(pieces) >= sections:
             break
-        if kind == "data" and _is_total(grid.rows[r]):
-            closed += 1
+        if kind == "data":
+            closed += _is_total(grid.rows[r])
+            first = next((c for c in grid.rows[r] if c.kind == "label"), None)
+            deeper = deeper or (first is not None and first.indent > limit + 0.5)
         elif kind == "section":
             section = next(c for c in grid.rows[r] if c.text)
             if grid.indented:
-                # the nearest enclosing section may share the rows' indentation; outer ones sit further left
-                if section.indent > limit + 0.5 or (pieces and section.indent > limit - 0.5):
+                # the nearest section may share the rows' indentation; outer ones sit further left
+                same_level = abs(section.indent - limit) <= 0.5
+                if section.indent > limit + 0.5 or (same_level and (pieces or deeper)):
                     continue
             if closed:
                 closed -= 1

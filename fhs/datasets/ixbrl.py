@@ -14,7 +14,9 @@ Decisions:
   namespace map, not the literal prefix) to a ``fasb.org/us-gaap`` namespace;
 * nested ``ix:nonFraction`` elements tag one displayed number with several
   concepts: they form one fact whose gold lists every us-gaap name;
-* a fact with no displayed text (``xsi:nil``) is not visible and is skipped;
+* a fact inside ``ix:header`` or a ``display:none`` box, or with no displayed
+  text (``xsi:nil``), is not visible and is skipped (MANIFEST.tsv counts
+  display:none rows as visible: 10 facts of mara-20230630);
 * ``value`` is the displayed text; ``metadata["number"]`` applies the format,
   ``scale`` and ``sign="-"`` (``"-1234000000"``);
 * ``datatype`` comes from the taxonomy; for a concept outside it, from the unit
@@ -175,8 +177,9 @@ def datatype_from_unit(measure: str, percent_shown: bool = False) -> str:
 class ExtractStats:
     """Counts that let a test reconcile a filing with an independent tally (MANIFEST.tsv)."""
 
-    us_gaap_elements: int = 0  # = hidden + empty + facts + merged
-    hidden: int = 0            # inside ix:header / display:none
+    us_gaap_elements: int = 0  # = hidden + undisplayed + empty + facts + merged
+    hidden: int = 0            # inside ix:header (ix:hidden)
+    undisplayed: int = 0       # inside a display:none box of the body
     empty: int = 0             # nothing displayed (xsi:nil)
     facts: int = 0
     merged: int = 0            # nested elements folded into an enclosing fact
@@ -218,14 +221,15 @@ def extract_facts(root, stem: str) -> tuple[list[Fact], ExtractStats]:
         own = _us_gaap_name(element)
         if own is not None:
             stats.us_gaap_elements += 1
-        cell = table = block = None
-        hidden = is_hidden(element)
+        cell = table = block = hidden = None
+        if is_hidden(element):
+            hidden = element
         nested = False
         for ancestor in element.iterancestors():
             if ancestor.tag in _NONFRACTION:
                 nested = True
-            if is_hidden(ancestor):
-                hidden = True
+            if hidden is None and is_hidden(ancestor):
+                hidden = ancestor
                 break
             name = local_name(ancestor)
             if cell is None and name in ("td", "th"):
@@ -234,8 +238,11 @@ def extract_facts(root, stem: str) -> tuple[list[Fact], ExtractStats]:
                 table = ancestor
             if block is None and name in _TEXT_BLOCKS:
                 block = ancestor
-        if hidden:
-            stats.hidden += own is not None
+        if hidden is not None:
+            if own is not None and local_name(hidden) in ("header", "hidden"):
+                stats.hidden += 1
+            elif own is not None:
+                stats.undisplayed += 1
             continue
         if nested:
             continue  # part of the fact of its outermost nonFraction
@@ -264,6 +271,7 @@ def extract_facts(root, stem: str) -> tuple[list[Fact], ExtractStats]:
                 "scale": element.get("scale", "0"),
                 "negated": element.get("sign") == "-",
                 "decimals": element.get("decimals", ""),
+                "n_elements": len(names),
             },
         }
         stats.facts += 1
@@ -382,7 +390,7 @@ def extract_filing(path: str | Path, cache_dir: str | os.PathLike | None = None,
     data = gzip.decompress(raw) if path.name.endswith(".gz") else raw
     try:
         root = parse_document(data)
-    except (etree.XMLSyntaxError, ValueError) as error:
+    except (etree.LxmlError, ValueError) as error:
         raise InputError(f"cannot parse as (X)HTML: {error}", path=path) from None
     facts, stats = extract_facts(root, stem)
     if use_cache:
