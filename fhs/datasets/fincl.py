@@ -33,7 +33,7 @@ from fhs.datasets.html_tables import (
     table_text,
 )
 from fhs.datasets.html_text import local_name, parse_fragment, sentence_at, visible_text
-from fhs.datasets.numbers import mention_offsets
+from fhs.datasets.numbers import INVISIBLE, mention_offsets
 from fhs.errors import InputError
 from fhs.facts import Fact
 
@@ -42,7 +42,6 @@ COLUMNS = ("context", "category", "entity", "entity_type", "query", "answer")
 CATEGORIES = ("table", "text")
 _GOLD = re.compile(r"^[A-Za-z][\w.-]*:[A-Za-z_][\w.-]*$")
 _QUERY_CONTEXT = re.compile(r"<context>(.*)</context>", re.DOTALL)
-_INVISIBLE = {ord(c): None for c in "\u200b\u200c\u200d\u2060\ufeff\u00ad"}
 
 
 @dataclass(frozen=True)
@@ -123,7 +122,8 @@ def quoted_context(query: str) -> str:
 
 
 def _row_key(pieces: Iterable[str]) -> str:
-    kept = ("".join(piece.translate(_INVISIBLE).split()) for piece in pieces)
+    """A row's non-empty cells, each read once and without whitespace, joined by ``|``."""
+    kept = ("".join(collapse_repeats(piece.translate(INVISIBLE)).split()) for piece in pieces)
     return "|".join(piece for piece in kept if piece)
 
 

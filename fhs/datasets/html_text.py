@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 from lxml import html as lxml_html
 
+from fhs.datasets.numbers import INVISIBLE
+
 IX_NAMESPACE_PREFIX = "http://www.xbrl.org/"
 
 # Elements whose content is never shown.
@@ -30,8 +32,6 @@ BLOCKS = frozenset({
     "blockquote", "center", "dd", "dt", "dl", "hr", "pre", "address", "header", "footer",
     "table", "tr", "caption", "body", "html", "form", "figure", "figcaption", "nav", "main",
 })
-# Characters that take no room on the page.
-_INVISIBLE = {ord(c): None for c in "\u200b\u200c\u200d\u2060\ufeff\u00ad"}
 
 _NONE, _SPACE, _NEWLINE = 0, 1, 2
 
@@ -78,7 +78,7 @@ class TextBuilder:
     def text(self, raw: str | None) -> None:
         if not raw:
             return
-        raw = raw.translate(_INVISIBLE)
+        raw = raw.translate(INVISIBLE)
         if not raw:
             return
         words = raw.split()

@@ -308,11 +308,6 @@ def extract_facts(root, stem: str) -> tuple[list[Fact], ExtractStats]:
     return facts, stats
 
 
-def read_filing_bytes(path: Path) -> bytes:
-    raw = path.read_bytes()
-    return gzip.decompress(raw) if path.name.endswith(".gz") else raw
-
-
 def filing_stem(path: Path) -> str:
     name = path.name
     for suffix in (".gz", ".htm", ".html", ".xhtml"):

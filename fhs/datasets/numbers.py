@@ -11,7 +11,8 @@ from __future__ import annotations
 import re
 from decimal import Decimal, InvalidOperation
 
-_INVISIBLE = {ord(c): None for c in "\u200b\u200c\u200d\u2060\ufeff\u00ad"}
+# Characters that take no room on the page (zero-width spaces, soft hyphen): dropped before reading.
+INVISIBLE = {ord(c): None for c in "\u200b\u200c\u200d\u2060\ufeff\u00ad"}
 _DASHES = "-\u2010\u2011\u2012\u2013\u2014\u2015\u2212"
 _ONLY_DASH = re.compile(rf"^[(\[]?(?:US\$|[$€£¥])?[{_DASHES}]+%?[)\]]?$")
 _NUMBER = re.compile(r"^(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?$|^\.\d+$|^\d+\.$")
@@ -23,7 +24,7 @@ def parse_number(text: str) -> Decimal | None:
     ``"$ (1,234.5)"`` -> -1234.5, ``"12.5 %"`` -> 12.5, ``"—"`` -> 0 (a dash
     shows a nil amount), ``"(25"`` -> -25 (the ``)`` often sits in the next cell).
     """
-    compact = "".join(text.translate(_INVISIBLE).split())
+    compact = "".join(text.translate(INVISIBLE).split())
     if not compact:
         return None
     if _ONLY_DASH.match(compact):
@@ -56,7 +57,7 @@ def values_match(displayed: str, value: str) -> bool:
 
 
 def _words(text: str) -> str:
-    return " ".join(text.translate(_INVISIBLE).split()).casefold()
+    return " ".join(text.translate(INVISIBLE).split()).casefold()
 
 
 _NUMBER_IN_TEXT = re.compile(r"(?<![\w.])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")
