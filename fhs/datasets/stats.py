@@ -26,7 +26,7 @@ def dataset_stats(facts: Iterable[Fact]) -> dict:
         "contexts_by_modality": dict(sorted(contexts_by_modality.items())),
         "facts_per_table_context": {
             "mean": statistics.fmean(per_table) if per_table else 0.0,
-            "median": statistics.median(per_table) if per_table else 0.0,
+            "median": float(statistics.median(per_table)) if per_table else 0.0,
         },
         "n_gold_concepts": len({gold for fact in facts for gold in fact.gold}),
     }
