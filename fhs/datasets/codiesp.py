@@ -15,11 +15,9 @@ for probes that do not read the value (the oracle sanity check).
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections import Counter
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -135,10 +133,16 @@ def read_mentions(path: str | Path) -> list[Mention]:
 
 @dataclass
 class CodiespSplit:
-    """What ``load_split`` returns: the facts, the facts it could not relocate, and counts."""
+    """What ``load_split`` returns.
+
+    ``facts``: exactly relocated facts; ``unrelocated``: the others (value = the
+    Spanish mention); ``all_facts``: both, in the order of the ``.tsv`` file;
+    ``stats``: counts and seconds.
+    """
 
     facts: list[Fact]
     unrelocated: list[Fact]
+    all_facts: list[Fact]
     stats: dict[str, float] = field(default_factory=dict)
 
 
@@ -219,6 +223,7 @@ def load_split(
 
     facts: list[Fact] = []
     unrelocated: list[Fact] = []
+    all_facts: list[Fact] = []
     repeats: Counter[tuple[str, str]] = Counter()
     for mention, task, relocation in zip(kept, tasks, relocations):
         document = documents[mention.document_id]
@@ -226,6 +231,7 @@ def load_split(
         fact = _fact(split, mention, task, relocation, document, repeats[position])
         repeats[position] += 1
         (facts if relocation.exact else unrelocated).append(fact)
+        all_facts.append(fact)
 
     scopes = Counter(task.scope for task in tasks)
     stats = {
@@ -239,7 +245,7 @@ def load_split(
         "documents_aligned": sum(1 for document in documents.values() if document.alignment is not None),
         "seconds": round(time.perf_counter() - started, 2),
     }
-    return CodiespSplit(facts, unrelocated, stats)
+    return CodiespSplit(facts, unrelocated, all_facts, stats)
 
 
 def _fact(split: str, mention: Mention, task: RelocationTask, relocation: Relocation,
@@ -268,6 +274,7 @@ def _fact(split: str, mention: Mention, task: RelocationTask, relocation: Reloca
             "relocation_method": relocation.method,
             "relocated": relocation.exact,
             "candidate_scope": task.scope,
+            "alignment": document.alignment.method if document.alignment is not None else "none",
             "span": [relocation.start, relocation.end] if relocation.exact else None,
         },
     )
@@ -296,4 +303,4 @@ def load(
     if keep not in KEEP:
         raise InputError(f"unknown keep option {keep!r}", field="keep", fix=f"choose one of {', '.join(KEEP)}")
     result = load_split(data_dir, taxonomy, split, relocator, align=align, cache=cache)
-    return result.facts if keep == "exact" else result.facts + result.unrelocated
+    return result.facts if keep == "exact" else result.all_facts
