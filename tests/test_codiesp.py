@@ -282,3 +282,17 @@ def test_real_split_with_a_tiny_inventory():
     facts = load(root, taxonomy, keep="all")
     assert len(facts) == len({row for row in rows if row[2] in taxonomy})
     assert all(fact.gold[0] in taxonomy for fact in facts)
+
+
+def test_alignment_summary_counts_documents_whose_sentence_counts_agree():
+    from fhs.datasets.codiesp import alignment_summary
+    # S0001-1: 5 Spanish sentences + 1 paragraph break vs 6 English lines (one is "1.");
+    # S0002-1: 3 Spanish sentences vs 2 English lines (the translation merged two).
+    assert alignment_summary(FIXTURE) == {"documents": 2, "plain": 0, "with_paragraph_breaks": 1}
+
+
+def test_command_line_prints_the_split_summary(capsys):
+    from fhs.datasets.codiesp import main
+    main(["--data", str(FIXTURE.parent), "--split", "test", "--no-cache"])
+    report = json.loads(capsys.readouterr().out)
+    assert report["facts"] == len(expected_keys()) and report["statuses"]["exact"] == report["exact"]

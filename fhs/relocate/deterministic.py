@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import re
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
+from fhs.relocate import cognates, lexicon
 from fhs.relocate.cognates import MatchConfig, content_words, word_match, words
-from fhs.relocate.lexicon import ENGLISH_STOPWORDS, LEXICON, OPTIONAL_WORDS
+from fhs.relocate.lexicon import ENGLISH_STOPWORDS, OPTIONAL_WORDS
 from fhs.relocate.sentences import strip_accents
 from fhs.relocate.tasks import Relocation, RelocationTask, accept_span
 
@@ -53,13 +55,15 @@ class DeterministicRelocator:
     """
 
     method = "deterministic"
-    VERSION = "1"
 
     def __init__(self, config: DeterministicConfig = DeterministicConfig()) -> None:
         self.config = config
-        lexicon = json.dumps(sorted((k, sorted(v)) for k, v in LEXICON.items()), ensure_ascii=False)
-        digest = hashlib.sha1(f"{self.VERSION}|{config!r}|{lexicon}".encode("utf-8")).hexdigest()[:10]
-        self.name = f"deterministic-{digest}"
+        # The cache name changes with the configuration and with the code and lexicon
+        # (their source text), so an edited rule never reads stale cached answers.
+        digest = hashlib.sha1(repr(config).encode("utf-8"))
+        for module in (cognates, lexicon, sys.modules[__name__]):
+            digest.update(Path(module.__file__).read_bytes())
+        self.name = f"deterministic-{digest.hexdigest()[:10]}"
 
     def relocate(self, tasks: Sequence[RelocationTask]) -> list[Relocation]:
         return [self.relocate_one(task) for task in tasks]
@@ -70,11 +74,7 @@ class DeterministicRelocator:
             return Relocation.not_found(task, self.method, "no English text")
         if not spanish:
             return Relocation.not_found(task, self.method, "mention has no content word")
-        plain = {strip_accents(word) for word in spanish}
-        optional = {i for i, word in enumerate(spanish)
-                    if len(spanish) > 1 and strip_accents(word) in OPTIONAL_WORDS
-                    and (not OPTIONAL_WORDS[strip_accents(word)] or OPTIONAL_WORDS[strip_accents(word)] & plain)}
-        span = self.find_span(spanish, task.candidate, task.position, optional)
+        span = self.find_span(spanish, task.candidate, task.position, optional_words(spanish))
         if span is None:
             return Relocation.not_found(task, self.method, "no compact English match")
         located = accept_span(task.candidate[span[0]:span[1]], task.candidate, task.position)
@@ -102,11 +102,11 @@ class DeterministicRelocator:
         required = n - config.max_missing if n >= config.partial_from else n
         if len(spanish) == 1:
             scores[0] = {t: s for t, s in scores[0].items() if s >= config.single_word_score}
-        positions = sorted({t for per_word in scores for t in per_word})
+        matched = {t for per_word in scores for t in per_word}
+        positions = sorted(matched)
         total = len(spanish)
         max_width = config.width_per_word * total + config.width_slack if total > 1 else 1
         max_unmatched = max(config.unmatched_slack, total - 1) if total > 1 else 0
-        matched = {t for per_word in scores for t in per_word}
         best: tuple | None = None
         for i, first in enumerate(positions):
             for last in positions[i:]:
@@ -127,6 +127,7 @@ class DeterministicRelocator:
                 if _SENTENCE_BREAK.search(candidate, start, end):
                     continue
                 middle = (start + end) / 2 / max(1, len(candidate))
+                # most mention words, then fewest English words, then nearest the prior position
                 rank = (-covered, last - first, round(abs(middle - position), 3), -sum(found))
                 if best is None or rank < best[0]:
                     best = (rank, start, end)
@@ -139,6 +140,20 @@ _NOT_CONTENT = frozenset("mm cm m kg g mg ml dl l h cc mmhg both all".split())
 def _is_content(word: str) -> bool:
     low = word.lower()
     return not (low in ENGLISH_STOPWORDS or low in _NOT_CONTENT or low.isdigit())
+
+
+def optional_words(spanish: Sequence[str]) -> set[int]:
+    """Indices of mention words that may stay unmatched (``OPTIONAL_WORDS``): only in a
+    mention of several words, and only beside their companion words when they have any."""
+    if len(spanish) < 2:
+        return set()
+    plain = {strip_accents(word) for word in spanish}
+    optional = set()
+    for index, word in enumerate(spanish):
+        companions = OPTIONAL_WORDS.get(strip_accents(word))
+        if companions is not None and (not companions or companions & plain):
+            optional.add(index)
+    return optional
 
 
 def _extend(first: int, last: int, matched: set[int], max_width: int) -> tuple[int, int]:
