@@ -176,8 +176,7 @@ def assert_no_leak(facts, english_documents: dict[str, str]) -> None:
     """No gold code, in any spelling, reaches what a method reads, unless the English text has it."""
     for fact in facts:
         visible = " ".join([fact.id, fact.value, fact.context, fact.sentence, fact.row_header,
-                            fact.column_header, json.dumps({k: v for k, v in fact.metadata.items()},
-                                                           ensure_ascii=False)])
+                            fact.column_header, json.dumps(dict(fact.metadata), ensure_ascii=False)])
         for spelling in code_spellings(fact.gold[0]):
             pattern = re.compile(rf"(?<![\w.]){re.escape(spelling)}(?![\w])", re.IGNORECASE)
             if pattern.search(visible):
@@ -186,7 +185,8 @@ def assert_no_leak(facts, english_documents: dict[str, str]) -> None:
 
 def test_no_gold_code_reaches_value_context_or_metadata():
     facts = load(FIXTURE, None, keep="all", cache=False)
-    english = {path.stem: path.read_text(encoding="utf-8") for path in (FIXTURE / "test" / "text_files_en").glob("*.txt")}
+    folder = FIXTURE / "test" / "text_files_en"
+    english = {path.stem: path.read_text(encoding="utf-8") for path in folder.glob("*.txt")}
     assert_no_leak(facts, english)
 
 
