@@ -1,0 +1,143 @@
+"""The LLM relocator: a model copies the English phrase, the substring rule decides.
+
+The real-model check runs once the LLM backends are merged; the unit tests use
+a scripted double of the ``fhs.llm.LLM`` protocol.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping, Sequence
+from importlib import resources
+from typing import Any
+
+from fhs.llm import LLM, Message, Request
+from fhs.relocate.tasks import Relocation, RelocationTask, accept_span
+
+
+RELOCATE_PROMPT = "relocate.txt"
+RELOCATE_SCHEMA: Mapping[str, Any] = {
+    "type": "object",
+    "properties": {"english": {"type": ["string", "null"]}},
+    "required": ["english"],
+}
+
+
+def load_prompt(name: str = RELOCATE_PROMPT) -> str:
+    """A prompt template shipped in ``fhs/prompts``."""
+    return resources.files("fhs").joinpath("prompts", name).read_text(encoding="utf-8")
+
+
+def first_json_object(text: str) -> str | None:
+    """The first balanced ``{...}`` in ``text`` (braces inside JSON strings are skipped)."""
+    start = text.find("{")
+    while start != -1:
+        depth, in_string, escaped = 0, False, False
+        for index in range(start, len(text)):
+            char = text[index]
+            if in_string:
+                if escaped:
+                    escaped = False
+                elif char == "\\":
+                    escaped = True
+                elif char == '"':
+                    in_string = False
+            elif char == '"':
+                in_string = True
+            elif char == "{":
+                depth += 1
+            elif char == "}":
+                depth -= 1
+                if depth == 0:
+                    return text[start:index + 1]
+        start = text.find("{", start + 1)
+    return None
+
+
+_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
+_THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+
+
+def parse_relocation_answer(text: str) -> tuple[str | None, str]:
+    """The phrase a model answered and a note: ``(phrase, "")``, ``(None, "null answer")``
+    or ``(None, "malformed: ...")``.
+
+    Tolerant of reasoning blocks, code fences and text around the JSON object.
+    """
+    body = _THINK.sub("", text)
+    fenced = _FENCE.search(body)
+    if fenced:
+        body = fenced.group(1)
+    raw = first_json_object(body)
+    if raw is None:
+        return None, "malformed: no JSON object"
+    try:
+        answer = json.loads(raw)
+    except json.JSONDecodeError as error:
+        return None, f"malformed: {error.msg}"
+    if not isinstance(answer, dict) or "english" not in answer:
+        return None, "malformed: no 'english' field"
+    phrase = answer["english"]
+    if phrase is None or (isinstance(phrase, str) and phrase.strip().lower() in ("", "null", "none")):
+        return None, "null answer"
+    if not isinstance(phrase, str):
+        return None, f"malformed: 'english' is {type(phrase).__name__}"
+    return phrase, ""
+
+
+class LLMRelocator:
+    """Asks a model to copy the English phrase verbatim; keeps only exact substrings.
+
+    One greedy request per mention (``max_tokens`` 96, JSON answer
+    ``{"english": "<phrase or null>"}``), sent in batches of ``batch_size``.
+    """
+
+    method = "llm"
+
+    def __init__(self, llm: LLM, *, template: str | None = None, max_tokens: int = 96,
+                 batch_size: int = 64) -> None:
+        self.llm = llm
+        self.template = template if template is not None else load_prompt()
+        self.max_tokens = max_tokens
+        self.batch_size = batch_size
+        digest = hashlib.sha1(f"{self.template}|{max_tokens}".encode("utf-8")).hexdigest()[:10]
+        model = re.sub(r"[^A-Za-z0-9._-]+", "_", getattr(llm, "name", "model"))
+        self.name = f"llm-{model}-{digest}"
+
+    def request(self, task: RelocationTask) -> Request:
+        prompt = self.template.format(
+            spanish_mention=task.mention,
+            spanish_context=task.spanish_context,
+            english_text=task.candidate,
+        )
+        return Request(
+            messages=(Message("user", prompt),),
+            temperature=0.0,
+            max_tokens=self.max_tokens,
+            schema=RELOCATE_SCHEMA,
+            purpose="relocate",
+        )
+
+    def relocate(self, tasks: Sequence[RelocationTask]) -> list[Relocation]:
+        results: list[Relocation] = []
+        for begin in range(0, len(tasks), self.batch_size):
+            batch = list(tasks[begin:begin + self.batch_size])
+            responses = self.llm.complete([self.request(task) for task in batch])
+            if len(responses) != len(batch):
+                raise RuntimeError(f"{self.name}: {len(responses)} responses for {len(batch)} requests")
+            for task, response in zip(batch, responses):
+                results.append(self._judge(task, response.text))
+        return results
+
+    def _judge(self, task: RelocationTask, text: str) -> Relocation:
+        if not task.candidate:
+            return Relocation.not_found(task, self.method, "no English text")
+        phrase, note = parse_relocation_answer(text)
+        if phrase is None:
+            return Relocation.not_found(task, self.method, note)
+        span = accept_span(phrase, task.candidate, task.position)
+        if span is None:
+            return Relocation.not_found(task, self.method, "answer is not a substring of the candidate")
+        return Relocation.accepted(task, span[0], span[1], self.method)
