@@ -36,12 +36,8 @@ from fhs.relocate import (
     relocation_cache_path,
     split_spanish_sentences,
 )
+from fhs.taxonomies.icd10cm import normalize_icd_code
 from fhs.taxonomy import Taxonomy
-
-try:  # the shared ICD-10-CM normaliser, once fhs.taxonomies.icd10cm is merged
-    from fhs.taxonomies.icd10cm import normalize_icd_code as _shared_normalizer
-except ModuleNotFoundError:  # pragma: no cover - depends on which branches are merged
-    _shared_normalizer = None
 
 SPLITS = ("train", "dev", "test")
 LABELS = ("DIAGNOSTICO", "PROCEDIMIENTO")
@@ -49,19 +45,9 @@ KEEP = ("exact", "all")
 _FIELDS = ("articleID", "label", "code", "reference", "offsets")
 
 
-def _local_normalize_code(raw: str) -> str:
-    """``s22.49xa`` -> ``S22.49XA``: upper case, the dot kept (stand-in for the shared one)."""
-    code = raw.strip().upper()
-    if not code or not code[0].isalpha() or not code.replace(".", "").isalnum():
-        raise ValueError(f"not an ICD-10 code: {raw!r}")
-    return code
-
-
 def normalize_code(raw: str) -> str:
-    """A gold code as the inventory spells it (``fhs.taxonomies.icd10cm`` when available)."""
-    if _shared_normalizer is not None:
-        return _shared_normalizer(raw)
-    return _local_normalize_code(raw)
+    """A gold code as the inventory spells it (``s22.49xa`` -> ``S22.49XA``)."""
+    return normalize_icd_code(raw)
 
 
 @dataclass(frozen=True)
