@@ -32,7 +32,8 @@ class Experiment:
     retriever: Retriever
 
     def method_context(self, **kw) -> MethodContext:
-        return MethodContext(taxonomy=self.taxonomy, retriever=self.retriever, **kw)
+        options = {"oracle_with_id": self.spec.oracle_with_id, **kw.pop("options", {})}
+        return MethodContext(taxonomy=self.taxonomy, retriever=self.retriever, options=options, **kw)
 
 
 _RETRIEVERS: dict[tuple[int, RetrievalConfig], tuple[Taxonomy, Retriever]] = {}

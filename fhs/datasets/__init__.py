@@ -22,6 +22,9 @@ class DatasetSpec:
     function: str
     taxonomy: str
     description: str
+    # The authors' gold-query probe: label + definition on FinTagging, but code + label +
+    # definition on CodiEsp (reference §7b); the oracle method follows the same split.
+    oracle_with_id: bool = False
 
 
 DATASETS: dict[str, DatasetSpec] = {
@@ -34,7 +37,8 @@ DATASETS: dict[str, DatasetSpec] = {
         DatasetSpec("ixbrl-dev", "fhs.datasets.ixbrl", "load_dev", "us-gaap-2024",
                     "SEC inline-XBRL filings tagged with us-gaap 2023 (development)"),
         DatasetSpec("codiesp", "fhs.datasets.codiesp", "load", "icd-10-cm",
-                    "CodiEsp-D test split: diagnosis mentions relocated into the English text"),
+                    "CodiEsp-D test split: diagnosis mentions relocated into the English text",
+                    oracle_with_id=True),
     )
 }
 
