@@ -108,10 +108,18 @@ def top_k_order(scores: np.ndarray, k: int) -> np.ndarray:
     k = min(k, scores.size)
     if k == 0:
         return np.zeros(0, dtype=np.int64)
-    if k < scores.size:
-        # Take every document tied with the k-th score so the tie-break is exact.
-        kth = np.partition(scores, scores.size - k)[scores.size - k]
-        candidates = np.flatnonzero(scores >= kth)
+    positive = np.flatnonzero(scores > 0)
+    if positive.size >= k:
+        # Most documents share no term with the query: select among the rest only.
+        kth = np.partition(scores[positive], positive.size - k)[positive.size - k]
+        candidates = positive[scores[positive] >= kth]
+    elif k < scores.size:
+        # Every positive score is in; the zero-score remainder follows in document order.
+        zeros = np.flatnonzero(scores <= 0)
+        candidates = np.concatenate([positive, zeros[: k - positive.size]]) if (scores >= 0).all() else None
+        if candidates is None:  # negative scores cannot come from BM25, but stay exact anyway
+            kth = np.partition(scores, scores.size - k)[scores.size - k]
+            candidates = np.flatnonzero(scores >= kth)
     else:
         candidates = np.arange(scores.size)
     order = np.lexsort((candidates, -scores[candidates]))

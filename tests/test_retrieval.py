@@ -127,3 +127,13 @@ def test_without_coverage_the_ranking_is_plain_bm25():
     part = retriever.partition_for("monetaryItemType")
     bm25 = part.index.scores(set(tokenize("goods sold")))
     assert retriever.search("goods sold", "monetaryItemType").ids == tuple(part.ids[i] for i in top_k_order(bm25, 200))
+
+
+def test_top_k_agrees_with_a_full_sort_whatever_the_number_of_zeros():
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        n = int(rng.integers(1, 60))
+        scores = np.where(rng.random(n) < rng.random(), 0.0, rng.integers(0, 4, size=n).astype(float))
+        k = int(rng.integers(1, 80))
+        expected = sorted(range(n), key=lambda i: (-scores[i], i))[:k]
+        assert list(top_k_order(scores, k)) == expected
