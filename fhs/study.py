@@ -1,0 +1,89 @@
+"""A chapter's runs: which facts, which method, where the records live.
+
+A ``Study`` ties a profile to a results folder (``runs/<profile>/``) and hands
+out cached runs, so a chapter asks for "direct on fincl without the coverage
+term" and gets records back, computing them only the first time. Every run
+goes through ``fhs.runner.run_method``, the same path as ``fhs run``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fhs.evaluate import metric_interval, metrics
+from fhs.experiment import Experiment, cached_retriever, load_experiment, retrieval_config
+from fhs.facts import Fact
+from fhs.profiles import Profile, get_profile
+from fhs.records import read_records
+from fhs.runner import run_method
+from fhs.sampling import sample_by_context
+
+
+@dataclass
+class Run:
+    """One method's records on one dataset, with its metrics."""
+
+    dataset: str
+    method: str
+    path: Path
+    records: list[dict]
+    metrics: dict[str, Any]
+
+    def interval(self, metric: str, rank_key: str = "rank", **kw):
+        return metric_interval(self.records, metric, rank_key=rank_key, **kw)
+
+
+@dataclass
+class Study:
+    profile: Profile
+    root: Path = Path("runs")
+    data: str | Path | None = None
+    progress: bool = True
+    _experiments: dict[str, Experiment] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def for_profile(cls, name: str, root: str | Path = "runs", **kw) -> "Study":
+        return cls(profile=get_profile(name), root=Path(root), **kw)
+
+    def experiment(self, dataset: str) -> Experiment:
+        if dataset not in self._experiments:
+            self._experiments[dataset] = load_experiment(dataset, data=self.data)
+        return self._experiments[dataset]
+
+    def facts(self, dataset: str, llm: bool = False, seed: int = 0) -> list[Fact]:
+        """The profile's facts for a dataset: a context-level sample, or every fact."""
+        target = self.profile.llm_facts if llm else self.profile.retrieval_facts
+        return sample_by_context(self.experiment(dataset).facts, target, seed=seed)
+
+    def run(self, dataset: str, method: str, *, w_cov: float | None = None, llm: bool = False,
+            ctx_options: dict[str, Any] | None = None, tag: str = "", facts: list[Fact] | None = None,
+            settings: dict[str, Any] | None = None, **context: Any) -> Run:
+        """Run (or reload) ``method`` on ``dataset`` under this profile; records are cached on disk.
+
+        ``settings`` (model, backend, FHS knobs) join the run's recorded
+        configuration, so records made with other settings are never mixed in;
+        a larger sample only adds the facts not yet recorded.
+        """
+        experiment = self.experiment(dataset)
+        config = retrieval_config(experiment.spec.taxonomy, w_cov=w_cov)
+        retriever = cached_retriever(experiment.taxonomy, config)
+        facts = self.facts(dataset, llm=llm) if facts is None else facts
+        name = method + (f"-wcov{config.w_cov:g}" if config.w_cov != 1.0 else "") + (f"-{tag}" if tag else "")
+        path = self.root / self.profile.name / dataset / name
+        ctx = Experiment(experiment.spec, experiment.taxonomy, experiment.facts, retriever).method_context(
+            options=ctx_options or {}, **context)
+        run_config = {"dataset": dataset, "method": method,
+                      "retrieval": {"w_cov": config.w_cov, "pool_multiplier": config.pool_multiplier,
+                                    "top_k": config.top_k}, **(settings or {})}
+        result = run_method(facts, method, ctx, path, run_config=run_config, progress=self.progress)
+        wanted = {fact.id for fact in facts}
+        records = [r for r in read_records(path / "records.jsonl") if r["id"] in wanted]
+        return Run(dataset, method, path, records, result)
+
+
+def summary_row(run: Run, metric_names=("recall@1", "recall@10", "recall@50", "recall@200", "mrr")) -> dict:
+    """Point estimates of a run's metrics, recomputed from its records."""
+    computed = metrics(run.records)
+    return {name: computed[name] for name in metric_names}
