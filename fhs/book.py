@@ -370,6 +370,10 @@ def execute(plan_item: Plan, *, kernel: str, root: Path, failed_dir: Path,
 
     chapter = plan_item.chapter
     notebook = read_source(chapter)
+    # a source without a Jupytext header has no kernel metadata, which papermill needs
+    notebook.metadata.setdefault("kernelspec", {"name": kernel, "language": "python",
+                                                "display_name": "Python 3"})
+    notebook.metadata.setdefault("language_info", {"name": "python"})
     work = failed_dir.parent / "work"
     work.mkdir(parents=True, exist_ok=True)
     source_ipynb = work / f"{chapter.stem}.source.ipynb"
@@ -422,8 +426,9 @@ def _now() -> str:
 def run(root: Path, profile: str, *, only: Iterable[str] = (), force: bool = False,
         overrides: Mapping[str, Any] | None = None, kernel: str = "python3",
         dry_run: bool = False, progress_bar: bool = True, timeout: int | None = None,
-        out=sys.stdout) -> int:
+        out=None) -> int:
     """Plan and execute the book's chapters for ``profile``; return a process exit status."""
+    out = out or sys.stdout
     profiles = load_profiles(root / "notebooks" / "profiles.yaml")
     profiles.profile(profile)  # unknown profile: fail before anything else
     chapters = chapters_from_toc(root, summaries=profiles.summaries)
