@@ -374,6 +374,11 @@ def execute(plan_item: Plan, *, kernel: str, root: Path, failed_dir: Path,
     notebook.metadata.setdefault("kernelspec", {"name": kernel, "language": "python",
                                                 "display_name": "Python 3"})
     notebook.metadata.setdefault("language_info", {"name": "python"})
+    # the reader sees the parameters that ran (papermill's injected cell), not the defaults
+    for cell in notebook.cells:
+        tags = cell.get("metadata", {}).get("tags", [])
+        if "parameters" in tags and "remove-cell" not in tags:
+            cell.metadata["tags"] = [*tags, "remove-cell"]
     work = failed_dir.parent / "work"
     work.mkdir(parents=True, exist_ok=True)
     source_ipynb = work / f"{chapter.stem}.source.ipynb"

@@ -61,8 +61,8 @@ DEFAULT_PRECISION = 4
 
 OK, OK_TOL, FAIL, NEW = "OK", "OK*", "FAIL", "NEW"
 LEGEND = (
-    "OK = equal at the recorded precision; OK* = within the recorded tolerance; "
-    "FAIL = outside it, or not produced; NEW = nothing recorded for this profile yet"
+    "OK = equal at the recorded precision; OK* = within the recorded tolerance;\n"
+    "FAIL = outside it, or not produced; NEW = nothing recorded for this profile yet."
 )
 
 
@@ -205,7 +205,7 @@ class CheckReport:
         return (f"<p><b>Regression check: {html.escape(self.chapter)} "
                 f"[profile {html.escape(self.profile)}]</b></p>"
                 f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-                f"<p><small>{html.escape(LEGEND)}</small></p>")
+                f"<p><small>{html.escape(LEGEND).replace(chr(10), ' ')}</small></p>")
 
 
 # ----------------------------------------------------------------------------- reading

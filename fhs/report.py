@@ -182,6 +182,10 @@ PROFILE_NOTES: dict[str, tuple[str, str]] = {
               "mean of the seeded runs. Run-to-run drift of the LLM is expected in the "
               "third decimal (see <i>Reproducing on a GPU</i>)."),
 }
+NO_MODEL_NOTE = ("note",
+                 "No language model is involved in these numbers: they are deterministic and "
+                 "the same under every profile, except where the <b>{profile}</b> profile "
+                 "limits the number of facts.")
 
 
 class Html:
@@ -198,14 +202,15 @@ class Html:
         return self.text
 
 
-def profile_note(profile: str, model: str = "the configured model") -> Html:
+def profile_note(profile: str, model: str | None = None) -> Html:
     """The admonition each chapter shows above its numbers, so no reader mistakes a
-    tiny-model number for the paper's."""
-    kind, text = PROFILE_NOTES.get(
-        profile,
-        ("note", "Numbers from the <b>" + html.escape(profile) + "</b> profile ({model})."),
-    )
-    body = text.format(model=html.escape(model))
+    tiny-model number for the paper's. ``model=None``: the numbers involve no LLM."""
+    if model is None:
+        kind, text = NO_MODEL_NOTE
+    else:
+        kind, text = PROFILE_NOTES.get(
+            profile, ("note", "Numbers from the <b>{profile}</b> profile ({model})."))
+    body = text.format(model=html.escape(model or ""), profile=html.escape(profile))
     title = "Where these numbers come from"
     markup = (f'<div class="admonition {kind}"><p class="admonition-title">{title}</p>'
               f"<p>{body}</p></div>")

@@ -117,7 +117,7 @@ print(f"gold concept in the inventory: {gold_in_inventory:.1%}")
 # in `fhs/regressions/00_pipeline_check.yaml` for this profile and with the paper.
 
 # %%
-profile_note(profile, "no model: this chapter makes no LLM call")
+profile_note(profile)  # no model argument: this chapter makes no LLM call
 
 # %%
 results = {

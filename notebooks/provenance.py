@@ -24,6 +24,7 @@ profile = "cpu"  # the profile of this build
 run_log = "_build/.notebooks/executions.json"  # written by scripts/run_notebooks.py
 
 # %% tags=["hide-input"]
+import base64
 import importlib.metadata as metadata
 import json
 import os
@@ -58,7 +59,8 @@ show(pd.DataFrame([
 # so `finished` may predate this page.
 
 # %% tags=["hide-input"]
-entries = json.loads(Path(run_log).read_text()) if Path(run_log).is_file() else {}
+log = json.loads(Path(run_log).read_text()) if Path(run_log).is_file() else {}
+entries = {stem: entry for stem, entry in log.items() if stem != "provenance"}  # not this page
 executions = pd.DataFrame([
     {"chapter": stem, "profile": entry["profile"], "seconds": entry["seconds"],
      "finished (UTC)": entry["finished"], "key": entry["key"][:12]}
@@ -73,8 +75,13 @@ show(executions if len(executions) else pd.DataFrame({"chapter": ["(no execution
 # below; `runs` seeded runs are averaged where the paper averages three.
 
 # %% tags=["hide-input"]
-parameters = pd.DataFrame({stem: entry["parameters"] for stem, entry in sorted(entries.items())})
-show(parameters.fillna("").astype(str).reset_index(names="parameter"))
+names = sorted({name for entry in entries.values() for name in entry["parameters"]})
+show(pd.DataFrame(
+    [{"parameter": name,
+      **{stem: json.dumps(entry["parameters"][name]) if name in entry["parameters"] else ""
+         for stem, entry in sorted(entries.items())}}
+     for name in names]
+))
 
 # %% [markdown]
 # ## Model files
@@ -88,12 +95,12 @@ models = []
 for dist in metadata.distributions():
     for file in dist.files or []:
         if file.size and file.size > 10_000_000 and file.name.endswith(MODEL_SUFFIXES):
+            digest = file.hash.value if file.hash else ""  # urlsafe base64, as in RECORD
             models.append({
                 "package": f"{dist.metadata['Name']}=={dist.version}",
-                "summary": dist.metadata.get("Summary", ""),
                 "file": file.name,
                 "MB": round(file.size / 1e6, 1),
-                "sha256": (file.hash.value if file.hash else ""),
+                "sha256": base64.urlsafe_b64decode(digest + "==").hex() if digest else "",
             })
 models = pd.DataFrame(models).sort_values("package") if models else pd.DataFrame(
     {"package": ["(no model package installed)"]})

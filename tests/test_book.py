@@ -229,6 +229,9 @@ def test_run_executes_skips_and_reports_a_failing_cell(tree, capsys, monkeypatch
     assert B.run(tree, "smoke", progress_bar=False) == 0
     executed = json.loads((tree / "book" / "01_alpha.ipynb").read_text())
     outputs = [o for c in executed["cells"] if c["cell_type"] == "code" for o in c.get("outputs", [])]
+    tags = [c["metadata"].get("tags", []) for c in executed["cells"]]
+    assert ["parameters", "remove-cell"] in tags  # defaults hidden from the reader
+    assert ["injected-parameters"] in tags  # what actually ran is shown
     texts = ["".join(o.get("text", "")).strip() for o in outputs]
     assert "5" in texts  # limit from the smoke profile
     log = json.loads((tree / "_build" / ".notebooks" / "executions.json").read_text())

@@ -79,6 +79,9 @@ def test_profile_note_warns_about_tiny_models_and_escapes_the_name():
     assert "<" not in repr(note).replace("<q4>", "")  # the text form has no markup
     assert 'class="admonition note"' in R.profile_note("paper", "Qwen3-32B")._repr_html_()
     assert "custom" in repr(R.profile_note("custom", "m"))
+    no_llm = R.profile_note("cpu")  # no model: deterministic numbers
+    assert 'class="admonition note"' in no_llm._repr_html_()
+    assert "No language model" in repr(no_llm) and "cpu" in repr(no_llm)
 
 
 def test_plot_ours_vs_paper_draws_one_row_per_metric():
