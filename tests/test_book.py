@@ -2,8 +2,7 @@
 
 The planning tests build a tiny book in a temporary folder and need only PyYAML.
 The end-to-end test executes real notebooks with papermill and needs the [book]
-extra; it is skipped where that extra is not installed (``make test`` installs
-[test,cpu]; ``make book`` exercises the same path on the real chapters).
+extra, which ``make test`` installs; it is skipped only where that extra is absent.
 """
 
 from __future__ import annotations
