@@ -1,0 +1,489 @@
+"""Execute the book's chapters: Jupytext sources -> papermill -> ``book/<stem>.ipynb``.
+
+The Jupyter Book build itself never executes anything (``execute_notebooks: off``);
+this module does, so that the same command works on a laptop (profile ``cpu``)
+and on a GPU box (profile ``paper``), with the parameters written down in one
+file, ``notebooks/profiles.yaml``.
+
+Execution is incremental: a chapter is re-executed only when its *key* changed,
+a hash of its source, the ``fhs`` package, ``pyproject.toml``, the parameters it
+receives, the kernel and the data directory. A "summary" chapter (the
+provenance page) also hashes the keys of every chapter before it and the git
+commit, so it is redone whenever anything it reports changed. The run log
+(``_build/.notebooks/executions.json`` and ``timings.tsv``) records each
+execution with its time.
+
+papermill and jupytext are imported only when a notebook actually runs, so the
+pure parts (TOC, profiles, keys) are importable and testable without them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from fhs.errors import InputError
+
+KEY_VERSION = "1"  # bump to invalidate every stamp when the key's recipe changes
+STATE_DIR = Path("_build") / ".notebooks"
+BUILTIN_PARAMETERS = ("profile", "run_log")
+PACKAGE_SUFFIXES = {".py", ".yaml", ".yml", ".txt", ".md", ".json"}
+
+
+@dataclass(frozen=True)
+class Chapter:
+    """One TOC entry backed by a notebook source."""
+
+    stem: str  # e.g. "00_pipeline_check"
+    source: Path  # notebooks/00_pipeline_check.py
+    output: Path  # book/00_pipeline_check.ipynb
+    summary: bool = False  # re-run whenever anything before it changed (provenance)
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a run will do for one chapter, and why."""
+
+    chapter: Chapter
+    parameters: dict[str, Any]
+    key: str
+    reason: str  # "" = up to date
+
+    @property
+    def needed(self) -> bool:
+        return bool(self.reason)
+
+
+@dataclass
+class RunLog:
+    """executions.json: the last successful execution of each chapter."""
+
+    path: Path
+    entries: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, path: Path) -> "RunLog":
+        if path.is_file():
+            try:
+                return cls(path, json.loads(path.read_text(encoding="utf-8")))
+            except json.JSONDecodeError:
+                pass  # a damaged log only costs a re-execution
+        return cls(path, {})
+
+    def save(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(self.entries, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        tmp.replace(self.path)
+
+
+# ----------------------------------------------------------------------------- TOC
+
+
+def toc_files(toc_path: Path) -> list[str]:
+    """Every ``file:`` of a jb-book TOC, in reading order (root first)."""
+    try:
+        toc = yaml.safe_load(toc_path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError("no table of contents", path=toc_path) from None
+    if not isinstance(toc, dict) or "root" not in toc:
+        raise InputError("a jb-book TOC needs a 'root' entry", path=toc_path, field="root")
+    files = [str(toc["root"])]
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if "file" in node:
+                files.append(str(node["file"]))
+            for key in ("parts", "chapters", "sections"):
+                for child in node.get(key, []) or []:
+                    walk(child)
+        elif isinstance(node, list):
+            for child in node:
+                walk(child)
+
+    walk({k: v for k, v in toc.items() if k != "root"})
+    return files
+
+
+def chapters_from_toc(root: Path, toc_name: str = "_toc.yml", notebooks_dir: str = "notebooks",
+                      summaries: Iterable[str] = ()) -> list[Chapter]:
+    """The TOC entries that are notebooks: ``book/X`` backed by ``notebooks/X.py``.
+
+    An entry with neither a prose page (``book/X.md``) nor a notebook source is an
+    error here, before anything runs, rather than a broken link in the build.
+    """
+    summaries = set(summaries)
+    chapters = []
+    for entry in toc_files(root / toc_name):
+        entry_path = Path(entry)
+        stem = entry_path.name.removesuffix(".ipynb").removesuffix(".md")
+        source = root / notebooks_dir / f"{stem}.py"
+        prose = root / entry_path.parent / f"{stem}.md"
+        if source.is_file():
+            if prose.is_file():
+                raise InputError(f"both {prose.relative_to(root)} and {source.relative_to(root)} exist",
+                                 path=root / toc_name, fix="keep one source per TOC entry")
+            output = root / entry_path.parent / f"{stem}.ipynb"
+            chapters.append(Chapter(stem, source, output, summary=stem in summaries))
+        elif not prose.is_file():
+            raise InputError(f"TOC entry {entry!r} has no source",
+                             path=root / toc_name,
+                             fix=f"write {prose.relative_to(root)} or {source.relative_to(root)}")
+    return chapters
+
+
+# ----------------------------------------------------------------------------- profiles
+
+
+@dataclass(frozen=True)
+class ProfileFile:
+    path: Path
+    profiles: dict[str, Profile]
+    chapter_overrides: dict[str, dict[str, dict[str, Any]]]  # stem -> profile -> params
+    summaries: tuple[str, ...]
+
+    def profile(self, name: str) -> Profile:
+        try:
+            return self.profiles[name]
+        except KeyError:
+            raise InputError(f"unknown profile {name!r}", path=self.path, field="profiles",
+                             fix=f"choose one of {', '.join(self.profiles)}") from None
+
+    def parameters(self, profile: str, stem: str) -> dict[str, Any]:
+        """The profile's parameters with the chapter's overrides for that profile on top."""
+        merged = dict(self.profile(profile).parameters)
+        merged.update(self.chapter_overrides.get(stem, {}).get(profile, {}))
+        merged["profile"] = profile
+        return merged
+
+
+def load_profiles(path: Path) -> ProfileFile:
+    """Parse ``notebooks/profiles.yaml`` (see that file for the layout)."""
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except FileNotFoundError:
+        raise InputError("no profile file", path=path) from None
+    except yaml.YAMLError as error:
+        raise InputError(f"not valid YAML: {error}", path=path) from None
+    profiles: dict[str, Profile] = {}
+    for name, spec in (raw.get("profiles") or {}).items():
+        if not isinstance(spec, dict) or not isinstance(spec.get("parameters"), dict):
+            raise InputError("a profile needs a 'parameters' mapping", path=path,
+                             field=f"profiles.{name}.parameters")
+        profiles[str(name)] = Profile(str(name), str(spec.get("description", "")),
+                                      dict(spec["parameters"]))
+    if not profiles:
+        raise InputError("no profiles defined", path=path, field="profiles")
+    overrides: dict[str, dict[str, dict[str, Any]]] = {}
+    summaries = []
+    for stem, spec in (raw.get("chapters") or {}).items():
+        spec = spec or {}
+        if not isinstance(spec, dict):
+            raise InputError("a chapter entry is a mapping", path=path, field=f"chapters.{stem}")
+        if spec.get("summary"):
+            summaries.append(str(stem))
+        per_profile = {}
+        for profile, params in (spec.get("parameters") or {}).items():
+            if profile not in profiles:
+                raise InputError(f"override for unknown profile {profile!r}", path=path,
+                                 field=f"chapters.{stem}.parameters.{profile}")
+            if not isinstance(params, dict):
+                raise InputError("overrides are a mapping of parameter -> value", path=path,
+                                 field=f"chapters.{stem}.parameters.{profile}")
+            per_profile[str(profile)] = dict(params)
+        overrides[str(stem)] = per_profile
+    return ProfileFile(path, profiles, overrides, tuple(summaries))
+
+
+def parse_assignment(text: str) -> tuple[str, Any]:
+    """``-p name=value`` from the command line; the value is read as YAML (``null``, ``3``, ``[0,1]``)."""
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip():
+        raise InputError(f"expected NAME=VALUE, got {text!r}", field="-p")
+    return name.strip(), yaml.safe_load(value)
+
+
+# ----------------------------------------------------------------------------- keys
+
+
+def _hash_files(paths: Iterable[Path], root: Path, digest: "hashlib._Hash") -> None:
+    for path in sorted(paths):
+        digest.update(str(path.relative_to(root)).encode())
+        digest.update(b"\0")
+        digest.update(path.read_bytes())
+        digest.update(b"\0")
+
+
+def package_files(root: Path) -> list[Path]:
+    """The files of the ``fhs`` package that can change a chapter's output."""
+    return [p for p in (root / "fhs").rglob("*")
+            if p.is_file() and p.suffix in PACKAGE_SUFFIXES and "__pycache__" not in p.parts]
+
+
+def package_digest(root: Path) -> str:
+    digest = hashlib.sha256()
+    files = package_files(root)
+    pyproject = root / "pyproject.toml"
+    if pyproject.is_file():
+        files.append(pyproject)
+    _hash_files(files, root, digest)
+    return digest.hexdigest()
+
+
+def chapter_key(chapter: Chapter, parameters: Mapping[str, Any], *, package: str,
+                kernel: str, data_dir: str, extra: Iterable[str] = ()) -> str:
+    """The stamp: any change to what a chapter depends on changes this hash."""
+    digest = hashlib.sha256()
+    for part in (KEY_VERSION, chapter.stem, package, kernel, data_dir,
+                 json.dumps(parameters, sort_keys=True, default=str), *extra):
+        digest.update(part.encode())
+        digest.update(b"\0")
+    digest.update(chapter.source.read_bytes())
+    return digest.hexdigest()
+
+
+def git_commit(root: Path) -> str:
+    """HEAD plus ``-dirty`` when tracked files differ; "unknown" outside a git checkout."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
+                              text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + ("-dirty" if dirty else "")
+
+
+def plan(chapters: list[Chapter], profiles: ProfileFile, profile: str, log: RunLog, *,
+         root: Path, kernel: str, overrides: Mapping[str, Any] | None = None,
+         force: bool = False, declared: Mapping[str, set[str]] | None = None) -> list[Plan]:
+    """Decide, for each chapter, its parameters, its key and whether it must run.
+
+    ``declared`` maps a chapter to the names in its ``parameters`` cell; only
+    those are passed (papermill would otherwise warn about each unknown one), and
+    only those enter the key, so a parameter another chapter uses does not force
+    this one to re-run.
+    """
+    package = package_digest(root)
+    data_dir = os.environ.get("FHS_DATA", "")
+    plans: list[Plan] = []
+    for chapter in chapters:
+        parameters = profiles.parameters(profile, chapter.stem)
+        parameters.update(overrides or {})
+        parameters["run_log"] = str(STATE_DIR / "executions.json")  # notebooks run in root
+        if declared is not None:
+            names = declared.get(chapter.stem, set())
+            parameters = {k: v for k, v in parameters.items() if k in names}
+        extra: list[str] = []
+        if chapter.summary:
+            extra = [p.key for p in plans] + [git_commit(root)]
+        key = chapter_key(chapter, parameters, package=package, kernel=kernel,
+                          data_dir=data_dir, extra=extra)
+        previous = log.entries.get(chapter.stem, {})
+        if force:
+            reason = "forced"
+        elif not chapter.output.is_file():
+            reason = "no output yet"
+        elif previous.get("key") != key:
+            reason = "source, package or parameters changed" if previous else "never run here"
+        else:
+            reason = ""
+        plans.append(Plan(chapter, parameters, key, reason))
+    return plans
+
+
+# ----------------------------------------------------------------------------- running
+
+
+def read_source(chapter: Chapter):
+    """The Jupytext source as an nbformat notebook."""
+    import jupytext
+
+    return jupytext.read(chapter.source)
+
+
+def declared_parameters(notebook) -> set[str]:
+    """Names assigned in the cell tagged ``parameters`` (what papermill may override)."""
+    import ast
+
+    for cell in notebook["cells"]:
+        if "parameters" in cell.get("metadata", {}).get("tags", []):
+            names = set()
+            for node in ast.parse(cell["source"]).body:
+                targets = []
+                if isinstance(node, ast.Assign):
+                    targets = node.targets
+                elif isinstance(node, ast.AnnAssign):
+                    targets = [node.target]
+                names.update(t.id for t in targets if isinstance(t, ast.Name))
+            return names
+    return set()
+
+
+def check_kernel(kernel: str) -> str:
+    """Fail early if ``kernel`` would start another Python than this one (no ``fhs`` there)."""
+    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+
+    try:
+        spec = KernelSpecManager().get_kernel_spec(kernel)
+    except NoSuchKernel:
+        raise InputError(f"no Jupyter kernel named {kernel!r}", field="--kernel",
+                         fix=f"{sys.executable} -m ipykernel install --sys-prefix --name {kernel}") from None
+    program = spec.argv[0] if spec.argv else ""
+    # jupyter_client runs a spec whose program is a bare "python[3[.x]]" with sys.executable
+    bare = {"python", f"python{sys.version_info[0]}", "python{}.{}".format(*sys.version_info[:2])}
+    if program in bare or Path(program) == Path(sys.executable):
+        return sys.executable
+    raise InputError(f"kernel {kernel!r} starts {program}, not this environment's {sys.executable}",
+                     field="--kernel",
+                     fix=f"{sys.executable} -m ipykernel install --sys-prefix --name fhs, then --kernel fhs")
+
+
+class NotebookFailed(RuntimeError):
+    """A chapter raised; the message carries the failing cell and its traceback."""
+
+
+def execute(plan_item: Plan, *, kernel: str, root: Path, failed_dir: Path,
+            progress_bar: bool = True, timeout: int | None = None) -> float:
+    """Run one chapter with papermill; write its output atomically; return the seconds."""
+    import nbformat
+    import papermill
+    from papermill.exceptions import PapermillExecutionError
+
+    chapter = plan_item.chapter
+    notebook = read_source(chapter)
+    # a source without a Jupytext header has no kernel metadata, which papermill needs
+    notebook.metadata.setdefault("kernelspec", {"name": kernel, "language": "python",
+                                                "display_name": "Python 3"})
+    notebook.metadata.setdefault("language_info", {"name": "python"})
+    # the reader sees the parameters that ran (papermill's injected cell), not the defaults
+    for cell in notebook.cells:
+        tags = cell.get("metadata", {}).get("tags", [])
+        if "parameters" in tags and "remove-cell" not in tags:
+            cell.metadata["tags"] = [*tags, "remove-cell"]
+    work = failed_dir.parent / "work"
+    work.mkdir(parents=True, exist_ok=True)
+    source_ipynb = work / f"{chapter.stem}.source.ipynb"
+    nbformat.write(notebook, source_ipynb)
+    partial = work / f"{chapter.stem}.ipynb"
+    started = time.perf_counter()
+    try:
+        papermill.execute_notebook(
+            str(source_ipynb), str(partial), parameters=plan_item.parameters,
+            kernel_name=kernel, progress_bar=progress_bar, cwd=str(root),
+            execution_timeout=timeout,
+        )
+    except PapermillExecutionError as error:
+        failed_dir.mkdir(parents=True, exist_ok=True)
+        kept = failed_dir / f"{chapter.stem}.ipynb"
+        if partial.is_file():
+            partial.replace(kept)
+        traceback = _strip_ansi("\n".join(error.traceback))
+        raise NotebookFailed(
+            f"{chapter.source} failed in cell {error.cell_index} "
+            f"(execution count {error.exec_count}):\n"
+            f"--- cell source ---\n{error.source}\n--- traceback ---\n{traceback}\n"
+            f"--- the executed notebook up to the failure: {kept}"
+        ) from None
+    seconds = time.perf_counter() - started
+    chapter.output.parent.mkdir(parents=True, exist_ok=True)
+    partial.replace(chapter.output)
+    return seconds
+
+
+def _strip_ansi(text: str) -> str:
+    import re
+
+    return re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", text)
+
+
+def append_timing(path: Path, profile: str, stem: str, seconds: float, status: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    new = not path.exists()
+    with path.open("a", encoding="utf-8") as handle:
+        if new:
+            handle.write("finished\tprofile\tchapter\tseconds\tstatus\n")
+        handle.write(f"{_now()}\t{profile}\t{stem}\t{seconds:.1f}\t{status}\n")
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def run(root: Path, profile: str, *, only: Iterable[str] = (), force: bool = False,
+        overrides: Mapping[str, Any] | None = None, kernel: str = "python3",
+        dry_run: bool = False, progress_bar: bool = True, timeout: int | None = None,
+        out=None) -> int:
+    """Plan and execute the book's chapters for ``profile``; return a process exit status."""
+    out = out or sys.stdout
+    profiles = load_profiles(root / "notebooks" / "profiles.yaml")
+    profiles.profile(profile)  # unknown profile: fail before anything else
+    chapters = chapters_from_toc(root, summaries=profiles.summaries)
+    only = set(only)
+    unknown = only - {c.stem for c in chapters}
+    if unknown:
+        raise InputError(f"not a notebook chapter in _toc.yml: {', '.join(sorted(unknown))}",
+                         field="--only", fix=f"choose from {', '.join(c.stem for c in chapters)}")
+    state_dir = root / STATE_DIR
+    log = RunLog.load(state_dir / "executions.json")
+    declared = {c.stem: declared_parameters(read_source(c)) for c in chapters}
+    for chapter in chapters:
+        if not declared[chapter.stem]:
+            raise InputError("no cell tagged 'parameters'", path=chapter.source,
+                             fix='add "# %% tags=[\\"parameters\\"]" above the parameter cell')
+    plans = plan(chapters, profiles, profile, log, root=root, kernel=kernel,
+                 overrides=overrides, force=force, declared=declared)
+    if only:  # the named chapters, plus the summary page that reports on them
+        plans = [p for p in plans if p.chapter.stem in only or p.chapter.summary]
+    todo = [p for p in plans if p.needed]
+    print(f"profile {profile}: {len(todo)} of {len(plans)} chapter(s) to execute", file=out)
+    for p in plans:
+        state = f"run ({p.reason})" if p.needed else "up to date"
+        print(f"  {p.chapter.stem:<28} {state}", file=out)
+        if dry_run and p.needed:
+            print(f"      parameters: {json.dumps(p.parameters, sort_keys=True)}", file=out)
+    if dry_run or not todo:
+        return 0
+    check_kernel(kernel)
+    total = 0.0
+    for number, p in enumerate(todo, start=1):
+        print(f"[{number}/{len(todo)}] {p.chapter.stem} -> {p.chapter.output.relative_to(root)}",
+              file=out, flush=True)
+        try:
+            seconds = execute(p, kernel=kernel, root=root, failed_dir=state_dir / "failed",
+                              progress_bar=progress_bar, timeout=timeout)
+        except NotebookFailed as error:
+            append_timing(state_dir / "timings.tsv", profile, p.chapter.stem, 0.0, "failed")
+            log.entries.pop(p.chapter.stem, None)
+            log.save()
+            print(f"\nFAILED: {error}", file=sys.stderr, flush=True)
+            return 1
+        total += seconds
+        log.entries[p.chapter.stem] = {
+            "key": p.key, "profile": profile, "seconds": round(seconds, 1),
+            "finished": _now(), "parameters": p.parameters,
+        }
+        log.save()
+        append_timing(state_dir / "timings.tsv", profile, p.chapter.stem, seconds, "ok")
+        print(f"      done in {seconds:.1f} s", file=out, flush=True)
+    print(f"executed {len(todo)} chapter(s) in {total:.1f} s; log: {log.path.relative_to(root)}",
+          file=out)
+    return 0

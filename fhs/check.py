@@ -1,0 +1,473 @@
+"""Regression checks: every number a chapter reports is compared with a recorded value.
+
+The habit comes from Anserini and Pyserini: one YAML file per chapter,
+``fhs/regressions/<chapter>.yaml``, says what each metric means, what the paper
+reports for it (where it reports one) and, per profile, the value a previous run
+recorded together with a tolerance. A chapter ends with::
+
+    report = check(results, chapter="01_readiness_gap", profile=profile)
+    report.assert_ok()
+
+which prints one line per metric: expected, actual, the paper's value, the gap to
+the paper, and a status:
+
+``OK``       actual equals expected at the metric's precision;
+``OK*``      not equal, but within the recorded tolerance (floating point, platform);
+``FAIL``     outside the tolerance, or a recorded metric the chapter did not produce;
+``NEW``      no value recorded for this profile yet (not a failure: record it).
+
+The actual values are also saved to ``runs/<profile>/results/<chapter>.json`` so
+that ``python -m fhs.check record <chapter> --profile cpu`` can write them into
+the YAML after a deliberate change, and ``python -m fhs.check verify`` can redo
+the comparison without re-running the chapter.
+
+YAML layout (comments are not kept by ``record``: explain things in ``note`` fields)::
+
+    chapter: 00_pipeline_check
+    title: Pipeline check
+    command: make notebooks PROFILE={profile} ONLY=00_pipeline_check
+    metrics:
+      fincl/facts:
+        description: located facts in the FinCL subset
+        paper: 2509           # optional; null when the paper has no such number
+        paper_note: the paper's test split, not the same facts
+        precision: 0          # decimals compared for an exact OK
+        tolerance: 0          # default tolerance for every profile
+    expected:
+      cpu:
+        fincl/facts: 500                      # a bare value uses the metric's tolerance
+        other/metric: {value: 0.31, tolerance: 0.01}
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from fhs.errors import InputError
+
+REGRESSIONS_DIR = Path(__file__).resolve().parent / "regressions"
+DEFAULT_RESULTS_ROOT = Path("runs")
+DEFAULT_PRECISION = 4
+
+OK, OK_TOL, FAIL, NEW = "OK", "OK*", "FAIL", "NEW"
+LEGEND = (
+    "OK = equal at the recorded precision; OK* = within the recorded tolerance;\n"
+    "FAIL = outside it, or not produced; NEW = nothing recorded for this profile yet."
+)
+
+
+# ----------------------------------------------------------------------------- data
+
+
+@dataclass(frozen=True)
+class Metric:
+    """What one reported number is, and what the paper says about it."""
+
+    name: str
+    description: str = ""
+    paper: float | None = None
+    paper_note: str = ""
+    precision: int = DEFAULT_PRECISION
+    tolerance: float = 0.0
+
+
+@dataclass(frozen=True)
+class Expected:
+    value: float
+    tolerance: float
+
+
+@dataclass(frozen=True)
+class Regression:
+    """One chapter's regression file, parsed."""
+
+    chapter: str
+    path: Path
+    title: str
+    command: str
+    metrics: dict[str, Metric]
+    expected: dict[str, dict[str, Expected]]  # profile -> metric -> expected
+
+    def expected_for(self, profile: str) -> dict[str, Expected]:
+        return self.expected.get(profile, {})
+
+
+@dataclass(frozen=True)
+class CheckRow:
+    metric: str
+    actual: float | None
+    expected: float | None
+    tolerance: float | None
+    paper: float | None
+    status: str
+    precision: int = DEFAULT_PRECISION
+
+    @property
+    def gap_to_paper(self) -> float | None:
+        """Ours minus the paper's value (positive: we are higher)."""
+        if self.actual is None or self.paper is None:
+            return None
+        return self.actual - self.paper
+
+
+@dataclass
+class CheckReport:
+    chapter: str
+    profile: str
+    rows: list[CheckRow] = field(default_factory=list)
+    source: Path | None = None
+
+    @property
+    def failures(self) -> list[CheckRow]:
+        return [row for row in self.rows if row.status == FAIL]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+    def counts(self) -> dict[str, int]:
+        counts = {status: 0 for status in (OK, OK_TOL, FAIL, NEW)}
+        for row in self.rows:
+            counts[row.status] += 1
+        return counts
+
+    def assert_ok(self) -> None:
+        """Raise AssertionError naming every failing metric (a chapter's last cell)."""
+        if self.failures:
+            lines = [
+                f"{row.metric}: expected {_fmt(row.expected, row.precision)} "
+                f"± {_fmt(row.tolerance, row.precision)}, got {_fmt(row.actual, row.precision)}"
+                for row in self.failures
+            ]
+            raise AssertionError(
+                f"{len(self.failures)} regression(s) failed for {self.chapter} "
+                f"[{self.profile}]:\n  " + "\n  ".join(lines)
+                + f"\nIf the change is intended, record it: python -m fhs.check record "
+                f"{self.chapter} --profile {self.profile}"
+            )
+
+    def table(self) -> list[dict[str, str]]:
+        """The rows as strings, in display order."""
+        out = []
+        for row in self.rows:
+            gap = row.gap_to_paper
+            out.append({
+                "metric": row.metric,
+                "expected": _fmt(row.expected, row.precision),
+                "tol": _fmt(row.tolerance, row.precision) if row.expected is not None else "",
+                "actual": _fmt(row.actual, row.precision),
+                "paper": _fmt(row.paper, row.precision),
+                "gap": "" if gap is None else _fmt(gap, row.precision, signed=True),
+                "status": row.status,
+            })
+        return out
+
+    def __str__(self) -> str:
+        rows = self.table()
+        header = f"Regression check: {self.chapter} [profile {self.profile}]"
+        if not rows:
+            return header + "\n(no metrics)"
+        columns = list(rows[0])
+        widths = {c: max(len(c), *(len(r[c]) for r in rows)) for c in columns}
+        numeric = {"expected", "tol", "actual", "paper", "gap"}
+
+        def line(values: Mapping[str, str]) -> str:
+            cells = [values[c].rjust(widths[c]) if c in numeric else values[c].ljust(widths[c])
+                     for c in columns]
+            return "  ".join(cells).rstrip()
+
+        counts = ", ".join(f"{n} {s}" for s, n in self.counts().items() if n)
+        body = [header, line({c: c for c in columns}),
+                line({c: "-" * widths[c] for c in columns})]
+        body += [line(r) for r in rows]
+        body += [f"{counts}. gap = ours - paper.", LEGEND]
+        return "\n".join(body)
+
+    def _repr_html_(self) -> str:  # a report left as a cell's last value renders as a table
+        import html
+
+        rows = self.table()
+        head = "".join(f"<th>{html.escape(c)}</th>" for c in (rows[0] if rows else {}))
+        body = "".join(
+            "<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in r.values()) + "</tr>"
+            for r in rows
+        )
+        return (f"<p><b>Regression check: {html.escape(self.chapter)} "
+                f"[profile {html.escape(self.profile)}]</b></p>"
+                f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+                f"<p><small>{html.escape(LEGEND).replace(chr(10), ' ')}</small></p>")
+
+
+# ----------------------------------------------------------------------------- reading
+
+
+def regression_path(chapter: str, directory: Path | None = None) -> Path:
+    return (directory or REGRESSIONS_DIR) / f"{chapter}.yaml"
+
+
+def _number(value: Any, *, path: Path, field_name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InputError(f"expected a number, got {value!r}", path=path, field=field_name)
+    return float(value)
+
+
+def load_regression(chapter: str, directory: Path | None = None) -> Regression:
+    """Parse ``<directory>/<chapter>.yaml``; every malformed field is named in the error."""
+    path = regression_path(chapter, directory)
+    if not path.is_file():
+        raise InputError("no regression file for this chapter", path=path,
+                         fix=f"create it, or record one: python -m fhs.check record {chapter}")
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as error:
+        raise InputError(f"not valid YAML: {error}", path=path) from None
+    if not isinstance(raw, dict):
+        raise InputError("expected a mapping at the top level", path=path)
+
+    metrics: dict[str, Metric] = {}
+    for name, spec in (raw.get("metrics") or {}).items():
+        spec = spec or {}
+        if not isinstance(spec, dict):
+            raise InputError("a metric is a mapping (description, paper, precision, tolerance)",
+                             path=path, field=f"metrics.{name}")
+        known = {"description", "paper", "paper_note", "precision", "tolerance"}
+        unknown = set(spec) - known
+        if unknown:
+            raise InputError(f"unknown key(s) {sorted(unknown)}", path=path,
+                             field=f"metrics.{name}", fix=f"use only {sorted(known)}")
+        paper = spec.get("paper")
+        metrics[str(name)] = Metric(
+            name=str(name),
+            description=str(spec.get("description", "")),
+            paper=None if paper is None else _number(paper, path=path, field_name=f"metrics.{name}.paper"),
+            paper_note=str(spec.get("paper_note", "")),
+            precision=int(spec.get("precision", DEFAULT_PRECISION)),
+            tolerance=_number(spec.get("tolerance", 0.0), path=path,
+                              field_name=f"metrics.{name}.tolerance"),
+        )
+
+    expected: dict[str, dict[str, Expected]] = {}
+    for profile, values in (raw.get("expected") or {}).items():
+        per_profile: dict[str, Expected] = {}
+        for name, entry in (values or {}).items():
+            where = f"expected.{profile}.{name}"
+            metric = metrics.get(str(name))
+            if metric is None:
+                raise InputError("expected value for a metric that is not defined", path=path,
+                                 field=where, fix="add it under metrics: first")
+            if isinstance(entry, dict):
+                if "value" not in entry:
+                    raise InputError("missing 'value'", path=path, field=where)
+                value = _number(entry["value"], path=path, field_name=f"{where}.value")
+                tolerance = _number(entry.get("tolerance", metric.tolerance), path=path,
+                                    field_name=f"{where}.tolerance")
+            else:
+                value = _number(entry, path=path, field_name=where)
+                tolerance = metric.tolerance
+            per_profile[str(name)] = Expected(value, tolerance)
+        expected[str(profile)] = per_profile
+
+    return Regression(
+        chapter=str(raw.get("chapter", chapter)),
+        path=path,
+        title=str(raw.get("title", chapter)),
+        command=str(raw.get("command", "")),
+        metrics=metrics,
+        expected=expected,
+    )
+
+
+def flatten(results: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
+    """``{"fincl": {"R@10": 0.3}}`` -> ``{"fincl/R@10": 0.3}``; values become floats."""
+    flat: dict[str, float] = {}
+    for key, value in results.items():
+        name = f"{prefix}/{key}" if prefix else str(key)
+        if isinstance(value, Mapping):
+            flat.update(flatten(value, name))
+        elif isinstance(value, bool) or value is None:
+            raise InputError(f"result {name!r} is {value!r}, not a number", field=name)
+        else:
+            try:
+                flat[name] = float(value)
+            except (TypeError, ValueError):
+                raise InputError(f"result {name!r} is {value!r}, not a number", field=name) from None
+    return flat
+
+
+# ----------------------------------------------------------------------------- comparing
+
+
+def status_of(actual: float | None, expected: Expected | None, precision: int) -> str:
+    """The Anserini verdict for one number."""
+    if expected is None:
+        return NEW
+    if actual is None or math.isnan(actual):
+        return FAIL
+    if round(actual, precision) == round(expected.value, precision):
+        return OK
+    # a hair of slack so that a tolerance written as 0.001 accepts a gap printed as 0.001
+    if abs(actual - expected.value) <= expected.tolerance + 1e-12:
+        return OK_TOL
+    return FAIL
+
+
+def compare(results: Mapping[str, Any], regression: Regression, profile: str) -> CheckReport:
+    """Compare without printing or saving anything (the pure part of :func:`check`)."""
+    actual = flatten(results)
+    recorded = regression.expected_for(profile)
+    undefined = sorted(set(actual) - set(regression.metrics))
+    if undefined:
+        raise InputError(f"results name metric(s) {undefined} that are not defined",
+                         path=regression.path, field="metrics",
+                         fix="define them (description, paper, precision) before checking")
+    report = CheckReport(chapter=regression.chapter, profile=profile, source=regression.path)
+    for name, metric in regression.metrics.items():
+        if name not in actual and name not in recorded:
+            continue  # defined for another profile only
+        expected = recorded.get(name)
+        report.rows.append(CheckRow(
+            metric=name,
+            actual=actual.get(name),
+            expected=None if expected is None else expected.value,
+            tolerance=None if expected is None else expected.tolerance,
+            paper=metric.paper,
+            status=status_of(actual.get(name), expected, metric.precision),
+            precision=metric.precision,
+        ))
+    return report
+
+
+def results_path(chapter: str, profile: str, root: str | os.PathLike | None = None) -> Path:
+    return Path(root or DEFAULT_RESULTS_ROOT) / profile / "results" / f"{chapter}.json"
+
+
+def save_results(results: Mapping[str, Any], chapter: str, profile: str,
+                 root: str | os.PathLike | None = None) -> Path:
+    """Write the flat results atomically; ``record`` and ``verify`` read them back."""
+    path = results_path(chapter, profile, root)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(flatten(results), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    tmp.replace(path)
+    return path
+
+
+def check(results: Mapping[str, Any], chapter: str, profile: str, *,
+          directory: Path | None = None, results_root: str | os.PathLike | None = None,
+          save: bool = True, quiet: bool = False) -> CheckReport:
+    """Compare a chapter's results with its recorded values, print the table, return it.
+
+    ``results`` maps metric names to numbers (nested mappings are joined with ``/``).
+    With ``save`` the actual values are also written to
+    ``runs/<profile>/results/<chapter>.json`` for ``python -m fhs.check record``.
+    """
+    regression = load_regression(chapter, directory)
+    report = compare(results, regression, profile)
+    if save:
+        save_results(results, chapter, profile, results_root)
+    if not quiet:
+        print(report)
+    return report
+
+
+# ----------------------------------------------------------------------------- recording
+
+
+def record(chapter: str, profile: str, results: Mapping[str, Any], *,
+           directory: Path | None = None, tolerance: float | None = None) -> Path:
+    """Write ``results`` as the expected values of ``profile`` into the chapter's YAML.
+
+    Metric definitions and other profiles are left as they are; a metric the
+    results name but the file does not define is an error (define it first, so
+    every recorded number says what it is). ``tolerance`` overrides the metric's
+    default for every value recorded now.
+    """
+    regression = load_regression(chapter, directory)  # validates the file first
+    flat = flatten(results)
+    undefined = sorted(set(flat) - set(regression.metrics))
+    if undefined:
+        raise InputError(f"cannot record undefined metric(s) {undefined}",
+                         path=regression.path, field="metrics",
+                         fix="add a definition under metrics: first")
+    raw = yaml.safe_load(regression.path.read_text(encoding="utf-8")) or {}
+    expected = raw.setdefault("expected", {}) or {}
+    raw["expected"] = expected
+    block: dict[str, Any] = {}
+    for name in regression.metrics:  # keep the definition order
+        if name not in flat:
+            continue
+        metric = regression.metrics[name]
+        value: float | int = flat[name]  # unrounded: OK compares after rounding both sides
+        if metric.precision == 0 and value == int(value):
+            value = int(value)
+        if tolerance is None or tolerance == metric.tolerance:
+            block[name] = value
+        else:
+            block[name] = {"value": value, "tolerance": tolerance}
+    expected[profile] = block
+    tmp = regression.path.with_suffix(".yaml.tmp")
+    tmp.write_text(yaml.safe_dump(raw, sort_keys=False, allow_unicode=True, width=100),
+                   encoding="utf-8")
+    tmp.replace(regression.path)
+    return regression.path
+
+
+def _read_saved(chapter: str, profile: str, root: str | None) -> dict[str, float]:
+    path = results_path(chapter, profile, root)
+    if not path.is_file():
+        raise InputError("no saved results for this chapter and profile", path=path,
+                         fix=f"run the chapter first: make notebooks PROFILE={profile}")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _fmt(value: float | None, precision: int, *, signed: bool = False) -> str:
+    if value is None:
+        return "-"
+    if math.isnan(value):
+        return "nan"
+    spec = f"{'+' if signed else ''}.{max(precision, 0)}f"
+    return format(value, spec)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m fhs.check",
+        description="Compare a chapter's saved results with fhs/regressions/<chapter>.yaml, "
+                    "or record them as the new expected values.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, text in (("verify", "print the comparison; exit 1 on FAIL"),
+                       ("record", "write the saved results into the YAML as expected values")):
+        cmd = sub.add_parser(name, help=text)
+        cmd.add_argument("chapter", help="chapter stem, e.g. 00_pipeline_check")
+        cmd.add_argument("--profile", default="cpu", help="profile whose results to use (default cpu)")
+        cmd.add_argument("--results-root", default=None,
+                         help=f"folder holding <profile>/results/ (default {DEFAULT_RESULTS_ROOT})")
+        if name == "record":
+            cmd.add_argument("--tolerance", type=float, default=None,
+                             help="tolerance to store with every value (default: the metric's own)")
+    args = parser.parse_args(argv)
+    try:
+        results = _read_saved(args.chapter, args.profile, args.results_root)
+        if args.command == "record":
+            path = record(args.chapter, args.profile, results, tolerance=args.tolerance)
+            print(f"recorded {len(results)} value(s) for profile {args.profile} in {path}")
+            return 0
+        report = check(results, args.chapter, args.profile, save=False)
+        return 0 if report.ok else 1
+    except InputError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
