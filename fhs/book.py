@@ -45,9 +45,9 @@ PACKAGE_SUFFIXES = {".py", ".yaml", ".yml", ".txt", ".md", ".json"}
 class Chapter:
     """One TOC entry backed by a notebook source."""
 
-    stem: str  # e.g. "00_pipeline_check"
-    source: Path  # notebooks/00_pipeline_check.py
-    output: Path  # book/00_pipeline_check.ipynb
+    stem: str  # e.g. "01_readiness_gap"
+    source: Path  # notebooks/01_readiness_gap.py
+    output: Path  # book/01_readiness_gap.ipynb
     summary: bool = False  # re-run whenever anything before it changed (provenance)
 
 

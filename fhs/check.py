@@ -23,9 +23,9 @@ the comparison without re-running the chapter.
 
 YAML layout (comments are not kept by ``record``: explain things in ``note`` fields)::
 
-    chapter: 00_pipeline_check
+    chapter: 01_readiness_gap
     title: Pipeline check
-    command: make notebooks PROFILE={profile} ONLY=00_pipeline_check
+    command: make notebooks PROFILE={profile} ONLY=01_readiness_gap
     metrics:
       fincl/facts:
         description: located facts in the FinCL subset
@@ -448,7 +448,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, text in (("verify", "print the comparison; exit 1 on FAIL"),
                        ("record", "write the saved results into the YAML as expected values")):
         cmd = sub.add_parser(name, help=text)
-        cmd.add_argument("chapter", help="chapter stem, e.g. 00_pipeline_check")
+        cmd.add_argument("chapter", help="chapter stem, e.g. 01_readiness_gap")
         cmd.add_argument("--profile", default="cpu", help="profile whose results to use (default cpu)")
         cmd.add_argument("--results-root", default=None,
                          help=f"folder holding <profile>/results/ (default {DEFAULT_RESULTS_ROOT})")

@@ -228,6 +228,7 @@ def _strip_tags(markup: str) -> str:
 
 OURS_COLOR = "#1f6fb2"
 PAPER_COLOR = "#d1495b"
+ORACLE_COLOR = "#2a9d55"  # the gold-query probe: the ceiling a grounding method aims at
 NEUTRAL_COLOR = "#7a7a7a"
 
 STYLE: dict[str, Any] = {

@@ -27,7 +27,7 @@
 
 # %% tags=["parameters"]
 profile = "cpu"  # smoke | cpu | paper (fhs/profiles.py)
-runs = "runs"  # where run records are cached; a rebuild reads them back
+runs_dir = "runs"  # where run records are cached; a rebuild reads them back
 datasets = ["fincl", "ixbrl", "codiesp"]
 bootstrap_resamples = 2000  # the paper's context-clustered bootstrap
 seed = 20260724  # the bootstrap seed the authors used
@@ -51,7 +51,7 @@ from fhs.report import Estimate, ORACLE_COLOR, OURS_COLOR, profile_note, show, u
 from fhs.study import Study
 
 use_style()
-study = Study.for_profile(profile, runs)
+study = Study.for_profile(profile, runs_dir)
 METRICS = ["recall@1", "recall@10", "recall@50", "recall@200", "mrr"]
 interval = dict(resamples=bootstrap_resamples, seed=seed)
 profile_note(profile)
