@@ -28,6 +28,10 @@ class Request:
     samples differ from each other but replay identically.
     ``schema`` asks for structured JSON output where the backend supports it.
     ``purpose`` labels the call for the cost tables; it is not part of the key.
+    ``attempt`` counts retries of a failed parse: it is part of the key and the
+    seed, so a retry is a new sample instead of a replay of the cached failure,
+    and it cannot collide with another sample's key as a shifted
+    ``sample_index`` or ``seed`` could.
     """
 
     messages: tuple[Message, ...]
@@ -38,6 +42,7 @@ class Request:
     sample_index: int = 0
     schema: Mapping[str, Any] | None = None
     purpose: str = ""
+    attempt: int = 0
 
 
 @dataclass(frozen=True)
