@@ -58,6 +58,7 @@ def load_experiment(
     data: str | Path | None = None,
     limit: int | None = None,
     w_cov: float | None = None,
+    progress: bool = True,
     **retrieval_overrides,
 ) -> Experiment:
     from fhs.taxonomies import load_taxonomy
@@ -65,7 +66,7 @@ def load_experiment(
     spec = dataset_spec(dataset)
     root = data_dir(data)
     taxonomy = load_taxonomy(spec.taxonomy, root)
-    facts = load_facts(dataset, root, taxonomy)
+    facts = load_facts(dataset, root, taxonomy, progress=progress)
     if limit is not None:
         facts = facts[:limit]
     config = retrieval_config(spec.taxonomy, w_cov=w_cov, **retrieval_overrides)

@@ -105,8 +105,27 @@ def ours_vs_paper(ours: Mapping[str, Any], paper: Mapping[str, float | None] | N
     return frame
 
 
+def format_cell(value: Any, precision: int = 3) -> Any:
+    """How a table cell reads: intervals as ``v [lo, hi]``, floats to ``precision``, counts with commas."""
+    if isinstance(value, Estimate):
+        return fmt_estimate(value, precision)
+    if isinstance(value, bool) or value is None:
+        return "" if value is None else value
+    if isinstance(value, int) or (hasattr(value, "dtype") and getattr(value, "dtype").kind in "iu"):
+        return f"{int(value):,}"
+    if isinstance(value, float):
+        return "" if math.isnan(value) else f"{value:.{precision}f}"
+    return value
+
+
+def formatted(frame: pd.DataFrame, precision: int = 3) -> pd.DataFrame:
+    """A copy of ``frame`` with every cell formatted by ``format_cell``."""
+    return frame.astype(object).map(lambda v: format_cell(v, precision))
+
+
 def to_markdown(frame: pd.DataFrame) -> str:
     """A GitHub/MyST pipe table, without pandas' optional ``tabulate`` dependency."""
+    frame = formatted(frame)
     columns = [str(c) for c in frame.columns]
 
     def cell(value: Any) -> str:
@@ -121,7 +140,7 @@ def to_markdown(frame: pd.DataFrame) -> str:
 
 def to_html(frame: pd.DataFrame, caption: str | None = None) -> str:
     """Plain HTML (no Styler, so no jinja2 at run time); the book theme styles it."""
-    body = frame.to_html(index=False, escape=True, border=0, justify="left",
+    body = formatted(frame).to_html(index=False, escape=True, border=0, justify="left",
                          classes="table fhs-table")
     if caption:
         body = body.replace(">", f"><caption>{html.escape(caption)}</caption>", 1)

@@ -49,7 +49,7 @@ class Study:
 
     def experiment(self, dataset: str) -> Experiment:
         if dataset not in self._experiments:
-            self._experiments[dataset] = load_experiment(dataset, data=self.data)
+            self._experiments[dataset] = load_experiment(dataset, data=self.data, progress=self.progress)
         return self._experiments[dataset]
 
     def facts(self, dataset: str, llm: bool = False, seed: int = 0) -> list[Fact]:

@@ -51,7 +51,7 @@ from fhs.report import Estimate, ORACLE_COLOR, OURS_COLOR, profile_note, show, u
 from fhs.study import Study
 
 use_style()
-study = Study.for_profile(profile, runs_dir)
+study = Study.for_profile(profile, runs_dir, progress=False)  # runs print no progress bars into the page
 METRICS = ["recall@1", "recall@10", "recall@50", "recall@200", "mrr"]
 interval = dict(resamples=bootstrap_resamples, seed=seed)
 profile_note(profile)

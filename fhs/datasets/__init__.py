@@ -9,6 +9,7 @@ lazily so a missing optional dependency of one source never breaks another.
 from __future__ import annotations
 
 import importlib
+import inspect
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,8 +52,12 @@ def dataset_spec(name: str) -> DatasetSpec:
                          fix=f"choose one of {', '.join(DATASETS)}") from None
 
 
-def load_facts(name: str, data_dir: Path, taxonomy):
-    """The facts of dataset ``name``, read from ``data_dir`` and checked against ``taxonomy``."""
+def load_facts(name: str, data_dir: Path, taxonomy, **options):
+    """The facts of dataset ``name``, read from ``data_dir`` and checked against ``taxonomy``.
+
+    ``options`` (e.g. ``progress=False``) reach the loader when it accepts them.
+    """
     spec = dataset_spec(name)
-    module = importlib.import_module(spec.module)
-    return getattr(module, spec.function)(data_dir, taxonomy)
+    loader = getattr(importlib.import_module(spec.module), spec.function)
+    accepted = inspect.signature(loader).parameters
+    return loader(data_dir, taxonomy, **{k: v for k, v in options.items() if k in accepted})
