@@ -26,9 +26,21 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser("run", help="run one method on one dataset")
     _add_data_args(run)
-    run.add_argument("--method", required=True, help="direct or oracle")
+    run.add_argument("--method", required=True, help="direct, oracle, structured or fhs")
     run.add_argument("--wcov", type=float, default=None, help="label-coverage weight w_cov (default 1.0)")
     run.add_argument("--out", required=True, help="run directory for records.jsonl and metrics.json")
+    run.add_argument("--profile", default=None,
+                     help="smoke, cpu or paper: backend, model and sample size (default cpu for LLM methods)")
+    run.add_argument("--backend", default=None, help="openai, llama_cpp or vllm (default: the profile's)")
+    run.add_argument("--model", default=None, help="model name (default: the profile's)")
+    run.add_argument("--base-url", action="append", default=None,
+                     help="OpenAI-compatible server URL; repeat to spread requests over several servers")
+    run.add_argument("--seed", type=int, default=0, help="sampling seed (each hypothesis j samples with its own)")
+    run.add_argument("--sample", type=int, default=None,
+                     help="a context-level sample of about N facts (default: the profile's for LLM methods)")
+    run.add_argument("--cache", default=None, help="SQLite response cache (default $FHS_CACHE/llm/responses.sqlite)")
+    run.add_argument("--selector", choices=["on", "off"], default=None,
+                     help="the shared listwise selector (default: on for structured and fhs, off for direct)")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
 
     bench = commands.add_parser("bench", help="benchmarks that print ratios measured side by side")
@@ -40,20 +52,37 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_run(args: argparse.Namespace) -> dict:
-    from fhs.experiment import load_experiment
-    from fhs.methods import get_method
+    from fhs.experiment import ModelChoice, load_experiment
+    from fhs.methods import LLM_METHODS, get_method
     from fhs.runner import run_method
+    from fhs.sampling import sample_by_context
 
     get_method(args.method)  # fail on an unknown method before loading any data
-    experiment = load_experiment(args.dataset, data=args.data, limit=args.limit, w_cov=args.wcov)
-    ctx = experiment.method_context()
+    selector = args.selector == "on" if args.selector else args.method in LLM_METHODS
+    uses_model = args.method in LLM_METHODS or selector
+    model = None
+    if uses_model:
+        model = ModelChoice.resolve(args.profile or "cpu", backend=args.backend, model=args.model,
+                                    base_urls=args.base_url, seed=args.seed, cache=args.cache)
+    experiment = load_experiment(args.dataset, data=args.data, w_cov=args.wcov, progress=not args.quiet)
+    facts = experiment.facts
+    if args.limit is not None:
+        facts = facts[: args.limit]
+    elif args.sample is not None or model is not None:
+        facts = sample_by_context(facts, args.sample if args.sample is not None else model.profile.llm_facts)
     run_config = {
         "dataset": args.dataset,
         "method": args.method,
-        "limit": args.limit,
         "retrieval": asdict(experiment.retriever.config),
     }
-    result = run_method(experiment.facts, args.method, ctx, args.out, run_config=run_config, progress=not args.quiet)
+    if model is not None:
+        ctx = experiment.llm_context(model)
+        ctx.config = ctx.config.replace(selector=selector)
+        run_config["model"] = model.describe()
+        run_config["fhs"] = ctx.config.to_dict()
+    else:
+        ctx = experiment.method_context()
+    result = run_method(facts, args.method, ctx, args.out, run_config=run_config, progress=not args.quiet)
     print(json.dumps({k: v for k, v in result.items() if k != "config"}, indent=2))
     return result
 

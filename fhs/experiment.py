@@ -13,7 +13,9 @@ from fhs.datadir import data_dir
 from fhs.datasets import DatasetSpec, dataset_spec, load_facts
 from fhs.facts import Fact
 from fhs.methods import MethodContext
+from fhs.profiles import Profile, get_profile
 from fhs.retrieval import RetrievalConfig, Retriever
+from fhs.config import FHSConfig
 from fhs.taxonomy import Taxonomy
 
 # Per-taxonomy retrieval settings that differ from the defaults (reference §3d):
@@ -30,6 +32,14 @@ class Experiment:
     taxonomy: Taxonomy
     facts: list[Fact]
     retriever: Retriever
+
+    def llm_context(self, model: "ModelChoice", config: FHSConfig | None = None, **kw) -> MethodContext:
+        """A method context with a model, the dataset's domain and the profile's FHS knobs."""
+        from fhs.domain import load_domain
+
+        config = (config or model.profile.fhs_config()).replace(
+            k=self.retriever.config.top_k, w_cov=self.retriever.config.w_cov, seed=model.seed)
+        return self.method_context(llm=model.llm(), domain=load_domain(self.spec.domain), config=config, **kw)
 
     def method_context(self, **kw) -> MethodContext:
         options = {"oracle_with_id": self.spec.oracle_with_id, **kw.pop("options", {})}
@@ -71,3 +81,45 @@ def load_experiment(
         facts = facts[:limit]
     config = retrieval_config(spec.taxonomy, w_cov=w_cov, **retrieval_overrides)
     return Experiment(spec=spec, taxonomy=taxonomy, facts=facts, retriever=cached_retriever(taxonomy, config))
+
+
+@dataclass
+class ModelChoice:
+    """Which model a run uses: the profile's, unless the caller names another."""
+
+    profile: Profile
+    backend: str
+    model: str
+    base_urls: tuple[str, ...] = ()
+    seed: int = 0
+    cache_path: Path | None = None
+    _llm: object = None
+
+    @classmethod
+    def resolve(cls, profile: str | Profile, *, backend: str | None = None, model: str | None = None,
+                base_urls=None, seed: int = 0, cache: str | Path | None = None) -> "ModelChoice":
+        chosen = get_profile(profile) if isinstance(profile, str) else profile
+        urls = tuple(base_urls or ()) or (chosen.base_urls if (backend or chosen.backend) == "openai" else ())
+        return cls(profile=chosen, backend=backend or chosen.backend, model=model or chosen.model,
+                   base_urls=urls, seed=seed, cache_path=Path(cache) if cache else default_llm_cache())
+
+    def llm(self):
+        """The cached model client (built once; every call goes through the response cache)."""
+        if self._llm is None:
+            from fhs.llm import make_llm
+
+            options = {"n_threads": 2} if self.backend == "llama_cpp" else {}
+            self._llm = make_llm(self.backend, self.model, base_urls=list(self.base_urls) or None,
+                                 cache_path=self.cache_path, **options)
+        return self._llm
+
+    def describe(self) -> dict:
+        return {"backend": self.backend, "model": self.model, "seed": self.seed,
+                "base_urls": list(self.base_urls)}
+
+
+def default_llm_cache() -> Path:
+    """``$FHS_CACHE/llm/responses.sqlite`` (or under ``~/.cache/fhs``)."""
+    from fhs.taxonomies.cache import cache_dir
+
+    return cache_dir() / "llm" / "responses.sqlite"

@@ -26,6 +26,7 @@ class DatasetSpec:
     # The authors' gold-query probe: label + definition on FinTagging, but code + label +
     # definition on CodiEsp (reference §7b); the oracle method follows the same split.
     oracle_with_id: bool = False
+    domain: str = "us-gaap"  # the dimension set and category profiles (fhs/domains/<domain>.yaml)
 
 
 DATASETS: dict[str, DatasetSpec] = {
@@ -39,7 +40,7 @@ DATASETS: dict[str, DatasetSpec] = {
                     "SEC inline-XBRL filings tagged with us-gaap 2023 (development)"),
         DatasetSpec("codiesp", "fhs.datasets.codiesp", "load", "icd-10-cm",
                     "CodiEsp-D test split: diagnosis mentions relocated into the English text",
-                    oracle_with_id=True),
+                    oracle_with_id=True, domain="icd-10-cm"),
     )
 }
 
