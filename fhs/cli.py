@@ -35,6 +35,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--model", default=None, help="model name (default: the profile's)")
     run.add_argument("--base-url", action="append", default=None,
                      help="OpenAI-compatible server URL; repeat to spread requests over several servers")
+    run.add_argument("--structured", choices=["json_schema", "json_object", "gbnf", "none"], default=None,
+                     help="how an OpenAI-compatible server gets the schema: json_schema (vLLM), "
+                          "json_object or gbnf (llama.cpp's server)")
     run.add_argument("--seed", type=int, default=0, help="sampling seed (each hypothesis j samples with its own)")
     run.add_argument("--sample", type=int, default=None,
                      help="a context-level sample of about N facts (default: the profile's for LLM methods)")
@@ -63,7 +66,8 @@ def cmd_run(args: argparse.Namespace) -> dict:
     model = None
     if uses_model:
         model = ModelChoice.resolve(args.profile or "cpu", backend=args.backend, model=args.model,
-                                    base_urls=args.base_url, seed=args.seed, cache=args.cache)
+                                    base_urls=args.base_url, seed=args.seed, cache=args.cache,
+                                    structured=args.structured)
     experiment = load_experiment(args.dataset, data=args.data, w_cov=args.wcov, progress=not args.quiet)
     facts = experiment.facts
     if args.limit is not None:

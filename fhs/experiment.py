@@ -93,29 +93,36 @@ class ModelChoice:
     base_urls: tuple[str, ...] = ()
     seed: int = 0
     cache_path: Path | None = None
+    # How an OpenAI-compatible server gets the JSON schema: "json_schema" (vLLM), "json_object"
+    # or "gbnf" (llama.cpp's server; gbnf also blocks raw control characters), or "none".
+    structured: str | None = None
     _llm: object = None
 
     @classmethod
     def resolve(cls, profile: str | Profile, *, backend: str | None = None, model: str | None = None,
-                base_urls=None, seed: int = 0, cache: str | Path | None = None) -> "ModelChoice":
+                base_urls=None, seed: int = 0, cache: str | Path | None = None,
+                structured: str | None = None) -> "ModelChoice":
         chosen = get_profile(profile) if isinstance(profile, str) else profile
         urls = tuple(base_urls or ()) or (chosen.base_urls if (backend or chosen.backend) == "openai" else ())
         return cls(profile=chosen, backend=backend or chosen.backend, model=model or chosen.model,
-                   base_urls=urls, seed=seed, cache_path=Path(cache) if cache else default_llm_cache())
+                   base_urls=urls, seed=seed, cache_path=Path(cache) if cache else default_llm_cache(),
+                   structured=structured)
 
     def llm(self):
         """The cached model client (built once; every call goes through the response cache)."""
         if self._llm is None:
             from fhs.llm import make_llm
 
-            options = {"n_threads": 2} if self.backend == "llama_cpp" else {}
+            options: dict = {"n_threads": 2} if self.backend == "llama_cpp" else {}
+            if self.backend == "openai" and self.structured:
+                options["structured"] = self.structured
             self._llm = make_llm(self.backend, self.model, base_urls=list(self.base_urls) or None,
                                  cache_path=self.cache_path, **options)
         return self._llm
 
     def describe(self) -> dict:
         return {"backend": self.backend, "model": self.model, "seed": self.seed,
-                "base_urls": list(self.base_urls)}
+                "structured": self.structured}
 
 
 def default_llm_cache() -> Path:

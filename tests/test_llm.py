@@ -11,7 +11,6 @@ import hashlib
 import json
 import os
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -39,6 +38,7 @@ from fhs.llm import (
     derive_seed,
     make_llm,
 )
+from llama_server import serve_smollm2  # tests/llama_server.py
 
 BASE = Request(messages=(Message("system", "Answer in JSON."), Message("user", "Revenue?")))
 
@@ -574,39 +574,8 @@ def test_json_schema_grammar_text():
 @pytest.fixture(scope="module")
 def llama_server():
     """llama-cpp-python's OpenAI-compatible server on a free port; always stopped."""
-    from fhs.models import smollm2_path
-
-    port = _free_port()
-    command = [sys.executable, "-m", "llama_cpp.server", "--model", str(smollm2_path()),
-               "--host", "127.0.0.1", "--port", str(port), "--n_threads", "2",
-               "--n_ctx", "2048"]
-    log = open(os.devnull, "wb")
-    started = time.perf_counter()
-    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"llama_cpp.server exited with {process.returncode}")
-            try:
-                if httpx.get(f"{url}/v1/models", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("llama_cpp.server did not become ready in 120 s")
-            time.sleep(0.2)
-        print(f"\nllama_cpp.server ready in {time.perf_counter() - started:.2f} s")
+    with serve_smollm2(n_ctx=2048) as url:
         yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        log.close()
 
 
 @dataclass
