@@ -12,6 +12,7 @@ import sys
 from dataclasses import asdict
 
 from fhs.errors import InputError
+from fhs.llm import BackendError
 
 
 def _add_data_args(parser: argparse.ArgumentParser) -> None:
@@ -111,6 +112,11 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as error:
         print(f"fhs: error: {error}", file=sys.stderr)
         return 2
+    except BackendError as error:
+        kept = f"; finished facts are kept in {args.out}, run the same command again to continue" \
+            if getattr(args, "out", None) else ""
+        print(f"fhs: error: {error}{kept}", file=sys.stderr)
+        return 3
     return 0
 
 

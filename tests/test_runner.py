@@ -1,0 +1,64 @@
+"""The runner with a scripted model: malformed output and a failing model mid-run."""
+
+from __future__ import annotations
+
+import pytest
+
+from fhs.config import FHSConfig
+from fhs.domain import load_domain
+from fhs.facts import Fact
+from fhs.methods import MethodContext
+from fhs.records import read_records
+from fhs.retrieval import RetrievalConfig, Retriever
+from fhs.runner import run_method
+from fhs.taxonomy import Concept, Taxonomy
+from scripted_llm import ScriptedLLM
+
+TAXONOMY = Taxonomy.from_concepts("tiny", [
+    Concept("Revenues", "Revenues", "Amount of revenue recognized.", "monetaryItemType"),
+    Concept("CostOfRevenue", "Cost Of Revenue", "Cost of goods and services sold.", "monetaryItemType"),
+    Concept("OperatingExpenses", "Operating Expenses", "Expenses of operations.", "monetaryItemType"),
+])
+FACTS = [Fact(id=f"f{i}", context_id=f"c{i}", modality="table", value=str(10 + i), datatype="monetaryItemType",
+              context="Total revenues 10 11 12; cost of revenue 5 6 7", gold=("Revenues",),
+              row_header="Total revenues") for i in range(3)]
+
+
+def context(llm) -> MethodContext:
+    return MethodContext(taxonomy=TAXONOMY, retriever=Retriever(TAXONOMY, RetrievalConfig()), llm=llm,
+                         domain=load_domain("us-gaap"), config=FHSConfig.fhs(context_chars=400))
+
+
+def test_malformed_output_falls_back_and_every_fact_is_recorded(tmp_path):
+    garbage = ["not json at all", "{\"dimensions\": ", "```\n[1, 2\n```"]
+    llm = ScriptedLLM({"hypothesis": garbage * 8, "verifier": garbage * 4, "selector": garbage * 2})
+    result = run_method(FACTS[:2], "fhs", context(llm), tmp_path)
+    records = read_records(tmp_path / "records.jsonl")
+    assert [r["id"] for r in records] == ["f0", "f1"]
+    for record in records:
+        # no hypothesis parsed: the documented fallback (all UNRESOLVED, the direct query)
+        assert [h["source"] for h in record["hypotheses"]] == ["fallback"]
+        assert record["verifier"] is None or not any(v["parsed"] for v in record["verifier"]["verdicts"])
+        assert record["selection"] is None and record["selected"] == record["ranking"][0]
+        assert not any(call["parsed"] for call in record["llm_calls"])
+    assert result["n_facts"] == 2 and result["llm_calls"] == len(llm.requests)
+
+
+class FailsOnSecondFact(ScriptedLLM):
+    def complete(self, requests):
+        if any("11 monetaryItemType" in m.content or "Value: 11" in m.content
+               for r in requests for m in r.messages):
+            raise RuntimeError("model crashed")
+        return super().complete(requests)
+
+
+def test_a_failing_model_keeps_finished_records_and_the_rerun_continues(tmp_path):
+    replies = {"hypothesis": ["{}"] * 12, "verifier": ["[]"] * 6, "selector": ["{}"] * 3}
+    with pytest.raises(RuntimeError, match="model crashed"):
+        run_method(FACTS, "fhs", context(FailsOnSecondFact(replies)), tmp_path)
+    finished = read_records(tmp_path / "records.jsonl")
+    assert [r["id"] for r in finished] == ["f0"]
+
+    result = run_method(FACTS, "fhs", context(ScriptedLLM(replies)), tmp_path)
+    assert result["n_new"] == 2 and result["n_facts"] == 3
+    assert read_records(tmp_path / "records.jsonl")[0] == finished[0]
