@@ -29,7 +29,7 @@ def gold_rank(ranked_ids: Sequence[str], gold: Iterable[str]) -> int | None:
 
 
 def per_fact(rank: int | None, metric: str) -> float:
-    """One fact's contribution to ``metric`` ("recall@k", "mrr", or "accuracy" = recall@1)."""
+    """One fact's contribution to ``metric`` from its gold rank ("recall@k", "mrr"; "accuracy" = recall@1)."""
     if metric == "mrr":
         return 0.0 if rank is None else 1.0 / rank
     if metric == "accuracy":
@@ -38,6 +38,13 @@ def per_fact(rank: int | None, metric: str) -> float:
         cutoff = int(metric.split("@", 1)[1])
         return float(rank is not None and rank <= cutoff)
     raise ValueError(f"unknown metric {metric!r}")
+
+
+def record_value(record: Mapping, metric: str, rank_key: str = "rank") -> float:
+    """One record's contribution to ``metric``; "accuracy" reads the selector's verdict when present."""
+    if metric == "accuracy" and "correct" in record:
+        return float(bool(record["correct"]))
+    return per_fact(record.get(rank_key), metric)
 
 
 def metric_names(cutoffs: Sequence[int] = CUTOFFS) -> list[str]:
@@ -115,7 +122,7 @@ def clustered_bootstrap(
 
 def metric_interval(records: Sequence[Mapping], metric: str, rank_key: str = "rank", **kw) -> Interval:
     """Bootstrap interval of one metric over a run's records."""
-    values = [per_fact(r.get(rank_key), metric) for r in records]
+    values = [record_value(r, metric, rank_key) for r in records]
     return clustered_bootstrap(values, [r["context_id"] for r in records], **kw)
 
 
@@ -132,7 +139,7 @@ def paired_difference(
     shared = [r for r in records_a if r["id"] in by_id_b]
     if not shared:
         raise ValueError("the two runs share no fact ids")
-    diffs = [per_fact(r.get(rank_key_a), metric) - per_fact(by_id_b[r["id"]].get(rank_key_b), metric) for r in shared]
+    diffs = [record_value(r, metric, rank_key_a) - record_value(by_id_b[r["id"]], metric, rank_key_b) for r in shared]
     return clustered_bootstrap(diffs, [r["context_id"] for r in shared], **kw)
 
 

@@ -12,8 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fhs.config import FHSConfig
 from fhs.evaluate import metric_interval, metrics
-from fhs.experiment import Experiment, cached_retriever, load_experiment, retrieval_config
+from fhs.experiment import Experiment, ModelChoice, cached_retriever, load_experiment, retrieval_config
+from fhs.methods import MethodContext
 from fhs.facts import Fact
 from fhs.profiles import Profile, get_profile
 from fhs.records import read_records
@@ -57,9 +59,26 @@ class Study:
         target = self.profile.llm_facts if llm else self.profile.retrieval_facts
         return sample_by_context(self.experiment(dataset).facts, target, seed=seed)
 
+    def run_llm(self, dataset: str, method: str, model: ModelChoice, *, config: FHSConfig | None = None,
+                tag: str = "", facts: list[Fact] | None = None, w_cov: float | None = None) -> Run:
+        """Run an LLM method (or ``direct`` with the shared selector) with ``model`` on the profile's sample.
+
+        Records live in ``<dataset>/<method>[-tag]-seed<seed>``; the model, the
+        seed and every FHS knob are part of the run's recorded configuration.
+        """
+        experiment = self.experiment(dataset)
+        retriever = cached_retriever(experiment.taxonomy, retrieval_config(experiment.spec.taxonomy, w_cov=w_cov))
+        scoped = Experiment(experiment.spec, experiment.taxonomy, experiment.facts, retriever)
+        ctx = scoped.llm_context(model, config)
+        settings = {"model": model.describe(), "fhs": ctx.config.to_dict()}
+        name_tag = "-".join(part for part in (tag, f"seed{model.seed}") if part)
+        return self.run(dataset, method, w_cov=w_cov, llm=True, tag=name_tag, facts=facts, settings=settings,
+                        llm_context=ctx)
+
     def run(self, dataset: str, method: str, *, w_cov: float | None = None, llm: bool = False,
             ctx_options: dict[str, Any] | None = None, tag: str = "", facts: list[Fact] | None = None,
-            settings: dict[str, Any] | None = None, **context: Any) -> Run:
+            settings: dict[str, Any] | None = None, llm_context: MethodContext | None = None,
+            **context: Any) -> Run:
         """Run (or reload) ``method`` on ``dataset`` under this profile; records are cached on disk.
 
         ``settings`` (model, backend, FHS knobs) join the run's recorded
@@ -72,8 +91,8 @@ class Study:
         facts = self.facts(dataset, llm=llm) if facts is None else facts
         name = method + (f"-wcov{config.w_cov:g}" if config.w_cov != 1.0 else "") + (f"-{tag}" if tag else "")
         path = self.root / self.profile.name / dataset / name
-        ctx = Experiment(experiment.spec, experiment.taxonomy, experiment.facts, retriever).method_context(
-            options=ctx_options or {}, **context)
+        ctx = llm_context or Experiment(experiment.spec, experiment.taxonomy, experiment.facts,
+                                        retriever).method_context(options=ctx_options or {}, **context)
         run_config = {"dataset": dataset, "method": method,
                       "retrieval": {"w_cov": config.w_cov, "pool_multiplier": config.pool_multiplier,
                                     "top_k": config.top_k}, **(settings or {})}

@@ -122,12 +122,17 @@ def candidate_line(number: int, concept: Concept, definition_chars: int) -> str:
 
 
 def verifier_schema(domain: Domain, window_ids: Sequence[str]) -> dict[str, Any]:
+    """One entry per candidate: its id and a verdict per dimension.
+
+    The authors' prompt also asked for a confidence that no score ever read;
+    leaving it out saves generated tokens on every entry. A confidence the
+    model volunteers is still parsed and kept in the record.
+    """
     names = list(domain.dimension_names)
     entry = {
         "type": "object",
         "properties": {"id": {"type": "string", "enum": list(window_ids)},
-                       **{name: {"type": "string", "enum": list(VERDICT_LABELS)} for name in names},
-                       "confidence": {"type": "number"}},
+                       **{name: {"type": "string", "enum": list(VERDICT_LABELS)} for name in names}},
         "required": ["id", *names],
     }
     return {"type": "object", "properties": {"verdicts": {"type": "array", "items": entry}}, "required": ["verdicts"]}

@@ -110,3 +110,10 @@ def test_recall_curve_is_cumulative_recall():
     assert curve[0] == pytest.approx(1 / 5)
     assert curve[2] == pytest.approx(3 / 5)
     assert curve[199] == pytest.approx(4 / 5)
+
+
+def test_accuracy_reads_the_selector_verdict_when_there_is_one():
+    records = [{"id": "a", "rank": 3, "correct": True, "context_id": "x"},
+               {"id": "b", "rank": 1, "correct": False, "context_id": "y"},
+               {"id": "c", "rank": 1, "context_id": "z"}]  # no selector: accuracy = recall@1
+    assert metric_interval(records, "accuracy", resamples=50).estimate == pytest.approx(2 / 3)
