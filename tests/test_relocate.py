@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 
@@ -383,3 +384,25 @@ def test_cache_path_follows_fhs_cache(tmp_path, monkeypatch):
     assert path.name.startswith("codiesp-test-dp--deterministic-") and path.suffix == ".jsonl"
     llm_path = relocation_cache_path("codiesp-test-dp", LLMRelocator(ScriptedLLM([])))
     assert "scripted_double" in llm_path.name and llm_path != path
+
+
+@pytest.mark.model
+def test_llm_relocator_with_a_real_model_keeps_only_exact_substrings(tmp_path):
+    """SmolLM2-135M relocates the fixture's mentions; whatever it answers, only verbatim spans survive."""
+    from fhs.datasets.codiesp import load_split
+    from fhs.llm import CachedLLM, ResponseCache, make_llm
+    from fhs.models import smollm2_path
+
+    fixture = Path(__file__).parent / "fixtures"
+    llm = CachedLLM(make_llm("llama_cpp", str(smollm2_path()), n_ctx=2048, n_threads=2),
+                    ResponseCache(tmp_path / "responses.sqlite"))
+    split = load_split(fixture, None, relocator=LLMRelocator(llm), cache=tmp_path / "relocations.jsonl")
+    assert split.stats["facts"] == len(split.all_facts) > 0
+    for fact in split.facts:
+        assert fact.metadata["relocation_method"] == "llm"
+        assert fact.value in fact.sentence  # an exact substring of the aligned English text
+    for fact in split.unrelocated:
+        assert fact.metadata["relocated"] is False
+    # a second pass is read back from the relocation cache: same spans, no new model calls
+    again = load_split(fixture, None, relocator=LLMRelocator(llm), cache=tmp_path / "relocations.jsonl")
+    assert [f.value for f in again.all_facts] == [f.value for f in split.all_facts]

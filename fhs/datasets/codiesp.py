@@ -16,6 +16,7 @@ for probes that do not read the value (the oracle sanity check).
 from __future__ import annotations
 
 import os
+from collections.abc import Collection
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -164,8 +165,12 @@ def load_split(
     *,
     align: AlignConfig = AlignConfig(),
     cache: bool | str | os.PathLike = True,
+    documents: Collection[str] | None = None,
 ) -> CodiespSplit:
     """Facts of one CodiEsp split with their relocation; see ``load``.
+
+    ``documents`` restricts the split to those document ids (a sample for an
+    expensive relocator).
 
     ``taxonomy=None`` applies no inventory filter (every DIAGNOSTICO code is kept).
     ``cache``: ``True`` for the default cache file under ``$FHS_CACHE`` (or
@@ -175,7 +180,8 @@ def load_split(
     folder = codiesp_dir(data_dir, split)
     relocator = relocator or DeterministicRelocator()
     tsv = folder / f"{split}X.tsv"
-    rows = [mention for mention in read_mentions(tsv) if mention.label == "DIAGNOSTICO"]
+    rows = [mention for mention in read_mentions(tsv) if mention.label == "DIAGNOSTICO"
+            and (documents is None or mention.document_id in documents)]
     kept: list[Mention] = []
     seen: set[tuple[str, str, str]] = set()
     for mention in rows:
