@@ -36,10 +36,10 @@
 profile = "cpu"  # smoke | cpu | paper (fhs/profiles.py)
 runs_dir = "runs"  # where run records are cached
 datasets = ["fincl", "codiesp"]  # add "ixbrl" on a GPU box
-llm_limit = None  # facts per dataset (context-level sample); None = the profile's size
-backend = None  # None = the profile's (llama_cpp on cpu, openai on paper)
-model = None  # None = the profile's model
-base_url = None  # OpenAI-compatible server(s), comma-separated; None = the profile's
+llm_limit = None  # facts per dataset (a context-level sample); None takes the profile size
+backend = None  # llama_cpp, openai or vllm; None takes the profile backend
+model = None  # None takes the profile model
+base_url = None  # OpenAI-compatible server(s), comma-separated; None takes the profile URL
 runs = 1  # seeded runs per method (the paper: 3)
 seed = 20260724  # bootstrap seed
 bootstrap_resamples = 2000
