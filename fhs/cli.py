@@ -15,8 +15,15 @@ from fhs.errors import InputError
 from fhs.llm import BackendError
 
 
-def _add_data_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--dataset", required=True, help="fincl, ixbrl, ixbrl-dev or codiesp")
+def _add_data_args(parser: argparse.ArgumentParser, own_files: bool = False) -> None:
+    parser.add_argument("--dataset", required=not own_files, default=None,
+                        help="fincl, ixbrl, ixbrl-dev or codiesp" + (" (or --facts with --taxonomy)" if own_files else ""))
+    if own_files:
+        parser.add_argument("--facts", default=None, help="your own located facts (JSONL, see fhs/facts.py)")
+        parser.add_argument("--taxonomy", default=None,
+                            help="your own taxonomy (JSONL/CSV/TSV with id, label[, definition, datatype])")
+        parser.add_argument("--domain", default=None,
+                            help="dimension set for LLM methods: us-gaap, icd-10-cm or a domain YAML file")
     parser.add_argument("--data", default=None, help="data directory (default: $FHS_DATA)")
     parser.add_argument("--limit", type=int, default=None, help="use only the first N facts")
 
@@ -26,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     run = commands.add_parser("run", help="run one method on one dataset")
-    _add_data_args(run)
+    _add_data_args(run, own_files=True)
     run.add_argument("--method", required=True, help="direct, oracle, structured or fhs")
     run.add_argument("--wcov", type=float, default=None, help="label-coverage weight w_cov (default 1.0)")
     run.add_argument("--out", required=True, help="run directory for records.jsonl and metrics.json")
@@ -69,14 +76,14 @@ def cmd_run(args: argparse.Namespace) -> dict:
         model = ModelChoice.resolve(args.profile or "cpu", backend=args.backend, model=args.model,
                                     base_urls=args.base_url, seed=args.seed, cache=args.cache,
                                     structured=args.structured)
-    experiment = load_experiment(args.dataset, data=args.data, w_cov=args.wcov, progress=not args.quiet)
+    experiment = _experiment(args)
     facts = experiment.facts
     if args.limit is not None:
         facts = facts[: args.limit]
     elif args.sample is not None or model is not None:
         facts = sample_by_context(facts, args.sample if args.sample is not None else model.profile.llm_facts)
     run_config = {
-        "dataset": args.dataset,
+        "dataset": experiment.spec.name,
         "method": args.method,
         "retrieval": asdict(experiment.retriever.config),
     }
@@ -90,6 +97,20 @@ def cmd_run(args: argparse.Namespace) -> dict:
     result = run_method(facts, args.method, ctx, args.out, run_config=run_config, progress=not args.quiet)
     print(json.dumps({k: v for k, v in result.items() if k != "config"}, indent=2))
     return result
+
+
+def _experiment(args: argparse.Namespace):
+    """A named dataset, or the user's own facts and taxonomy files."""
+    from fhs.experiment import load_experiment, load_experiment_from_files
+
+    if args.facts or args.taxonomy:
+        if not (args.facts and args.taxonomy):
+            raise InputError("--facts and --taxonomy go together", field="taxonomy" if args.facts else "facts",
+                             fix="pass both files, or --dataset for a bundled dataset")
+        return load_experiment_from_files(args.facts, args.taxonomy, domain=args.domain, w_cov=args.wcov)
+    if args.dataset is None:
+        raise InputError("no input", field="dataset", fix="pass --dataset NAME, or --facts FILE with --taxonomy FILE")
+    return load_experiment(args.dataset, data=args.data, w_cov=args.wcov, progress=not args.quiet)
 
 
 def cmd_bench(args: argparse.Namespace) -> dict:

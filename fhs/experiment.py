@@ -32,6 +32,7 @@ class Experiment:
     taxonomy: Taxonomy
     facts: list[Fact]
     retriever: Retriever
+    domain: str | None = None  # a domain name or YAML path overriding the dataset's own
 
     def llm_context(self, model: "ModelChoice", config: FHSConfig | None = None, **kw) -> MethodContext:
         """A method context with a model, the dataset's domain and the profile's FHS knobs."""
@@ -39,7 +40,8 @@ class Experiment:
 
         config = (config or model.profile.fhs_config()).replace(
             k=self.retriever.config.top_k, w_cov=self.retriever.config.w_cov, seed=model.seed)
-        return self.method_context(llm=model.llm(), domain=load_domain(self.spec.domain), config=config, **kw)
+        return self.method_context(llm=model.llm(), domain=load_domain(self.domain or self.spec.domain),
+                                   config=config, **kw)
 
     def method_context(self, **kw) -> MethodContext:
         options = {"oracle_with_id": self.spec.oracle_with_id, **kw.pop("options", {})}
@@ -81,6 +83,27 @@ def load_experiment(
         facts = facts[:limit]
     config = retrieval_config(spec.taxonomy, w_cov=w_cov, **retrieval_overrides)
     return Experiment(spec=spec, taxonomy=taxonomy, facts=facts, retriever=cached_retriever(taxonomy, config))
+
+
+def load_experiment_from_files(
+    facts_path: str | Path,
+    taxonomy_path: str | Path,
+    *,
+    domain: str | None = None,
+    w_cov: float | None = None,
+    **retrieval_overrides,
+) -> Experiment:
+    """An adapter's own run: located facts (JSONL) against a taxonomy file, searched with the default index."""
+    from fhs.facts import read_facts
+    from fhs.taxonomies import load_taxonomy_file
+
+    taxonomy = load_taxonomy_file(taxonomy_path)
+    facts = read_facts(facts_path)
+    spec = DatasetSpec(Path(facts_path).stem, "", "", taxonomy.name, f"facts from {facts_path}",
+                       domain=domain or "us-gaap")
+    config = retrieval_config(taxonomy.name, w_cov=w_cov, **retrieval_overrides)
+    return Experiment(spec=spec, taxonomy=taxonomy, facts=facts,
+                      retriever=cached_retriever(taxonomy, config), domain=domain)
 
 
 @dataclass
