@@ -1,7 +1,7 @@
 """Run profiles: which model, which backend and how much data, by name.
 
 ``smoke`` is for tests and CI (SmolLM2-135M on the CPU, a handful of facts),
-``cpu`` is the default book build on a laptop (Qwen2.5-0.5B on the CPU; the
+``cpu`` is the default book build on a laptop (Qwen2.5-Coder-0.5B-Instruct on the CPU; the
 LLM-free chapters on full test splits, the LLM chapters on a small
 context-level sample), ``paper`` is a GPU box serving Qwen3-32B through vLLM's
 OpenAI-compatible server (full test splits, three seeded runs).
@@ -67,7 +67,7 @@ PROFILES: dict[str, Profile] = {
             llm_facts=12,
             retrieval_facts=None,
             fhs_overrides=_CPU_BUDGET,
-            description="the default book: Qwen2.5-0.5B on the CPU, small context-level samples for LLM methods",
+            description="the default book: Qwen2.5-Coder-0.5B-Instruct on the CPU, small context-level samples for LLM methods",
         ),
         Profile(
             name="paper",
