@@ -20,7 +20,8 @@ from fhs.domain import Domain
 from fhs.evidence import direct_query, evidence_block, prefixed
 from fhs.facts import Fact
 from fhs.llm import LLM, Message, Request, Response
-from fhs.prompting import fit_to_budget, json_payload, render
+from fhs.jsonout import parse_object
+from fhs.prompting import fit_to_budget, render
 from fhs.text import join_tokens
 
 UNRESOLVED = "UNRESOLVED"
@@ -105,7 +106,7 @@ def parse_hypothesis(
     ", ", unknown operators are dropped (none left -> ["direct_label"]), and
     the dimensions may sit at the top level instead of under "dimensions".
     """
-    payload = json_payload(text, "{")
+    payload = parse_object(text)
     if not isinstance(payload, dict):
         return None
     query = payload.get("retrieval_query")

@@ -20,7 +20,8 @@ from fhs.domain import Domain
 from fhs.evidence import evidence_block
 from fhs.facts import Fact
 from fhs.llm import LLM, Message, Request, Response
-from fhs.prompting import fit_to_budget, json_payload, render
+from fhs.jsonout import parse_object
+from fhs.prompting import fit_to_budget, render
 from fhs.taxonomy import Taxonomy
 from fhs.verifier import candidate_line, concept_or_stub
 
@@ -94,7 +95,7 @@ def parse_selection(text: str, shown_ids: Sequence[str], max_ranked: int = 20) -
     naming a shown candidate, then the first valid ranked index, stand in.
     Invalid and repeated ranked indices are dropped; at most ``max_ranked`` kept.
     """
-    payload = json_payload(text, "{")
+    payload = parse_object(text)
     if not isinstance(payload, dict):
         return None
     n = len(shown_ids)

@@ -37,7 +37,8 @@ from fhs.facts import Fact
 from fhs.fusion import FusedPool
 from fhs.hypotheses import Hypothesis
 from fhs.llm import Message, Request
-from fhs.prompting import clip, fit_to_budget, json_payload, render, salvage_array_objects
+from fhs.jsonout import parse_array, parse_object
+from fhs.prompting import clip, fit_to_budget, render
 from fhs.retrieval import Ranking
 from fhs.taxonomy import Concept, Taxonomy
 
@@ -237,12 +238,12 @@ def parse_verdicts(text: str, window_ids: Sequence[str],
     ``rank``/``index`` into the window. Unmatched entries are ignored; the
     first entry for a candidate wins. Returns {} when nothing usable was found.
     """
-    payload = json_payload(text, "{")
+    payload = parse_object(text)
     entries: list[Any]
     if isinstance(payload, dict) and isinstance(payload.get("verdicts"), list):
         entries = payload["verdicts"]
     else:
-        entries = salvage_array_objects(text)
+        entries = parse_array(text) or []  # a cut-off array keeps its complete entries
     match = _id_matcher(window_ids)
     result: dict[str, Verdicts] = {}
     for entry in entries:

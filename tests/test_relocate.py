@@ -20,7 +20,6 @@ from fhs.relocate import (
     accept_span,
     align_document,
     english_lines,
-    first_json_object,
     load_prompt,
     parse_relocation_answer,
     read_relocation_cache,
@@ -312,8 +311,8 @@ def test_llm_answers_are_parsed_tolerantly():
     assert parse_relocation_answer(fenced) == ("right kidney", "")
     thinking = '<think>maybe {"english": "no"}</think> {"english": "left kidney"}'
     assert parse_relocation_answer(thinking) == ("left kidney", "")
-    assert first_json_object('x {"a": "}{", "b": {"c": 1}} y {"d": 2}') == '{"a": "}{", "b": {"c": 1}}'
-    assert first_json_object("no object here") is None
+    assert parse_relocation_answer('x {"english": "}{ kidney"} y {"english": "b"}') == ("}{ kidney", "")
+    assert parse_relocation_answer("no object here")[0] is None
 
 
 def test_llm_relocator_sends_batches_in_order():

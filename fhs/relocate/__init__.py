@@ -34,7 +34,6 @@ from fhs.relocate.deterministic import DeterministicConfig, DeterministicRelocat
 from fhs.relocate.llm import (
     RELOCATE_SCHEMA,
     LLMRelocator,
-    first_json_object,
     load_prompt,
     parse_relocation_answer,
 )
@@ -61,7 +60,7 @@ __all__ = [
     "METHODS", "RELOCATE_SCHEMA", "SCOPES", "STATUSES", "AlignConfig", "AlignedDocument", "Alignment",
     "DeterministicConfig", "DeterministicRelocator", "LLMRelocator", "MatchConfig", "Relocation",
     "RelocationTask", "Relocator", "Segment", "accept_span", "align_document", "cache_dir",
-    "content_words", "english_lines", "first_json_object", "is_paragraph_line", "load_prompt",
+    "content_words", "english_lines", "is_paragraph_line", "load_prompt",
     "normalize_whitespace", "parse_relocation_answer", "read_relocation_cache", "relocate_cached",
     "relocation_cache_path", "split_spanish_sentences", "strip_accents", "word_match", "words",
     "write_relocation_cache",

@@ -7,12 +7,12 @@ a scripted double of the ``fhs.llm.LLM`` protocol.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections.abc import Mapping, Sequence
 from importlib import resources
 from typing import Any
 
+from fhs.jsonout import parse_object
 from fhs.llm import LLM, Message, Request
 from fhs.relocate.tasks import Relocation, RelocationTask, accept_span
 
@@ -30,54 +30,16 @@ def load_prompt(name: str = RELOCATE_PROMPT) -> str:
     return resources.files("fhs").joinpath("prompts", name).read_text(encoding="utf-8")
 
 
-def first_json_object(text: str) -> str | None:
-    """The first balanced ``{...}`` in ``text`` (braces inside JSON strings are skipped)."""
-    start = text.find("{")
-    while start != -1:
-        depth, in_string, escaped = 0, False, False
-        for index in range(start, len(text)):
-            char = text[index]
-            if in_string:
-                if escaped:
-                    escaped = False
-                elif char == "\\":
-                    escaped = True
-                elif char == '"':
-                    in_string = False
-            elif char == '"':
-                in_string = True
-            elif char == "{":
-                depth += 1
-            elif char == "}":
-                depth -= 1
-                if depth == 0:
-                    return text[start:index + 1]
-        start = text.find("{", start + 1)
-    return None
-
-
-_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
-_THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
-
-
 def parse_relocation_answer(text: str) -> tuple[str | None, str]:
     """The phrase a model answered and a note: ``(phrase, "")``, ``(None, "null answer")``
     or ``(None, "malformed: ...")``.
 
     Tolerant of reasoning blocks, code fences and text around the JSON object.
     """
-    body = _THINK.sub("", text)
-    fenced = _FENCE.search(body)
-    if fenced:
-        body = fenced.group(1)
-    raw = first_json_object(body)
-    if raw is None:
+    answer = parse_object(text)
+    if answer is None:
         return None, "malformed: no JSON object"
-    try:
-        answer = json.loads(raw)
-    except json.JSONDecodeError as error:
-        return None, f"malformed: {error.msg}"
-    if not isinstance(answer, dict) or "english" not in answer:
+    if "english" not in answer:
         return None, "malformed: no 'english' field"
     phrase = answer["english"]
     if phrase is None or (isinstance(phrase, str) and phrase.strip().lower() in ("", "null", "none")):
