@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from fhs.errors import InputError
+from fhs.jsonl import iter_objects
 
 MODALITIES = ("table", "text")
 
@@ -100,21 +101,12 @@ def read_facts(path: str | Path) -> list[Fact]:
         raise InputError("no such facts file", path=path, fix="pass a JSONL file with one fact per line")
     facts: list[Fact] = []
     seen: set[str] = set()
-    with path.open(encoding="utf-8") as handle:
-        for number, text in enumerate(handle, start=1):
-            if not text.strip():
-                continue
-            try:
-                record = json.loads(text)
-            except json.JSONDecodeError as error:
-                raise InputError(f"not valid JSON ({error.msg} at column {error.colno})", path=path, line=number) from None
-            if not isinstance(record, dict):
-                raise InputError("expected a JSON object per line", path=path, line=number)
-            fact = fact_from_dict(record, path=path, line=number)
-            if fact.id in seen:
-                raise InputError(f"duplicate fact id {fact.id!r}", path=path, line=number, field="id")
-            seen.add(fact.id)
-            facts.append(fact)
+    for number, record in iter_objects(path):
+        fact = fact_from_dict(record, path=path, line=number)
+        if fact.id in seen:
+            raise InputError(f"duplicate fact id {fact.id!r}", path=path, line=number, field="id")
+        seen.add(fact.id)
+        facts.append(fact)
     return facts
 
 

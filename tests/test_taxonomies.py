@@ -80,7 +80,7 @@ def test_generic_jsonl_bad_rows_name_file_line_field(tmp_path, lines, line, fiel
 
 def test_generic_invalid_json_names_the_line(tmp_path):
     path = write(tmp_path / "broken.jsonl", '{"id": "A", "label": "a"}\n{"id": "B", "label": \n')
-    with pytest.raises(InputError, match=rf"^{re.escape(str(path))}:2: invalid JSON"):
+    with pytest.raises(InputError, match=rf"^{re.escape(str(path))}:2: not valid JSON"):
         load_generic(path)
     write(path, '["A", "a"]\n')
     with pytest.raises(InputError, match=r":1: expected a JSON object, got list"):

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from fhs.errors import InputError
+from fhs.jsonl import iter_objects
 from fhs.taxonomy import Concept, Taxonomy
 
 REQUIRED_FIELDS = ("id", "label")
@@ -93,23 +94,7 @@ def _metadata_text(value: Any) -> str:
 
 
 def _jsonl_rows(path: Path) -> Iterator[tuple[int, Mapping[str, Any]]]:
-    with path.open(encoding="utf-8-sig") as handle:
-        for line_number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise InputError(
-                    f"invalid JSON: {error.msg} at column {error.colno}", path=path, line=line_number,
-                    fix="write one JSON object per line",
-                ) from None
-            if not isinstance(record, dict):
-                raise InputError(
-                    f"expected a JSON object, got {type(record).__name__}", path=path, line=line_number,
-                    fix="write one JSON object per line",
-                )
-            yield line_number, record
+    return iter_objects(path)
 
 
 def _table_rows(path: Path, delimiter: str) -> Iterator[tuple[int, Mapping[str, Any]]]:

@@ -25,7 +25,6 @@ unmatched: guessing there would attach a definition to the wrong concept.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -33,6 +32,7 @@ from pathlib import Path
 
 from fhs.datadir import source_dir
 from fhs.errors import InputError
+from fhs.jsonl import iter_objects
 from fhs.taxonomy import Concept, Taxonomy
 from fhs.text import camel_split, token_set
 
@@ -138,23 +138,16 @@ class MergeReport:
 def read_inventory(path: Path) -> list[tuple[str, str, str]]:
     """``(tag, datatype, camel-split text)`` per row of FinTagging's inventory, prefix removed."""
     rows = []
-    with path.open(encoding="utf-8") as handle:
-        for line_number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise InputError(f"invalid JSON: {error.msg}", path=path, line=line_number) from None
-            values = []
-            for key in ("us_gaap_tag", "entity_type", "text"):
-                value = record.get(key) if isinstance(record, dict) else None
-                if not isinstance(value, str) or not value.strip():
-                    raise InputError("missing or empty field", path=path, line=line_number, field=key,
-                                     fix="each row needs us_gaap_tag, entity_type and text")
-                values.append(value.strip())
-            tag, datatype, text = values
-            rows.append((tag.split(":", 1)[-1], datatype, text))
+    for line_number, record in iter_objects(path):
+        values = []
+        for key in ("us_gaap_tag", "entity_type", "text"):
+            value = record.get(key)
+            if not isinstance(value, str) or not value.strip():
+                raise InputError("missing or empty field", path=path, line=line_number, field=key,
+                                 fix="each row needs us_gaap_tag, entity_type and text")
+            values.append(value.strip())
+        tag, datatype, text = values
+        rows.append((tag.split(":", 1)[-1], datatype, text))
     return rows
 
 
