@@ -52,6 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--cache", default=None, help="SQLite response cache (default $FHS_CACHE/llm/responses.sqlite)")
     run.add_argument("--selector", choices=["on", "off"], default=None,
                      help="the shared listwise selector (default: on for structured and fhs, off for direct)")
+    run.add_argument("--workers", type=int, default=None,
+                     help="facts processed at once, to keep a server busy (default: the profile's; 1 on the CPU)")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
 
     bench = commands.add_parser("bench", help="benchmarks that print ratios measured side by side")
@@ -94,7 +96,9 @@ def cmd_run(args: argparse.Namespace) -> dict:
         run_config["fhs"] = ctx.config.to_dict()
     else:
         ctx = experiment.method_context()
-    result = run_method(facts, args.method, ctx, args.out, run_config=run_config, progress=not args.quiet)
+    workers = args.workers or (model.profile.workers if model is not None else 1)
+    result = run_method(facts, args.method, ctx, args.out, run_config=run_config, progress=not args.quiet,
+                        workers=workers)
     print(json.dumps({k: v for k, v in result.items() if k != "config"}, indent=2))
     return result
 

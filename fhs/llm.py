@@ -16,6 +16,7 @@ import itertools
 import json
 import os
 import sqlite3
+import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -411,6 +412,7 @@ class LlamaCppBackend:
         verbose: bool = False,
         **llama_kwargs: Any,
     ) -> None:
+        self._lock = threading.Lock()
         path = Path(model_path)
         if not path.is_file():
             raise InputError("model file not found", path=path,
@@ -436,7 +438,9 @@ class LlamaCppBackend:
         return self._grammars[key]
 
     def complete(self, requests: Sequence[Request]) -> list[Response]:
-        return [self.complete_with(request) for request in requests]
+        # One llama.cpp context is not re-entrant: facts run in threads take turns here.
+        with self._lock:
+            return [self.complete_with(request) for request in requests]
 
     def complete_with(self, request: Request, **overrides: Any) -> Response:
         """One request, with extra ``create_chat_completion`` arguments (e.g. ``logit_bias``).
@@ -523,6 +527,7 @@ class VLLMBackend:
         self._llm = vllm.LLM(model=model, **args)
         self.model = model
         self.enable_thinking = enable_thinking
+        self._lock = threading.Lock()  # the offline engine serves one caller at a time
         self.kind = "vllm"
         self.name = f"vllm:{model}"
 
@@ -541,6 +546,10 @@ class VLLMBackend:
     def complete(self, requests: Sequence[Request]) -> list[Response]:
         if not requests:
             return []
+        with self._lock:
+            return self._complete(requests)
+
+    def _complete(self, requests: Sequence[Request]) -> list[Response]:
         started = time.perf_counter()
         outputs = self._llm.chat(
             [chat_messages(r) for r in requests],
@@ -601,8 +610,9 @@ class ResponseCache:
     def __init__(self, path: str | os.PathLike) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()  # one connection, shared by the threads of a run
         try:
-            self._db = sqlite3.connect(str(self.path))
+            self._db = sqlite3.connect(str(self.path), check_same_thread=False)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute(_SCHEMA_SQL)
@@ -612,6 +622,10 @@ class ResponseCache:
                              fix="delete the file or pass another cache_path") from None
 
     def get_many(self, keys: Sequence[str]) -> dict[str, Response]:
+        with self._lock:
+            return self._get_many(keys)
+
+    def _get_many(self, keys: Sequence[str]) -> dict[str, Response]:
         found: dict[str, Response] = {}
         unique = list(dict.fromkeys(keys))
         for start in range(0, len(unique), 500):
@@ -628,7 +642,7 @@ class ResponseCache:
     def put_many(self, entries: Sequence[tuple[str, str, str, str, Response]]) -> None:
         """Store (key, kind, model, purpose, response) rows in one transaction."""
         now = time.time()
-        with self._db:
+        with self._lock, self._db:
             self._db.executemany(
                 "INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [(key, kind, model, purpose, r.text, r.tokens_in, r.tokens_out, r.seconds, now)
@@ -675,6 +689,7 @@ class CachedLLM:
         self.cache = cache
         self.batch_size = max(1, batch_size)
         self.stats = stats if stats is not None else CallStats()
+        self._stats_lock = threading.Lock()
         self.kind = getattr(backend, "kind", type(backend).__name__)
         self.model = getattr(backend, "model", getattr(backend, "name", ""))
         self.name = getattr(backend, "name", f"{self.kind}:{self.model}")
@@ -704,8 +719,9 @@ class CachedLLM:
                     results[index] = replace(fresh[key], cached=not made_here)
         served = [r for r in results if r is not None]
         assert len(served) == len(requests)
-        for request, response in zip(requests, served):
-            self.stats.add(request, response)
+        with self._stats_lock:
+            for request, response in zip(requests, served):
+                self.stats.add(request, response)
         return served
 
 

@@ -29,6 +29,7 @@ class Profile:
     retrieval_facts: int | None  # the same for LLM-free runs
     seeds: tuple[int, ...] = (0,)
     base_urls: tuple[str, ...] = ()
+    workers: int = 1  # facts processed at once (keeps a server's batch full; 1 for in-process models)
     fhs_overrides: Mapping[str, Any] = field(default_factory=dict)
     description: str = ""
 
@@ -77,6 +78,7 @@ PROFILES: dict[str, Profile] = {
             retrieval_facts=None,
             seeds=(0, 1, 2),
             base_urls=("http://127.0.0.1:8000/v1",),
+            workers=8,
             description="a GPU box: vLLM serving Qwen3-32B, full test splits, three seeded runs",
         ),
     )

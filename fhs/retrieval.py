@@ -15,6 +15,7 @@ default) or the BM25 top ``top_k * pool_multiplier`` (the CodiEsp setting).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -146,6 +147,7 @@ class Retriever:
         self.taxonomy = taxonomy
         self.config = config
         self._partitions: dict[str | None, _Partition] = {}
+        self._building = threading.Lock()  # facts run in threads may ask for the same index at once
         self._groups: dict[str, list[int]] = {}
         for position, concept in enumerate(taxonomy.concepts):
             self._groups.setdefault(concept.datatype, []).append(position)
@@ -187,7 +189,11 @@ class Retriever:
         datatypes never pays for the global index.
         """
         key = datatype if (self.config.type_filter and datatype in self._groups) else None
-        if key not in self._partitions:
+        if key in self._partitions:
+            return self._partitions[key]
+        with self._building:
+            if key in self._partitions:
+                return self._partitions[key]
             if key is None:
                 positions = list(range(len(self.taxonomy)))
                 texts = self._global_texts()
@@ -195,7 +201,7 @@ class Retriever:
                 positions = self._groups[key]
                 texts = [self.taxonomy.concepts[p].index_text for p in positions]
             self._partitions[key] = self._build(positions, texts)
-        return self._partitions[key]
+            return self._partitions[key]
 
     def warm_up(self) -> "Retriever":
         """Build every datatype index now (for timing, or before forking workers)."""

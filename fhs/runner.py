@@ -8,6 +8,7 @@ way, and a rerun resumes from the records already written.
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,28 @@ def accuracy(records: Sequence[Mapping]) -> float | None:
     return sum(bool(r["correct"]) for r in judged) / len(judged) if judged else None
 
 
+def _results(facts: Sequence[Fact], function, ctx: MethodContext, workers: int):
+    """``(fact, stage record)`` as facts finish; several at once when ``workers`` > 1.
+
+    Facts in flight at the same time keep an OpenAI-compatible server busy (each
+    fact's calls are few and short). If one fact fails, the ones already
+    yielded are on disk; those still running are abandoned, and their model
+    calls, cached as they returned, make the rerun cheap.
+    """
+    if workers <= 1:
+        for fact in facts:
+            yield fact, function(fact, ctx)
+        return
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = {pool.submit(function, fact, ctx): fact for fact in facts}
+        try:
+            for future in as_completed(futures):
+                yield futures[future], future.result()
+        finally:
+            for future in futures:
+                future.cancel()
+
+
 def run_method(
     facts: Sequence[Fact],
     method: str,
@@ -49,6 +72,7 @@ def run_method(
     *,
     run_config: Mapping[str, Any] | None = None,
     progress: bool = True,
+    workers: int = 1,
 ) -> dict:
     """Run ``method`` on every fact not yet recorded in ``out_dir``; return metrics.json's content.
 
@@ -62,9 +86,9 @@ def run_method(
     new_records: list[dict] = []
     with RecordWriter(out_dir / "records.jsonl", config=run_config) as writer:
         todo = [fact for fact in facts if fact.id not in writer]
-        bar = tqdm(todo, desc=method, unit="fact", disable=not progress or not todo, leave=False)
-        for fact in bar:
-            stage = function(fact, ctx)
+        bar = tqdm(total=len(todo), desc=method, unit="fact", disable=not progress or not todo, leave=False)
+        for fact, stage in _results(todo, function, ctx, workers):
+            bar.update()
             ranking = stage.get("ranking", [])
             record = {
                 "id": fact.id,
@@ -79,6 +103,7 @@ def run_method(
                 record["correct"] = stage["selected"] in fact.gold
             writer.write(record)
             new_records.append(record)
+        bar.close()
         records = writer.records_in_order(fact.id for fact in facts)
     result: dict[str, Any] = {"method": method, **metrics(records)}
     acc = accuracy(records)

@@ -73,12 +73,12 @@ class Study:
         settings = {"model": model.describe(), "fhs": ctx.config.to_dict()}
         name_tag = "-".join(part for part in (tag, f"seed{model.seed}") if part)
         return self.run(dataset, method, w_cov=w_cov, llm=True, tag=name_tag, facts=facts, settings=settings,
-                        llm_context=ctx)
+                        llm_context=ctx, workers=model.profile.workers)
 
     def run(self, dataset: str, method: str, *, w_cov: float | None = None, llm: bool = False,
             ctx_options: dict[str, Any] | None = None, tag: str = "", facts: list[Fact] | None = None,
             settings: dict[str, Any] | None = None, llm_context: MethodContext | None = None,
-            **context: Any) -> Run:
+            workers: int = 1, **context: Any) -> Run:
         """Run (or reload) ``method`` on ``dataset`` under this profile; records are cached on disk.
 
         ``settings`` (model, backend, FHS knobs) join the run's recorded
@@ -96,7 +96,8 @@ class Study:
         run_config = {"dataset": dataset, "method": method,
                       "retrieval": {"w_cov": config.w_cov, "pool_multiplier": config.pool_multiplier,
                                     "top_k": config.top_k}, **(settings or {})}
-        result = run_method(facts, method, ctx, path, run_config=run_config, progress=self.progress)
+        result = run_method(facts, method, ctx, path, run_config=run_config, progress=self.progress,
+                            workers=workers)
         wanted = {fact.id for fact in facts}
         records = [r for r in read_records(path / "records.jsonl") if r["id"] in wanted]
         return Run(dataset, method, path, records, result)

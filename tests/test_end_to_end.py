@@ -70,7 +70,7 @@ def test_fhs_in_process_then_entirely_from_the_cache(tmp_path, capsys):
 def test_fhs_through_the_llama_cpp_server_then_from_the_cache(tmp_path, capsys):
     cache = tmp_path / "responses.sqlite"
     with serve_smollm2(n_ctx=4096) as url:
-        server = ["--backend", "openai", "--base-url", url, "--structured", "json_object"]
+        server = ["--backend", "openai", "--base-url", url, "--structured", "json_object", "--workers", "2"]
         code, first, err = run_cli(capsys, *fhs_args(tmp_path / "a", cache, 2, *server))
         assert code == 0, err
         assert first["llm_calls"] > 0

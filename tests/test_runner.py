@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from fhs.config import FHSConfig
@@ -62,3 +64,35 @@ def test_a_failing_model_keeps_finished_records_and_the_rerun_continues(tmp_path
     result = run_method(FACTS, "fhs", context(ScriptedLLM(replies)), tmp_path)
     assert result["n_new"] == 2 and result["n_facts"] == 3
     assert read_records(tmp_path / "records.jsonl")[0] == finished[0]
+
+
+class AnswersByPurpose:
+    """A thread-safe double: the same reply for every request of a purpose."""
+
+    name = "by-purpose"
+
+    def __init__(self, replies):
+        self.replies = replies
+
+    def complete(self, requests):
+        from fhs.llm import Response
+
+        return [Response(text=self.replies[r.purpose], tokens_in=10, tokens_out=5, seconds=0.01) for r in requests]
+
+
+def test_facts_run_in_threads_give_the_same_records(tmp_path):
+    hypothesis = json.dumps({"dimensions": {"FAMILY": "Revenue", "ROLE": "Revenues", "EVENT": "UNRESOLVED",
+                                            "QUALIFIER": "UNRESOLVED", "SCOPE": "UNRESOLVED", "TEMPORAL": "UNRESOLVED"},
+                             "operators": ["direct_label"], "retrieval_query": "Total revenue recognized"})
+    verdicts = json.dumps({"verdicts": [{"id": "Revenues", "FAMILY": "support", "ROLE": "support"}]})
+    llm = AnswersByPurpose({"hypothesis": hypothesis, "verifier": verdicts, "selector": '{"selected_index": 1}'})
+    facts = [Fact(id=f"f{i}", context_id=f"c{i % 3}", modality="table", value=str(i), datatype="monetaryItemType",
+                  context="Total revenues and cost of revenue", gold=("Revenues",)) for i in range(12)]
+    one = run_method(facts, "fhs", context(llm), tmp_path / "one", workers=1)
+    four = run_method(facts, "fhs", context(llm), tmp_path / "four", workers=4)
+    assert read_records(tmp_path / "four" / "records.jsonl") != []
+    by_id = {r["id"]: r for r in read_records(tmp_path / "one" / "records.jsonl")}
+    for record in read_records(tmp_path / "four" / "records.jsonl"):
+        assert record == by_id[record["id"]]
+    assert {k: one[k] for k in ("recall@1", "mrr", "accuracy", "n_facts")} == \
+        {k: four[k] for k in ("recall@1", "mrr", "accuracy", "n_facts")}
