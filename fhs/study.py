@@ -8,12 +8,14 @@ goes through ``fhs.runner.run_method``, the same path as ``fhs run``.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from fhs.config import FHSConfig
-from fhs.evaluate import metric_interval, metrics
+from fhs.evaluate import metric_interval
 from fhs.experiment import Experiment, ModelChoice, cached_retriever, load_experiment, retrieval_config
 from fhs.methods import MethodContext
 from fhs.facts import Fact
@@ -90,20 +92,20 @@ class Study:
         retriever = cached_retriever(experiment.taxonomy, config)
         facts = self.facts(dataset, llm=llm) if facts is None else facts
         name = method + (f"-wcov{config.w_cov:g}" if config.w_cov != 1.0 else "") + (f"-{tag}" if tag else "")
-        path = self.root / self.profile.name / dataset / name
         ctx = llm_context or Experiment(experiment.spec, experiment.taxonomy, experiment.facts,
                                         retriever).method_context(options=ctx_options or {}, **context)
         run_config = {"dataset": dataset, "method": method,
                       "retrieval": {"w_cov": config.w_cov, "pool_multiplier": config.pool_multiplier,
                                     "top_k": config.top_k}, **(settings or {})}
+        if settings:
+            # Model and FHS settings pick the folder: changed settings start a new run (the
+            # response cache still replays every unchanged call) instead of mixing records.
+            digest = hashlib.sha256(json.dumps(run_config, sort_keys=True, default=str).encode()).hexdigest()
+            name += f"-{digest[:8]}"
+        path = self.root / self.profile.name / dataset / name
         result = run_method(facts, method, ctx, path, run_config=run_config, progress=self.progress,
                             workers=workers)
         wanted = {fact.id for fact in facts}
         records = [r for r in read_records(path / "records.jsonl") if r["id"] in wanted]
         return Run(dataset, method, path, records, result)
 
-
-def summary_row(run: Run, metric_names=("recall@1", "recall@10", "recall@50", "recall@200", "mrr")) -> dict:
-    """Point estimates of a run's metrics, recomputed from its records."""
-    computed = metrics(run.records)
-    return {name: computed[name] for name in metric_names}
