@@ -155,7 +155,7 @@ show(table1, caption="Raw serialized fact vs gold query (95% context-clustered b
 # the gap the rest of the book tries to close.
 
 # %% tags=["hide-input"]
-fig, axes = plt.subplots(1, len(datasets), figsize=(4.2 * len(datasets), 3.4), sharey=True)
+fig, axes = plt.subplots(1, len(datasets), figsize=(4.2 * len(datasets), 3.4), sharey=True, layout="constrained")
 axes = np.atleast_1d(axes)
 depth = np.arange(1, 201)
 for ax, name in zip(axes, datasets):
@@ -225,7 +225,7 @@ panel_b = pd.DataFrame(panel_b)
 show(panel_b, caption="Table 13, Panel B: raw-query Recall@10 by gold label length")
 
 # %% tags=["hide-input"]
-fig, axes = plt.subplots(1, len(datasets), figsize=(4.2 * len(datasets), 3.2), sharey=True)
+fig, axes = plt.subplots(1, len(datasets), figsize=(4.2 * len(datasets), 3.2), sharey=True, layout="constrained")
 axes = np.atleast_1d(axes)
 for ax, name in zip(axes, datasets):
     part = panel_b[panel_b["dataset"] == name]

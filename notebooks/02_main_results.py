@@ -127,7 +127,7 @@ main_table = pd.DataFrame(rows)
 show(main_table, caption="Tables 4 and 5: ours (95% interval) and the paper's")
 
 # %% tags=["hide-input"]
-fig, axes = plt.subplots(1, len(datasets), figsize=(5.2 * len(datasets), 3.2), sharey=True)
+fig, axes = plt.subplots(1, len(datasets), figsize=(5.2 * len(datasets), 3.2), sharey=True, layout="constrained")
 axes = np.atleast_1d(axes)
 for ax, name in zip(axes, datasets):
     x = np.arange(len(METHODS))
