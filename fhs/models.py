@@ -228,3 +228,9 @@ def model_path(name_or_path: str, cache_dir: str | os.PathLike | None = None) ->
         field="model",
         fix=f"use one of {', '.join(sorted(MODELS))} or the path to an existing .gguf file",
     )
+
+
+def display_name(model: str) -> str:
+    """How a page names a model: the upstream checkpoint and quantization for our local GGUFs."""
+    info = MODELS.get(model)
+    return f"{info.upstream.split('/')[-1]} {info.quantization}" if info else model

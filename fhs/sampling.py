@@ -22,7 +22,9 @@ def sample_by_context(facts: Sequence[Fact], target_facts: int | None, seed: int
     """About ``target_facts`` facts from whole contexts, in the dataset's original order.
 
     Contexts are taken in a seeded pseudo-random order until the target is
-    reached; ``None`` or a target at least the dataset's size returns everything.
+    reached, skipping a context that would overshoot it by more than half (a
+    long clinical note can hold dozens of mentions); ``None`` or a target at
+    least the dataset's size returns everything.
     """
     if target_facts is None or target_facts >= len(facts):
         return list(facts)
@@ -32,6 +34,9 @@ def sample_by_context(facts: Sequence[Fact], target_facts: int | None, seed: int
     for context_id in sorted(groups, key=lambda c: _key(seed, c)):
         if total >= target_facts:
             break
+        size = len(groups[context_id])
+        if chosen and total + size > 1.5 * target_facts:
+            continue
         chosen.add(context_id)
-        total += len(groups[context_id])
+        total += size
     return [fact for fact in facts if fact.context_id in chosen]

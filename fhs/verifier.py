@@ -123,20 +123,27 @@ def candidate_line(number: int, concept: Concept, definition_chars: int) -> str:
 
 
 def verifier_schema(domain: Domain, window_ids: Sequence[str]) -> dict[str, Any]:
-    """One entry per candidate: its id and a verdict per dimension.
+    """One entry per window candidate: its id and a verdict per dimension.
 
-    The authors' prompt also asked for a confidence that no score ever read;
-    leaving it out saves generated tokens on every entry. A confidence the
-    model volunteers is still parsed and kept in the record.
+    The array holds exactly one entry per candidate, in the window's order, so
+    constrained decoding can neither stop after the first candidate (small
+    models otherwise close the list early) nor judge one candidate twice. The authors' prompt also asked for a confidence that no
+    score ever read; leaving it out saves generated tokens on every entry.
     """
     names = list(domain.dimension_names)
-    entry = {
-        "type": "object",
-        "properties": {"id": {"type": "string", "enum": list(window_ids)},
-                       **{name: {"type": "string", "enum": list(VERDICT_LABELS)} for name in names}},
-        "required": ["id", *names],
-    }
-    return {"type": "object", "properties": {"verdicts": {"type": "array", "items": entry}}, "required": ["verdicts"]}
+
+    def entry(cid: str) -> dict[str, Any]:
+        return {
+            "type": "object",
+            "properties": {"id": {"type": "string", "enum": [cid]},
+                           **{name: {"type": "string", "enum": list(VERDICT_LABELS)} for name in names}},
+            "required": ["id", *names],
+        }
+
+    # Position i judges the i-th window candidate: the ids are fixed, only verdicts are generated.
+    verdicts = {"type": "array", "prefixItems": [entry(cid) for cid in window_ids],
+                "minItems": len(window_ids), "maxItems": len(window_ids)}
+    return {"type": "object", "properties": {"verdicts": verdicts}, "required": ["verdicts"]}
 
 
 def verifier_prompt(fact: Fact, hypothesis: Hypothesis, candidates: Sequence[Concept], domain: Domain,

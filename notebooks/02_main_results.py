@@ -64,6 +64,7 @@ from fhs.datadir import data_dir
 from fhs.datasets.codiesp import load_split
 from fhs.evaluate import paired_difference
 from fhs.experiment import ModelChoice
+from fhs.models import display_name
 from fhs.paper import paper_value
 from fhs.profiles import get_profile
 from fhs.relocate import LLMRelocator
@@ -82,7 +83,7 @@ choices = [ModelChoice.resolve(profile, backend=backend, model=model,
 METHODS = ["direct", "structured", "fhs"]
 METRICS = ["recall@1", "recall@10", "recall@50", "recall@200", "mrr", "accuracy"]
 interval = dict(resamples=bootstrap_resamples, seed=seed)
-profile_note(profile, choices[0].model)
+profile_note(profile, display_name(choices[0].model))
 
 # %% [markdown]
 # ## The runs
@@ -200,12 +201,13 @@ for name in datasets:
                      "tokens in / fact": totals["tokens_in"] / n, "tokens out / fact": totals["tokens_out"] / n,
                      "model seconds / fact": totals["recorded_seconds"] / n})
 cost = pd.DataFrame(cost)
-show(cost, caption=f"Cost per fact with {choices[0].model} ({choices[0].backend})")
+show(cost, caption=f"Cost per fact with {display_name(choices[0].model)} ({choices[0].backend})")
 
 # %% [markdown]
 # ## One fact, stage by stage
 #
-# The viewer below follows one FinCL table fact through FHS: the two sampled
+# The viewer below follows one fact through FHS (a table fact whose gold concept reached
+# the verifier's window, when the sample has one): the two sampled
 # hypotheses (UNRESOLVED dimensions left blank), the queries they render, the
 # verifier's window with each candidate's verdicts and consensus support $\bar v$, and
 # where the gold concept ends up.
@@ -241,9 +243,16 @@ def show_fact(record, taxonomy):
           "(correct)" if record.get("correct") else "")
 
 
+def interest(record):
+    """Prefer a table fact whose gold concept reached the verifier's window, then the fused pool."""
+    window = record["verifier"]["window"]["ids"] if record.get("verifier") else []
+    in_pool = any(g in record["pool"]["ids"] for g in record["gold"])
+    return (any(g in window for g in record["gold"]), in_pool, record["modality"] == "table")
+
+
 example_name = datasets[0]
 fhs_records = results[(example_name, "fhs")][0].records
-example = next((r for r in fhs_records if r.get("verifier") and r["modality"] == "table"), fhs_records[0])
+example = max(fhs_records, key=interest)
 show_fact(example, study.experiment(example_name).taxonomy)
 
 # %% [markdown]

@@ -22,3 +22,12 @@ def test_no_target_returns_everything():
     facts = make_facts(3, 2)
     assert sample_by_context(facts, None) == facts
     assert sample_by_context(facts, 100) == facts
+
+
+def test_a_context_that_would_overshoot_by_more_than_half_is_skipped():
+    small = make_facts(10, 2)
+    big = [Fact(id=f"big-{i}", context_id="big", modality="text", value="1", datatype="t", context="x", gold=("g",))
+           for i in range(30)]
+    for seed in range(5):
+        sample = sample_by_context(small + big, 6, seed=seed)
+        assert 6 <= len(sample) <= 9 or {f.context_id for f in sample} == {"big"}

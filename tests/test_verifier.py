@@ -13,7 +13,7 @@ from fhs.fusion import FusedPool
 from fhs.hypotheses import UNRESOLVED, Hypothesis
 from fhs.taxonomy import Concept, Taxonomy
 from fhs.verifier import (Verdicts, build_window, candidate_line, consensus, fill_support, fill_value,
-                          final_scores, parse_verdicts, support, verdict_value)
+                          final_scores, parse_verdicts, support, verdict_value, verifier_schema)
 
 DIMS = ("FAMILY", "ROLE", "EVENT", "QUALIFIER", "SCOPE", "TEMPORAL")
 
@@ -276,3 +276,27 @@ def test_rsu_concepts_get_distinct_us_gaap_profiles():
     options = Concept(OPTIONS, "Share based Compensation Arrangement By Share based Payment Award Options "
                                "Non vested Number Of Shares", datatype="sharesItemType")
     assert domain.profile_of(gold) != domain.profile_of(options)
+
+
+US_GAAP = load_domain("us-gaap")
+
+
+def test_schema_fixes_one_entry_per_window_candidate_in_order():
+    schema = verifier_schema(US_GAAP, WINDOW)
+    items = schema["properties"]["verdicts"]
+    assert items["minItems"] == items["maxItems"] == len(WINDOW)
+    assert [entry["properties"]["id"]["enum"] for entry in items["prefixItems"]] == [[cid] for cid in WINDOW]
+
+
+@pytest.mark.model
+def test_a_real_model_under_the_schema_judges_every_window_candidate():
+    """SmolLM2-135M with the schema as a grammar: every candidate judged once, in order."""
+    from fhs.llm import Message, Request, make_llm
+    from fhs.models import smollm2_path
+
+    llm = make_llm("llama_cpp", str(smollm2_path()), n_ctx=2048, n_threads=2)
+    request = Request(messages=(Message("user", "Judge each candidate on each dimension. Answer in JSON."),),
+                      max_tokens=120 * len(WINDOW), schema=verifier_schema(US_GAAP, WINDOW), purpose="verifier")
+    (response,) = llm.complete([request])
+    verdicts = parse_verdicts(response.text, WINDOW, US_GAAP.dimension_names)
+    assert list(verdicts) == list(WINDOW)
