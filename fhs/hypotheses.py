@@ -29,7 +29,6 @@ DEFAULT_DIMENSIONS = ("FAMILY", "ROLE", "EVENT", "QUALIFIER", "SCOPE", "TEMPORAL
 DEFAULT_OPERATORS = ("direct_label", "row_column", "relative_time", "roll_forward",
                      "dimensional", "aggregation", "rate", "schedule")
 PURPOSE = "hypothesis"
-RETRY_SEED_OFFSET = 1_000_003  # a retry must not hit the cached failed reply
 CONTEXT_LADDER = (12_000, 8_000, 5_000, 2_500)
 
 
@@ -266,7 +265,7 @@ def generate_hypotheses(fact: Fact, llm: LLM, config: FHSConfig, domain: Domain)
         if not pending:
             break
         if attempt:
-            pending = [dataclasses.replace(r, seed=r.seed + RETRY_SEED_OFFSET * attempt) for r in pending]
+            pending = [dataclasses.replace(r, attempt=attempt) for r in pending]  # a new sample, a new cache key
         responses = llm.complete(pending)
         failed = []
         for request, response in zip(pending, responses):

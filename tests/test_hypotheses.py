@@ -148,13 +148,15 @@ def test_the_prompt_shows_evidence_dimensions_and_rules_but_no_candidates():
     assert "candidate" not in prompt.lower()
 
 
-def test_a_failed_sample_is_retried_once_with_a_new_seed_then_dropped():
+def test_a_failed_sample_is_retried_once_as_a_new_attempt_then_dropped():
     llm = ScriptedLLM({"hypothesis": [reply({"FAMILY": "Equity"}), "oops", "still not json"]})
     hypotheses, calls = generate_hypotheses(TABLE, llm, FHSConfig(), DOMAIN)
     assert len(hypotheses) == 1 and hypotheses[0].sample_index == 0
     assert llm.batches == [2, 1]
     retry = llm.requests[2]
-    assert retry.sample_index == 1 and retry.seed != llm.requests[1].seed
+    assert retry.sample_index == 1 and retry.attempt == 1 and llm.requests[1].attempt == 0
+    from fhs.llm import cache_key
+    assert cache_key("k", "m", retry) != cache_key("k", "m", llm.requests[1])  # not the cached failure
     assert len(calls) == 3
 
 
