@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tqdm.auto import tqdm
+from tqdm import tqdm  # plain text bars: no ipywidgets warning inside notebooks
 
 from fhs.evaluate import gold_rank, metrics
 from fhs.facts import Fact

@@ -45,7 +45,7 @@ from pathlib import Path
 
 from lxml import etree
 from lxml import html as lxml_html
-from tqdm.auto import tqdm
+from tqdm import tqdm  # plain text bars: no ipywidgets warning inside notebooks
 
 from fhs.datadir import source_dir
 from fhs.datasets.html_tables import TableGrid, column_header, row_header, table_grid, table_text
