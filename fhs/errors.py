@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 class InputError(ValueError):
@@ -39,3 +43,12 @@ class InputError(ValueError):
         if self.fix:
             text += f" ({self.fix})"
         return text
+
+
+def choose(registry: Mapping[str, T], name: str, what: str) -> T:
+    """``registry[name]``, or an InputError naming the field and listing the valid names."""
+    try:
+        return registry[name]
+    except KeyError:
+        raise InputError(f"unknown {what} {name!r}", field=what,
+                         fix=f"choose one of {', '.join(registry)}") from None

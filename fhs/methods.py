@@ -18,7 +18,7 @@ from typing import Any
 
 from fhs.config import FHSConfig
 from fhs.domain import Domain
-from fhs.errors import InputError
+from fhs.errors import InputError, choose
 from fhs.evidence import direct_query, prefixed
 from fhs.facts import Fact
 from fhs.llm import LLM
@@ -131,8 +131,4 @@ LLM_METHODS = frozenset({"structured", "fhs"})
 
 
 def get_method(name: str) -> Method:
-    try:
-        return METHODS[name]
-    except KeyError:
-        raise InputError(f"unknown method {name!r}", field="method",
-                         fix=f"choose one of {', '.join(METHODS)}") from None
+    return choose(METHODS, name, "method")

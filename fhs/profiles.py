@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fhs.config import FHSConfig
-from fhs.errors import InputError
+from fhs.errors import choose
 
 
 @dataclass(frozen=True)
@@ -86,8 +86,4 @@ PROFILES: dict[str, Profile] = {
 
 
 def get_profile(name: str) -> Profile:
-    try:
-        return PROFILES[name]
-    except KeyError:
-        raise InputError(f"unknown profile {name!r}", field="profile",
-                         fix=f"choose one of {', '.join(PROFILES)}") from None
+    return choose(PROFILES, name, "profile")

@@ -13,7 +13,7 @@ import inspect
 from dataclasses import dataclass
 from pathlib import Path
 
-from fhs.errors import InputError
+from fhs.errors import choose
 
 
 @dataclass(frozen=True)
@@ -46,11 +46,7 @@ DATASETS: dict[str, DatasetSpec] = {
 
 
 def dataset_spec(name: str) -> DatasetSpec:
-    try:
-        return DATASETS[name]
-    except KeyError:
-        raise InputError(f"unknown dataset {name!r}", field="dataset",
-                         fix=f"choose one of {', '.join(DATASETS)}") from None
+    return choose(DATASETS, name, "dataset")
 
 
 def load_facts(name: str, data_dir: Path, taxonomy, **options):
