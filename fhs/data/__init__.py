@@ -1,0 +1,1 @@
+"""Layer 1: facts, taxonomies, datasets, domains, CodiEsp relocation and the data directory. No model, no retrieval."""

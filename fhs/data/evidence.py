@@ -1,0 +1,55 @@
+"""How a located fact is written down for a query or a prompt.
+
+Two forms: the direct serialization that the ``direct`` baseline issues as its
+query, and the evidence block that every LLM prompt shows. Both start from the
+same prefix, ``<value> <datatype>`` (the paper's cell identifier), so methods
+differ only in what they add to it.
+"""
+
+from __future__ import annotations
+
+from fhs.data.facts import Fact
+
+CONTEXT_CHARS = 12_000
+
+
+def prefix(fact: Fact) -> str:
+    """The cell identifier every issued query starts with."""
+    return f"{fact.value} {fact.datatype}".strip()
+
+
+def prefixed(fact: Fact, text: str) -> str:
+    """``<value> <datatype> <text>``; the direct serialization when ``text`` is empty."""
+    text = " ".join(text.split())
+    return f"{prefix(fact)} {text}" if text else direct_query(fact)
+
+
+def clip_middle(text: str, limit: int = CONTEXT_CHARS) -> str:
+    """Keep the head and tail halves of a long context around ``' ... '``."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]} ... {text[-half:]}"
+
+
+def direct_query(fact: Fact, context_chars: int = CONTEXT_CHARS) -> str:
+    """The raw serialized fact: ``<value> <datatype> <visible context>``."""
+    return f"{prefix(fact)} {clip_middle(fact.context, context_chars)}".strip()
+
+
+def evidence_block(fact: Fact, context_chars: int = CONTEXT_CHARS) -> str:
+    """The evidence every prompt shows, in the authors' order."""
+    lines = [
+        f"Value: {fact.value}",
+        f"Datatype: {fact.datatype}",
+        f"Input type: {fact.modality}",
+    ]
+    if fact.row_header:
+        lines.append(f"Row context: {fact.row_header}")
+    if fact.column_header:
+        lines.append(f"Column context: {fact.column_header}")
+    if fact.sentence and fact.modality == "text":
+        lines.append(f"Sentence: {fact.sentence}")
+    lines.append(f"Source context: {clip_middle(fact.context, context_chars)}")
+    return "\n".join(lines)

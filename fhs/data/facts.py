@@ -1,0 +1,125 @@
+"""Located facts: one target (a table cell or a text mention) inside its source context.
+
+A ``Fact`` carries only what a reader of the source sees (value, datatype,
+headers or sentence, the visible context) plus its gold concept ids, which
+methods must never read. Facts round-trip through JSONL so that a user can
+bring their own file of located facts.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fhs.core.errors import InputError
+from fhs.core.files import atomic_write
+from fhs.core.jsonl import iter_objects
+
+MODALITIES = ("table", "text")
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One located fact.
+
+    ``value`` is the cell value (table) or the mention's surface text (text).
+    ``context`` is the visible text of the whole source context, markup removed.
+    ``row_header``/``column_header`` locate a table cell; ``sentence`` is the
+    sentence that holds a text mention. ``gold`` lists every acceptable concept id.
+    """
+
+    id: str
+    context_id: str
+    modality: str
+    value: str
+    datatype: str
+    context: str
+    gold: tuple[str, ...]
+    row_header: str = ""
+    column_header: str = ""
+    sentence: str = ""
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.modality not in MODALITIES:
+            raise ValueError(f"fact {self.id}: modality must be one of {MODALITIES}, got {self.modality!r}")
+        object.__setattr__(self, "gold", tuple(self.gold))
+
+    def to_dict(self) -> dict[str, Any]:
+        record = asdict(self)
+        record["gold"] = list(self.gold)
+        record["metadata"] = dict(self.metadata)
+        return record
+
+
+_REQUIRED = ("id", "context_id", "modality", "value", "datatype", "context", "gold")
+_OPTIONAL = ("row_header", "column_header", "sentence", "metadata")
+
+
+def fact_from_dict(record: Mapping[str, Any], *, path: str | Path | None = None, line: int | None = None) -> Fact:
+    """Build a ``Fact`` from a JSON object, naming the file, line and field on bad input."""
+    for name in _REQUIRED:
+        if name not in record:
+            raise InputError("missing required field", path=path, line=line, field=name,
+                             fix=f"each fact needs {', '.join(_REQUIRED)}")
+    if record["modality"] not in MODALITIES:
+        raise InputError(f"expected one of {MODALITIES}, got {record['modality']!r}",
+                         path=path, line=line, field="modality")
+    gold = record["gold"]
+    if isinstance(gold, str):
+        gold = [gold]
+    if not isinstance(gold, list) or not all(isinstance(g, str) and g for g in gold):
+        raise InputError("expected a list of concept ids", path=path, line=line, field="gold")
+    for name in ("id", "context_id", "value", "datatype", "context", "row_header", "column_header", "sentence"):
+        if name in record and not isinstance(record[name], (str, int, float)):
+            raise InputError(f"expected a string, got {type(record[name]).__name__}",
+                             path=path, line=line, field=name)
+    metadata = record.get("metadata") or {}
+    if not isinstance(metadata, dict):
+        raise InputError("expected an object", path=path, line=line, field="metadata")
+    return Fact(
+        id=str(record["id"]),
+        context_id=str(record["context_id"]),
+        modality=record["modality"],
+        value=str(record["value"]),
+        datatype=str(record["datatype"]),
+        context=str(record["context"]),
+        gold=tuple(gold),
+        row_header=str(record.get("row_header", "")),
+        column_header=str(record.get("column_header", "")),
+        sentence=str(record.get("sentence", "")),
+        metadata=metadata,
+    )
+
+
+def read_facts(path: str | Path) -> list[Fact]:
+    """Read a JSONL file of facts; the error names the line and field that is wrong."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError("no such facts file", path=path, fix="pass a JSONL file with one fact per line")
+    facts: list[Fact] = []
+    seen: set[str] = set()
+    for number, record in iter_objects(path):
+        fact = fact_from_dict(record, path=path, line=number)
+        if fact.id in seen:
+            raise InputError(f"duplicate fact id {fact.id!r}", path=path, line=number, field="id")
+        seen.add(fact.id)
+        facts.append(fact)
+    return facts
+
+
+def write_facts(facts: Iterable[Fact], path: str | Path) -> None:
+    with atomic_write(path) as handle:
+        for fact in facts:
+            handle.write(json.dumps(fact.to_dict(), ensure_ascii=False) + "\n")
+
+
+def iter_contexts(facts: Iterable[Fact]) -> Iterator[tuple[str, list[Fact]]]:
+    """Group facts by context id, in first-seen order."""
+    groups: dict[str, list[Fact]] = {}
+    for fact in facts:
+        groups.setdefault(fact.context_id, []).append(fact)
+    yield from groups.items()

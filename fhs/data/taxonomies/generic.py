@@ -1,0 +1,122 @@
+"""A taxonomy from a plain concept file: how an adapter brings a new taxonomy.
+
+One concept per JSONL line or CSV/TSV row. ``id`` and ``label`` are required;
+``definition`` and ``datatype`` are optional; every other field is kept as
+metadata (as a string, because metadata is what prompts and filters read).
+A bad row stops the load with the file, the line and the field that is wrong,
+so a user can fix the file instead of debugging a silently shorter taxonomy.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from fhs.core.errors import InputError
+from fhs.core.jsonl import iter_objects
+from fhs.data.taxonomy import Concept, Taxonomy
+
+REQUIRED_FIELDS = ("id", "label")
+OPTIONAL_FIELDS = ("definition", "datatype")
+_FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".tsv": "tsv"}
+
+
+def load_generic(path: str | Path, name: str | None = None) -> Taxonomy:
+    """Read ``path`` (.jsonl/.ndjson, .csv or .tsv); the taxonomy is named ``name`` or the file stem."""
+    path = Path(path)
+    kind = _FORMATS.get(path.suffix.lower())
+    if kind is None:
+        raise InputError(
+            f"unknown taxonomy file type {path.suffix!r}",
+            path=path,
+            fix=f"use one of {', '.join(sorted(_FORMATS))} with fields id, label[, definition, datatype, ...]",
+        )
+    if not path.is_file():
+        raise InputError("taxonomy file not found", path=path)
+    rows = _jsonl_rows(path) if kind == "jsonl" else _table_rows(path, "\t" if kind == "tsv" else ",")
+    concepts: list[Concept] = []
+    first_line: dict[str, int] = {}
+    for line, record in rows:
+        concept = concept_from_record(record, path=path, line=line)
+        if concept.id in first_line:
+            raise InputError(
+                f"duplicate id {concept.id!r} (first seen on line {first_line[concept.id]})",
+                path=path, line=line, field="id", fix="every concept id must be unique",
+            )
+        first_line[concept.id] = line
+        concepts.append(concept)
+    if not concepts:
+        raise InputError("no concepts in file", path=path, fix="add one row per concept with id and label")
+    return Taxonomy.from_concepts(name or path.stem, concepts)
+
+
+def concept_from_record(record: Mapping[str, Any], *, path: Path, line: int) -> Concept:
+    """One concept from one row; required fields checked, the rest kept as string metadata."""
+    values = {}
+    for field_name in REQUIRED_FIELDS:
+        value = _text(record.get(field_name), path=path, line=line, field_name=field_name)
+        if not value:
+            raise InputError(
+                "missing or empty required field", path=path, line=line, field=field_name,
+                fix="every concept needs a non-empty id and label",
+            )
+        values[field_name] = value
+    for field_name in OPTIONAL_FIELDS:
+        values[field_name] = _text(record.get(field_name), path=path, line=line, field_name=field_name)
+    metadata = {
+        str(key): _metadata_text(value)
+        for key, value in record.items()
+        if key not in REQUIRED_FIELDS and key not in OPTIONAL_FIELDS
+    }
+    return Concept(metadata=metadata, **values)
+
+
+def _text(value: Any, *, path: Path, line: int, field_name: str) -> str:
+    """A field as stripped text; numbers are accepted (ids like 42), structures are not."""
+    if value is None:
+        return ""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise InputError(
+            f"expected text, got {type(value).__name__}", path=path, line=line, field=field_name,
+        )
+    return str(value).strip()
+
+
+def _metadata_text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _jsonl_rows(path: Path) -> Iterator[tuple[int, Mapping[str, Any]]]:
+    return iter_objects(path)
+
+
+def _table_rows(path: Path, delimiter: str) -> Iterator[tuple[int, Mapping[str, Any]]]:
+    with path.open(encoding="utf-8-sig", newline="") as handle:
+        reader = csv.DictReader(handle, delimiter=delimiter)
+        header = reader.fieldnames or []
+        missing = [name for name in REQUIRED_FIELDS if name not in header]
+        if missing:
+            raise InputError(
+                f"header lacks column(s) {', '.join(missing)}", path=path, line=1, field=missing[0],
+                fix="the first row must name the columns, including id and label",
+            )
+        duplicated = sorted({name for name in header if header.count(name) > 1})
+        if duplicated:
+            raise InputError(f"header repeats column(s) {', '.join(duplicated)}", path=path, line=1)
+        for row in reader:
+            line = reader.line_num  # the row's last physical line (rows may span lines in quotes)
+            if None in row:
+                raise InputError(
+                    f"row has {len(header) + len(row[None])} fields, header has {len(header)}",
+                    path=path, line=line, fix="quote fields that contain the delimiter",
+                )
+            if not any((value or "").strip() for value in row.values()):
+                continue
+            yield line, {key: ("" if value is None else value) for key, value in row.items()}
