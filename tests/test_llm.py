@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import os
 import socket
 import sys
 import threading
@@ -22,22 +21,15 @@ import httpx
 import jsonschema
 import pytest
 
-from fhs import llm as L
-from fhs.errors import InputError
-from fhs.jsonout import complete_json, parse_with_schema
-from fhs.llm import (
-    BackendError,
-    CachedLLM,
-    CallStats,
-    Message,
-    OpenAIBackend,
-    Request,
-    Response,
-    ResponseCache,
-    cache_key,
-    derive_seed,
-    make_llm,
-)
+from fhs.llm import factory as F
+from fhs.llm import llama_cpp as LC
+from fhs.llm import vllm as V
+from fhs.core.errors import InputError
+from fhs.llm.jsonout import parse_object
+from fhs.llm.cache import CachedLLM, ResponseCache
+from fhs.llm.contract import BackendError, CallStats, Message, Request, Response, cache_key, derive_seed
+from fhs.llm.factory import make_llm
+from fhs.llm.openai import OpenAIBackend
 from llama_server import serve_smollm2  # tests/llama_server.py
 
 BASE = Request(messages=(Message("system", "Answer in JSON."), Message("user", "Revenue?")))
@@ -426,7 +418,7 @@ def _fake_vllm(monkeypatch, new_api=True):
 @pytest.mark.parametrize("new_api, keyword", [(True, "structured_outputs"), (False, "guided_decoding")])
 def test_vllm_backend_maps_requests_to_one_chat_call(monkeypatch, new_api, keyword):
     record = _fake_vllm(monkeypatch, new_api)
-    backend = L.VLLMBackend("Qwen/Qwen3-32B", max_num_seqs=8)
+    backend = V.VLLMBackend("Qwen/Qwen3-32B", max_num_seqs=8)
     assert record["engine_args"] == {"model": "Qwen/Qwen3-32B", "enable_prefix_caching": True,
                                      "max_num_seqs": 8}
     requests = [replace(BASE, temperature=0.8, sample_index=j, max_tokens=2048) for j in range(2)]
@@ -449,14 +441,14 @@ def test_vllm_backend_maps_requests_to_one_chat_call(monkeypatch, new_api, keywo
 def test_missing_vllm_says_install_the_gpu_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "vllm", None)  # makes `import vllm` raise ImportError
     with pytest.raises(BackendError, match="gpu extra"):
-        L.VLLMBackend("Qwen/Qwen3-32B")
+        V.VLLMBackend("Qwen/Qwen3-32B")
 
 
 # --- the factory --------------------------------------------------------------------------
 
 
 def test_make_llm_openai_defaults(monkeypatch, tmp_path):
-    monkeypatch.setenv(L.BASE_URLS_ENV_VAR, "http://a:1, http://b:2")
+    monkeypatch.setenv(F.BASE_URLS_ENV_VAR, "http://a:1, http://b:2")
     llm = make_llm("openai", "Qwen/Qwen3-32B")
     assert isinstance(llm, OpenAIBackend) and llm.base_urls == ["http://a:1", "http://b:2"]
     assert llm.payload(BASE)["chat_template_kwargs"] == {"enable_thinking": False}
@@ -506,9 +498,9 @@ def _valid(text: str) -> dict:
 
 @pytest.fixture(scope="module")
 def smollm2():
-    from fhs.models import smollm2_path
+    from fhs.llm.models import smollm2_path
 
-    return L.LlamaCppBackend(smollm2_path(), n_ctx=2048, n_threads=2, model_name="smollm2-135m")
+    return LC.LlamaCppBackend(smollm2_path(), n_ctx=2048, n_threads=2, model_name="smollm2-135m")
 
 
 @pytest.mark.model
@@ -565,10 +557,10 @@ def test_tightened_grammar_bans_control_characters_in_strings(smollm2, monkeypat
 
 @pytest.mark.model
 def test_json_schema_grammar_text():
-    grammar = L.json_schema_grammar(STRING_SCHEMA)
-    assert L._TIGHT_STRING_CHAR in grammar and L._LOOSE_STRING_CHAR not in grammar
+    grammar = LC.json_schema_grammar(STRING_SCHEMA)
+    assert LC._TIGHT_STRING_CHAR in grammar and LC._LOOSE_STRING_CHAR not in grammar
     numbers_only = {"type": "object", "properties": {"n": {"type": "integer"}}}
-    assert "char ::=" not in L.json_schema_grammar(numbers_only)
+    assert "char ::=" not in LC.json_schema_grammar(numbers_only)
 
 
 @pytest.fixture(scope="module")
@@ -597,21 +589,22 @@ def test_llama_cpp_server_structured_output_and_cache(llama_server, tmp_path):
                                      max_in_flight=2))
     cached = CachedLLM(backend, ResponseCache(tmp_path / "c.sqlite"))
     stats = CallStats()
-    value, responses = complete_json(cached, QUERY_REQUEST, parse=parse_with_schema(QUERY_SCHEMA),
-                                     stats=stats)
-    _valid(responses[-1].text)
-    assert value is not None and responses[0].tokens_in > 0
+    [first] = cached.complete([QUERY_REQUEST])
+    stats.add(QUERY_REQUEST, first)
+    value = parse_object(first.text)
+    _valid(first.text)
+    assert value is not None and first.tokens_in > 0
     calls_before = backend.calls
-    again, replayed = complete_json(cached, QUERY_REQUEST, parse=parse_with_schema(QUERY_SCHEMA),
-                                    stats=stats)
-    assert again == value and all(r.cached for r in replayed)
+    [again] = cached.complete([QUERY_REQUEST])
+    stats.add(QUERY_REQUEST, again)
+    assert parse_object(again.text) == value and again.cached
     assert backend.calls == calls_before  # zero backend calls the second time
-    assert stats.cache_hits == len(replayed)
+    assert stats.cache_hits == 1
 
 
 @pytest.fixture
 def qwen05_file(tmp_path):
-    from fhs.models import qwen05_path
+    from fhs.llm.models import qwen05_path
 
     path = qwen05_path(tmp_path)
     yield path
@@ -620,7 +613,7 @@ def qwen05_file(tmp_path):
 
 @pytest.mark.model
 def test_qwen05_assembles_and_answers_structured(qwen05_file):
-    from fhs.models import QWEN05_PART_MODULES, qwen05_parts
+    from fhs.llm.models import QWEN05_PART_MODULES, qwen05_parts
 
     digest = hashlib.sha256()
     for part in qwen05_parts():
@@ -630,7 +623,7 @@ def test_qwen05_assembles_and_answers_structured(qwen05_file):
     assert len(qwen05_parts()) == len(QWEN05_PART_MODULES) == 6
     assert digest.hexdigest() == hashlib.sha256(qwen05_file.read_bytes()).hexdigest()
     assert digest.hexdigest() == "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
-    backend = L.LlamaCppBackend(qwen05_file, n_ctx=2048, n_threads=2)
+    backend = LC.LlamaCppBackend(qwen05_file, n_ctx=2048, n_threads=2)
     out = backend.complete([QUERY_REQUEST])[0]
     _valid(out.text)
 
@@ -649,6 +642,6 @@ def test_llama_cpp_server_with_the_tightened_grammar(llama_server, smollm2):
                                 extra_body={"logit_bias": newline_tab})
         texts[mode] = backend.complete([request])[0].text
     assert OpenAIBackend([llama_server], "m", structured="gbnf").payload(request)["grammar"] == (
-        L.json_schema_grammar(STRING_SCHEMA))
+        LC.json_schema_grammar(STRING_SCHEMA))
     assert any(c in texts["json_object"] for c in "\n\t")
     assert not any(ord(c) < 0x20 for c in texts["gbnf"])

@@ -2,7 +2,7 @@
 
 The scorer is a sparse matrix of per-(concept, term) BM25 weights, so a query
 is a sum of a few columns. It implements exactly the authors' variant
-(reference §3b): k1 = 1.5, b = 0.75, idf = ln(1 + (N - df + 0.5) / (df + 0.5))
+(the authors' settings): k1 = 1.5, b = 0.75, idf = ln(1 + (N - df + 0.5) / (df + 0.5))
 with N and df per index, deduplicated query terms, ties broken by document
 order. ``tests/test_retrieval.py`` checks its scores against ``rank_bm25`` on
 the same formula.
@@ -22,8 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import sparse
 
-from fhs.taxonomy import Taxonomy
-from fhs.text import tokenize
+from fhs.data.taxonomy import Taxonomy
+from fhs.core.text import tokenize
 
 
 @dataclass(frozen=True)
@@ -153,7 +153,7 @@ class Retriever:
             self._groups.setdefault(concept.datatype, []).append(position)
 
     def _global_texts(self) -> list[str]:
-        """The global index's documents: every concept, its datatype prepended (reference §3c)."""
+        """The global index's documents: every concept, its datatype prepended."""
         return [f"{c.datatype}. {c.index_text}" if c.datatype else c.index_text for c in self.taxonomy.concepts]
 
     def _build(self, positions: list[int], texts: list[str]) -> _Partition:

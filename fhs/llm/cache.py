@@ -1,0 +1,171 @@
+"""The persistent response cache: model answers in one SQLite file, and the LLM wrapper that uses it."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from fhs.core.errors import InputError
+from fhs.llm.contract import BackendError, CallStats, Request, Response, cache_key
+
+
+_SCHEMA_SQL = """
+CREATE TABLE IF NOT EXISTS responses (
+    key TEXT PRIMARY KEY,
+    kind TEXT NOT NULL,
+    model TEXT NOT NULL,
+    purpose TEXT NOT NULL,
+    text TEXT NOT NULL,
+    tokens_in INTEGER NOT NULL,
+    tokens_out INTEGER NOT NULL,
+    seconds REAL NOT NULL,
+    created REAL NOT NULL
+)
+"""
+
+
+@dataclass(frozen=True)
+class CacheStats:
+    """What the cache holds: the cost of every distinct call ever made, for the cost chapter."""
+
+    entries: int
+    tokens_in: int
+    tokens_out: int
+    seconds: float
+    by_purpose: dict[str, dict[str, float]]
+    by_model: dict[str, int]
+
+
+class ResponseCache:
+    """Model answers in one SQLite file, keyed by :func:`cache_key`.
+
+    WAL journaling and one commit per stored batch: a killed run loses at most
+    the batch in flight and the next run resumes from the rest. Meant for one
+    writer at a time.
+    """
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()  # one connection, shared by the threads of a run
+        try:
+            self._db = sqlite3.connect(str(self.path), check_same_thread=False)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute(_SCHEMA_SQL)
+            self._db.commit()
+        except sqlite3.DatabaseError as error:
+            raise InputError(f"not a usable response cache ({error})", path=self.path,
+                             fix="delete the file or pass another cache_path") from None
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, Response]:
+        with self._lock:
+            return self._get_many(keys)
+
+    def _get_many(self, keys: Sequence[str]) -> dict[str, Response]:
+        found: dict[str, Response] = {}
+        unique = list(dict.fromkeys(keys))
+        for start in range(0, len(unique), 500):
+            chunk = unique[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            rows = self._db.execute(
+                f"SELECT key, text, tokens_in, tokens_out, seconds, model "
+                f"FROM responses WHERE key IN ({marks})", chunk)
+            for key, text, tokens_in, tokens_out, seconds, model in rows:
+                found[key] = Response(text=text, tokens_in=tokens_in, tokens_out=tokens_out,
+                                      seconds=seconds, cached=True, model=model)
+        return found
+
+    def put_many(self, entries: Sequence[tuple[str, str, str, str, Response]]) -> None:
+        """Store (key, kind, model, purpose, response) rows in one transaction."""
+        now = time.time()
+        with self._lock, self._db:
+            self._db.executemany(
+                "INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [(key, kind, model, purpose, r.text, r.tokens_in, r.tokens_out, r.seconds, now)
+                 for key, kind, model, purpose, r in entries])
+
+    def __len__(self) -> int:
+        return int(self._db.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
+
+    def stats(self) -> CacheStats:
+        total = self._db.execute(
+            "SELECT COUNT(*), COALESCE(SUM(tokens_in),0), COALESCE(SUM(tokens_out),0), "
+            "COALESCE(SUM(seconds),0) FROM responses").fetchone()
+        by_purpose = {
+            purpose or "other": {"entries": n, "tokens_in": tin, "tokens_out": tout, "seconds": sec}
+            for purpose, n, tin, tout, sec in self._db.execute(
+                "SELECT purpose, COUNT(*), SUM(tokens_in), SUM(tokens_out), SUM(seconds) "
+                "FROM responses GROUP BY purpose ORDER BY purpose")
+        }
+        by_model = dict(self._db.execute(
+            "SELECT model, COUNT(*) FROM responses GROUP BY model ORDER BY model").fetchall())
+        return CacheStats(entries=int(total[0]), tokens_in=int(total[1]), tokens_out=int(total[2]),
+                          seconds=float(total[3]), by_purpose=by_purpose, by_model=by_model)
+
+    def close(self) -> None:
+        self._db.close()
+
+
+def _chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+class CachedLLM:
+    """Any backend behind the persistent cache: a repeated request never reaches the model.
+
+    Misses go to the backend in batches of ``batch_size`` (each batch committed
+    as it returns); identical requests within one call are sent once. Hits come
+    back with ``cached=True``. ``stats`` tallies every response served.
+    """
+
+    def __init__(self, backend: Any, cache: ResponseCache, *, batch_size: int = 64,
+                 stats: CallStats | None = None) -> None:
+        self.backend = backend
+        self.cache = cache
+        self.batch_size = max(1, batch_size)
+        self.stats = stats if stats is not None else CallStats()
+        self._stats_lock = threading.Lock()
+        self.kind = getattr(backend, "kind", type(backend).__name__)
+        self.model = getattr(backend, "model", getattr(backend, "name", ""))
+        self.name = getattr(backend, "name", f"{self.kind}:{self.model}")
+
+    def key(self, request: Request) -> str:
+        return cache_key(self.kind, self.model, request)
+
+    def complete(self, requests: Sequence[Request]) -> list[Response]:
+        keys = [self.key(r) for r in requests]
+        found = self.cache.get_many(keys)
+        results: list[Response | None] = [found.get(k) for k in keys]
+        first_index: dict[str, int] = {}
+        for index, key in enumerate(keys):
+            if results[index] is None and key not in first_index:
+                first_index[key] = index
+        for chunk in _chunks(list(first_index), self.batch_size):
+            batch = [requests[first_index[k]] for k in chunk]
+            answers = self.backend.complete(batch)
+            if len(answers) != len(batch):
+                raise BackendError(f"{self.name} returned {len(answers)} answers for {len(batch)} requests")
+            self.cache.put_many([(k, self.kind, self.model, r.purpose, a)
+                                 for k, r, a in zip(chunk, batch, answers)])
+            fresh = dict(zip(chunk, answers))
+            for index, key in enumerate(keys):
+                if key in fresh and results[index] is None:
+                    made_here = index == first_index[key]
+                    results[index] = replace(fresh[key], cached=not made_here)
+        served = [r for r in results if r is not None]
+        assert len(served) == len(requests)
+        with self._stats_lock:
+            for request, response in zip(requests, served):
+                self.stats.add(request, response)
+        return served
+
+
+# --- the factory --------------------------------------------------------------------------

@@ -1,0 +1,64 @@
+"""``make_llm``: the one way the command line and the notebooks get a model."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from fhs.core.errors import InputError
+from fhs.llm.cache import CachedLLM, ResponseCache
+from fhs.llm.contract import LLM
+from fhs.llm.llama_cpp import LlamaCppBackend
+from fhs.llm.openai import OpenAIBackend
+from fhs.llm.vllm import VLLMBackend
+
+
+BACKENDS = ("openai", "llama_cpp", "vllm")
+BASE_URLS_ENV_VAR = "FHS_LLM_BASE_URLS"
+DEFAULT_BASE_URL = "http://127.0.0.1:8000"
+
+
+def make_llm(
+    backend: str,
+    model: str,
+    *,
+    base_urls: Sequence[str] | None = None,
+    cache_path: str | os.PathLike | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    **kw: Any,
+) -> LLM:
+    """The one way the command line and the notebooks get a model.
+
+    - ``openai``: ``model`` is the served model name; ``base_urls`` default to
+      ``$FHS_LLM_BASE_URLS`` (comma-separated) or ``http://127.0.0.1:8000``.
+      A Qwen3 model gets ``chat_template_kwargs={"enable_thinking": False}``.
+    - ``llama_cpp``: ``model`` is a name from ``fhs.llm.models.MODELS`` (resolved to
+      the local GGUF, assembled under ``cache_dir`` if needed) or a .gguf path.
+    - ``vllm``: ``model`` is a Hugging Face id or local folder; ``kw`` are
+      engine arguments (see ``PAPER_VLLM_ENGINE_ARGS``).
+
+    With ``cache_path`` every call goes through the persistent cache.
+    """
+    if backend == "openai":
+        urls = list(base_urls or [])
+        if not urls:
+            raw = os.environ.get(BASE_URLS_ENV_VAR, "")
+            urls = [u.strip() for u in raw.split(",") if u.strip()] or [DEFAULT_BASE_URL]
+        if "qwen3" in model.lower():
+            kw.setdefault("chat_template_kwargs", {"enable_thinking": False})
+        engine: Any = OpenAIBackend(urls, model, **kw)
+    elif backend == "llama_cpp":
+        from fhs.llm.models import MODELS, model_path
+
+        path = model_path(model, cache_dir)
+        kw.setdefault("model_name", model if model in MODELS else path.name)
+        engine = LlamaCppBackend(path, **kw)
+    elif backend == "vllm":
+        engine = VLLMBackend(model, **kw)
+    else:
+        raise InputError(f"unknown backend '{backend}'", field="backend",
+                         fix=f"use one of {', '.join(BACKENDS)}")
+    if cache_path is None:
+        return engine
+    return CachedLLM(engine, ResponseCache(cache_path))

@@ -1,0 +1,138 @@
+"""llama.cpp in process (llama-cpp-python): the CPU backend of the smoke and cpu profiles."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import json
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from fhs.core.errors import InputError
+from fhs.llm.contract import BackendError, Request, Response, chat_messages, derive_seed, plain
+
+
+_CPU_EXTRA_HINT = "install the cpu extra: pip install 'llama-cpp-python[server]==0.3.36'"
+_LOOSE_STRING_CHAR = r'[^"\\]'
+_TIGHT_STRING_CHAR = r'[^"\\\x00-\x1F\x7F]'
+
+
+def _import_llama_cpp() -> Any:
+    try:
+        return importlib.import_module("llama_cpp")
+    except ImportError as error:
+        raise BackendError(f"llama-cpp-python is not importable ({error}); {_CPU_EXTRA_HINT}") from None
+
+
+def json_schema_grammar(schema: Mapping[str, Any]) -> str:
+    """GBNF for ``schema`` from llama.cpp's own converter, with control characters banned in strings.
+
+    The converter's string character class ``[^"\\]`` admits raw newlines, tabs
+    and other control characters, which JSON forbids inside strings and which
+    small models happily emit in long runs; JSON requires them escaped. The
+    class is narrowed to exclude U+0000–U+001F and U+007F. If a future
+    converter writes its string rule differently we refuse rather than
+    silently keep the loose grammar.
+    """
+    _import_llama_cpp()
+    from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+    gbnf = json_schema_to_gbnf(json.dumps(plain(schema)))
+    char_rules = [line for line in gbnf.splitlines() if line.startswith("char ::=")]
+    if not char_rules:
+        return gbnf  # no free-text strings in this schema (enums, numbers, booleans only)
+    if _LOOSE_STRING_CHAR not in char_rules[0]:
+        raise BackendError(
+            "llama.cpp's JSON-schema converter changed its string rule; cannot ban control "
+            f"characters: {char_rules[0]!r}"
+        )
+    return "\n".join(
+        line.replace(_LOOSE_STRING_CHAR, _TIGHT_STRING_CHAR) if line.startswith("char ::=") else line
+        for line in gbnf.splitlines()
+    )
+
+
+class LlamaCppBackend:
+    """A GGUF model in this process through llama-cpp-python; the chat template comes from the GGUF.
+
+    Requests run one after another (llama.cpp on 2 CPU threads gains nothing
+    from interleaving). A schema becomes the tightened grammar of
+    :func:`json_schema_grammar`, compiled once per distinct schema.
+    """
+
+    def __init__(
+        self,
+        model_path: str | os.PathLike,
+        n_ctx: int = 8192,
+        n_threads: int = 2,
+        seed: int = 0,
+        *,
+        model_name: str | None = None,
+        verbose: bool = False,
+        **llama_kwargs: Any,
+    ) -> None:
+        self._lock = threading.Lock()
+        path = Path(model_path)
+        if not path.is_file():
+            raise InputError("model file not found", path=path,
+                             fix="use a name from fhs.llm.models.MODELS or an existing .gguf path")
+        llama_cpp = _import_llama_cpp()
+        self._llama_cpp = llama_cpp
+        started = time.perf_counter()
+        self._llm = llama_cpp.Llama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads,
+                                    seed=seed, verbose=verbose, **llama_kwargs)
+        self.load_seconds = time.perf_counter() - started
+        self.model_path = path
+        self.n_ctx = n_ctx
+        self.model = model_name or path.name
+        self.kind = "llama_cpp"
+        self.name = f"llama_cpp:{self.model}"
+        self._grammars: dict[str, Any] = {}
+
+    def grammar(self, schema: Mapping[str, Any]) -> Any:
+        key = json.dumps(plain(schema), sort_keys=True)
+        if key not in self._grammars:
+            self._grammars[key] = self._llama_cpp.LlamaGrammar.from_string(
+                json_schema_grammar(schema), verbose=False)
+        return self._grammars[key]
+
+    def complete(self, requests: Sequence[Request]) -> list[Response]:
+        # One llama.cpp context is not re-entrant: facts run in threads take turns here.
+        with self._lock:
+            return [self.complete_with(request) for request in requests]
+
+    def complete_with(self, request: Request, **overrides: Any) -> Response:
+        """One request, with extra ``create_chat_completion`` arguments (e.g. ``logit_bias``).
+
+        For experiments and tests that need to push the sampler; ``complete`` uses none.
+        """
+        kwargs: dict[str, Any] = {
+            "messages": chat_messages(request),
+            "temperature": request.temperature,
+            "top_p": request.top_p,
+            "max_tokens": request.max_tokens,
+            "seed": derive_seed(request.seed, request.sample_index, request.attempt),
+        }
+        if request.schema is not None:
+            kwargs["grammar"] = self.grammar(request.schema)
+        kwargs.update(overrides)
+        started = time.perf_counter()
+        try:
+            out = self._llm.create_chat_completion(**kwargs)
+        except ValueError as error:  # llama-cpp-python's way of saying the prompt is too long
+            raise BackendError(f"{self.name} (n_ctx={self.n_ctx}): {error}") from None
+        seconds = time.perf_counter() - started
+        usage = out.get("usage") or {}
+        return Response(
+            text=out["choices"][0]["message"].get("content") or "",
+            tokens_in=int(usage.get("prompt_tokens") or 0),
+            tokens_out=int(usage.get("completion_tokens") or 0),
+            seconds=seconds,
+            model=self.model,
+        )
+
+
+# --- vLLM in process ------------------------------------------------------------------------
