@@ -1,11 +1,11 @@
 """Prompt templates as files, and fitting a prompt into its budget.
 
-Templates live in ``fhs/prompts/*.txt`` so a reader can see every word the
+Templates live in ``fhs/method/prompts/*.txt`` so a reader can see every word the
 model sees, and a prompt change shows up as a diff of a text file. They use
 ``$name`` placeholders (``string.Template``) because the templates themselves
 contain JSON braces.
 
-Reading JSON out of a reply lives in ``fhs.jsonout``: forgiving about wrapping
+Reading JSON out of a reply lives in ``fhs.llm.jsonout``: forgiving about wrapping
 (thinking spans, code fences, prose around the object); the callers' ``parse_*``
 functions decide what a valid answer is.
 """
@@ -23,7 +23,7 @@ PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
 
 @lru_cache(maxsize=None)
 def load_template(name: str) -> Template:
-    """The template ``fhs/prompts/<name>.txt``."""
+    """The template ``fhs/method/prompts/<name>.txt``."""
     path = PROMPTS_DIR / f"{name}.txt"
     return Template(path.read_text(encoding="utf-8"))
 

@@ -16,16 +16,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from fhs.config import FHSConfig
-from fhs.domain import Domain
-from fhs.facts import Fact
-from fhs.fusion import FusedPool, fuse
-from fhs.hypotheses import Hypothesis, RenderedQuery, generate_hypotheses, parse_hypothesis, queries_for
-from fhs.llm import LLM, Request, Response
-from fhs.retrieval import Ranking
-from fhs.selector import select
-from fhs.taxonomy import Taxonomy
-from fhs.verifier import (build_window, consensus, fill_support, fill_value, final_scores,
+from fhs.method.config import FHSConfig
+from fhs.method.context import MethodContext, call_record
+from fhs.data.domain import Domain
+from fhs.data.facts import Fact
+from fhs.retrieval.fusion import FusedPool, fuse
+from fhs.method.hypotheses import Hypothesis, RenderedQuery, generate_hypotheses, parse_hypothesis, queries_for
+from fhs.llm.contract import LLM
+from fhs.retrieval.bm25 import Ranking
+from fhs.method.selector import select
+from fhs.data.taxonomy import Taxonomy
+from fhs.method.verifier import (build_window, consensus, fill_support, fill_value, final_scores,
                           parse_verdicts, support, verifier_request)
 
 
@@ -33,19 +34,6 @@ class Searcher(Protocol):
     """What the pipeline needs from retrieval: one query (and the fact's datatype) in, a ranking out."""
 
     def search(self, query: str, datatype: str | None) -> Ranking: ...
-
-
-def _call_record(request: Request, response: Response, parsed: bool) -> dict[str, Any]:
-    return {
-        "purpose": request.purpose,
-        "sample_index": request.sample_index,
-        "seed": request.seed,
-        "tokens_in": response.tokens_in,
-        "tokens_out": response.tokens_out,
-        "seconds": response.seconds,
-        "cached": response.cached,
-        "parsed": parsed,
-    }
 
 
 def retrieve(fact: Fact, queries: Sequence[RenderedQuery], retriever: Searcher) -> list[Ranking]:
@@ -77,7 +65,7 @@ def verify_pool(
         response = by_hypothesis.get(j)
         verdicts = parse_verdicts(response.text, window.ids, names) if response is not None else {}
         if response is not None:
-            calls.append(_call_record(requests[asks.index(j)], response, bool(verdicts)))
+            calls.append(call_record(requests[asks.index(j)], response, bool(verdicts)))
         judged = support(verdicts, hypothesis, config.scoring)
         per_hypothesis.append(fill_support(judged, pool.ids, config.fill))
         fills.append(fill_value(judged, config.fill))
@@ -130,7 +118,7 @@ def run_fhs_fact(
     if hypotheses is None:
         hypotheses, generated = generate_hypotheses(fact, llm, config, domain)
         names, operators = domain.dimension_names, domain.operator_names
-        calls += [_call_record(req, resp, parse_hypothesis(resp.text, names, operators) is not None)
+        calls += [call_record(req, resp, parse_hypothesis(resp.text, names, operators) is not None)
                   for req, resp in generated]
     hypotheses = list(hypotheses)
     queries = [q for j, h in enumerate(hypotheses) for q in queries_for(fact, h, config, j)]
@@ -150,7 +138,7 @@ def run_fhs_fact(
     selection_record, selected_ids = None, list(final.ids)
     if config.selector and final.ids:
         selected_ids, selection, selector_calls = select(fact, final.ids, llm, taxonomy, domain, config)
-        calls += [_call_record(req, resp, selection is not None) for req, resp in selector_calls]
+        calls += [call_record(req, resp, selection is not None) for req, resp in selector_calls]
         selection_record = selection.to_dict() if selection is not None else None
 
     return {
@@ -168,3 +156,21 @@ def run_fhs_fact(
         "selected_ids": selected_ids if config.selector else None,
         "llm_calls": calls,
     }
+
+
+def run_method(fact: Fact, ctx: MethodContext, config: FHSConfig, method: str) -> dict:
+    """``run_fhs_fact`` as a method: the stage record under the names the runner reads."""
+    llm, domain = ctx.require_llm(method)
+    stages = run_fhs_fact(fact, ctx.retriever, llm, domain, ctx.taxonomy, config)
+    for key in ("fact_id", "context_id", "modality"):
+        stages.pop(key)
+    stages["ranking"] = stages.pop("final_ids")
+    selected = stages.pop("selected_ids")
+    if selected:
+        stages["selected"] = selected[0]
+    return stages
+
+
+def fhs(fact: Fact, ctx: MethodContext) -> dict:
+    """Factorized Hypothesis Search: J sampled hypotheses, fusion, verifier, Eq. 3 (+ selector)."""
+    return run_method(fact, ctx, ctx.config, "fhs")

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fhs.retrieval import RetrievalConfig
+from fhs.retrieval.bm25 import RetrievalConfig
 
 RENDERINGS = ("label", "definition")
 FUSIONS = ("sum", "mean")

@@ -1,7 +1,7 @@
 """The LLM relocator: a model copies the English phrase, the substring rule decides.
 
 The real-model check runs once the LLM backends are merged; the unit tests use
-a scripted double of the ``fhs.llm.LLM`` protocol.
+a scripted double of the ``fhs.llm.contract.LLM`` protocol.
 """
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Mapping, Sequence
-from importlib import resources
 from typing import Any
 
-from fhs.jsonout import parse_object
-from fhs.llm import LLM, Message, Request
-from fhs.relocate.tasks import Relocation, RelocationTask, accept_span
+from fhs.llm.jsonout import parse_object
+from fhs.llm.contract import LLM, Message, Request
+from fhs.data.relocate.tasks import Relocation, RelocationTask, accept_span
+from fhs.method.prompting import PROMPTS_DIR
 
 
 RELOCATE_PROMPT = "relocate.txt"
@@ -26,8 +26,8 @@ RELOCATE_SCHEMA: Mapping[str, Any] = {
 
 
 def load_prompt(name: str = RELOCATE_PROMPT) -> str:
-    """A prompt template shipped in ``fhs/prompts``."""
-    return resources.files("fhs").joinpath("prompts", name).read_text(encoding="utf-8")
+    """A prompt template shipped in ``fhs/method/prompts``."""
+    return (PROMPTS_DIR / name).read_text(encoding="utf-8")
 
 
 def parse_relocation_answer(text: str) -> tuple[str | None, str]:

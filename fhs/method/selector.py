@@ -15,15 +15,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fhs.config import FHSConfig
-from fhs.domain import Domain
-from fhs.evidence import evidence_block
-from fhs.facts import Fact
-from fhs.llm import LLM, Message, Request, Response
-from fhs.jsonout import parse_object
-from fhs.prompting import fit_to_budget, render
-from fhs.taxonomy import Taxonomy
-from fhs.verifier import candidate_line, concept_or_stub
+from fhs.method.config import FHSConfig
+from fhs.data.domain import Domain
+from fhs.data.evidence import evidence_block
+from fhs.data.facts import Fact
+from fhs.llm.contract import LLM, Message, Request, Response
+from fhs.llm.jsonout import parse_object
+from fhs.method.prompting import fit_to_budget, render
+from fhs.data.taxonomy import Taxonomy
+from fhs.method.verifier import candidate_line, concept_or_stub
 
 PURPOSE = "selector"
 # (context characters, definition characters), tried in order until the prompt fits.

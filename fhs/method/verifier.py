@@ -30,17 +30,17 @@ from dataclasses import dataclass
 from statistics import fmean
 from typing import Any
 
-from fhs.config import FHSConfig
-from fhs.domain import Domain, Profile
-from fhs.evidence import evidence_block
-from fhs.facts import Fact
-from fhs.fusion import FusedPool
-from fhs.hypotheses import Hypothesis
-from fhs.llm import Message, Request
-from fhs.jsonout import parse_array, parse_object
-from fhs.prompting import clip, fit_to_budget, render
-from fhs.retrieval import Ranking
-from fhs.taxonomy import Concept, Taxonomy
+from fhs.method.config import FHSConfig
+from fhs.data.domain import Domain, Profile
+from fhs.data.evidence import evidence_block
+from fhs.data.facts import Fact
+from fhs.retrieval.fusion import FusedPool
+from fhs.method.hypotheses import Hypothesis
+from fhs.llm.contract import Message, Request
+from fhs.llm.jsonout import parse_array, parse_object
+from fhs.method.prompting import clip, fit_to_budget, render
+from fhs.retrieval.bm25 import Ranking
+from fhs.data.taxonomy import Concept, Taxonomy
 
 PURPOSE = "verifier"
 VERDICT_LABELS = ("support", "contradict", "unresolved")

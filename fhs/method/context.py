@@ -1,0 +1,74 @@
+"""What every method receives, and what every method that uses a model shares.
+
+A method is a function ``(fact, context) -> stage record``: a plain dict
+describing what it did for one fact. It must hold ``ranking`` (the final
+ordered concept ids, at most K, before the selector) and, when the shared
+listwise selector ran, ``selected`` (its top-1). The runner adds the fact's id,
+context, modality, gold ids and gold rank. Methods never read ``fact.gold``
+except ``oracle``, whose whole point is the gold query.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from fhs.core.errors import InputError
+from fhs.data.domain import Domain
+from fhs.data.facts import Fact
+from fhs.llm.contract import LLM, Request, Response
+from fhs.method.config import FHSConfig
+from fhs.method.selector import select
+from fhs.retrieval.bm25 import Retriever
+from fhs.data.taxonomy import Taxonomy
+
+
+@dataclass
+class MethodContext:
+    """What a method may use: the taxonomy, a retriever, and for LLM methods a model and domain.
+
+    ``config`` holds every FHS knob; ``structured`` derives its own settings
+    from it (J 1, greedy, beta 0) so budgets and the selector stay shared.
+    """
+
+    taxonomy: Taxonomy
+    retriever: Retriever
+    llm: LLM | None = None
+    domain: Domain | None = None
+    config: FHSConfig = field(default_factory=FHSConfig)
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def require_llm(self, method: str) -> tuple[LLM, Domain]:
+        if self.llm is None or self.domain is None:
+            raise InputError(f"method {method!r} needs a language model", field="backend",
+                             fix="pass --backend and --model, or a --profile that names them")
+        return self.llm, self.domain
+
+
+Method = Callable[[Fact, MethodContext], dict]
+
+
+def call_record(request: Request, response: Response, parsed: bool) -> dict[str, Any]:
+    return {
+        "purpose": request.purpose,
+        "sample_index": request.sample_index,
+        "seed": request.seed,
+        "tokens_in": response.tokens_in,
+        "tokens_out": response.tokens_out,
+        "seconds": response.seconds,
+        "cached": response.cached,
+        "parsed": parsed,
+    }
+
+
+def with_selector(fact: Fact, ctx: MethodContext, record: dict) -> dict:
+    """Run the shared listwise selector on a method's final list when a model is available."""
+    if ctx.llm is None or ctx.domain is None or not ctx.config.selector or not record["ranking"]:
+        return record
+    selected_ids, selection, calls = select(fact, record["ranking"], ctx.llm, ctx.taxonomy, ctx.domain, ctx.config)
+    record["selection"] = selection.to_dict() if selection is not None else None
+    record["selected"] = selected_ids[0]
+    record["llm_calls"] = record.get("llm_calls", []) + [
+        call_record(req, resp, selection is not None) for req, resp in calls]
+    return record
