@@ -11,19 +11,31 @@ import json
 import sys
 from dataclasses import asdict
 
-from fhs.errors import InputError
-from fhs.llm import BackendError
+from fhs.core.errors import InputError
+from fhs.data.datasets import DATASETS
+from fhs.data.domain import available_domains
+from fhs.llm.contract import BackendError
+from fhs.llm.factory import BACKENDS
+from fhs.llm.openai import STRUCTURED_MODES
+from fhs.method.registry import METHODS
+from fhs.run.profiles import PROFILES
+
+
+def _names(registry) -> str:
+    """``a, b or c`` from a registry's keys: help texts list what the code accepts."""
+    names = list(registry)
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
 
 
 def _add_data_args(parser: argparse.ArgumentParser, own_files: bool = False) -> None:
     parser.add_argument("--dataset", required=not own_files, default=None,
-                        help="fincl, ixbrl, ixbrl-dev or codiesp" + (" (or --facts with --taxonomy)" if own_files else ""))
+                        help=_names(DATASETS) + (" (or --facts with --taxonomy)" if own_files else ""))
     if own_files:
-        parser.add_argument("--facts", default=None, help="your own located facts (JSONL, see fhs/facts.py)")
+        parser.add_argument("--facts", default=None, help="your own located facts (JSONL, see fhs/data/facts.py)")
         parser.add_argument("--taxonomy", default=None,
                             help="your own taxonomy (JSONL/CSV/TSV with id, label[, definition, datatype])")
         parser.add_argument("--domain", default=None,
-                            help="dimension set for LLM methods: us-gaap, icd-10-cm or a domain YAML file")
+                            help=f"dimension set for LLM methods: {_names(available_domains())} or a domain YAML file")
     parser.add_argument("--data", default=None, help="data directory (default: $FHS_DATA)")
     parser.add_argument("--limit", type=int, default=None, help="use only the first N facts")
 
@@ -34,16 +46,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser("run", help="run one method on one dataset")
     _add_data_args(run, own_files=True)
-    run.add_argument("--method", required=True, help="direct, oracle, structured or fhs")
+    run.add_argument("--method", required=True, help=_names(METHODS))
     run.add_argument("--wcov", type=float, default=None, help="label-coverage weight w_cov (default 1.0)")
     run.add_argument("--out", required=True, help="run directory for records.jsonl and metrics.json")
     run.add_argument("--profile", default=None,
-                     help="smoke, cpu or paper: backend, model and sample size (default cpu for LLM methods)")
-    run.add_argument("--backend", default=None, help="openai, llama_cpp or vllm (default: the profile's)")
+                     help=f"{_names(PROFILES)}: backend, model and sample size (default cpu for LLM methods)")
+    run.add_argument("--backend", default=None, help=f"{_names(BACKENDS)} (default: the profile's)")
     run.add_argument("--model", default=None, help="model name (default: the profile's)")
     run.add_argument("--base-url", action="append", default=None,
                      help="OpenAI-compatible server URL; repeat to spread requests over several servers")
-    run.add_argument("--structured", choices=["json_schema", "json_object", "gbnf", "none"], default=None,
+    run.add_argument("--structured", choices=STRUCTURED_MODES, default=None,
                      help="how an OpenAI-compatible server gets the schema: json_schema (vLLM), "
                           "json_object or gbnf (llama.cpp's server)")
     run.add_argument("--seed", type=int, default=0, help="sampling seed (each hypothesis j samples with its own)")
@@ -65,10 +77,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_run(args: argparse.Namespace) -> dict:
-    from fhs.experiment import ModelChoice, load_experiment
-    from fhs.methods import LLM_METHODS, get_method
-    from fhs.runner import run_method
-    from fhs.sampling import sample_by_context
+    from fhs.method.registry import LLM_METHODS, get_method
+    from fhs.run.inputs import ModelChoice
+    from fhs.run.runner import run_method
+    from fhs.data.sampling import sample_by_context
 
     get_method(args.method)  # fail on an unknown method before loading any data
     selector = args.selector == "on" if args.selector else args.method in LLM_METHODS
@@ -105,7 +117,7 @@ def cmd_run(args: argparse.Namespace) -> dict:
 
 def _experiment(args: argparse.Namespace):
     """A named dataset, or the user's own facts and taxonomy files."""
-    from fhs.experiment import load_experiment, load_experiment_from_files
+    from fhs.run.inputs import load_experiment, load_experiment_from_files
 
     if args.facts or args.taxonomy:
         if not (args.facts and args.taxonomy):
@@ -118,7 +130,7 @@ def _experiment(args: argparse.Namespace):
 
 
 def cmd_bench(args: argparse.Namespace) -> dict:
-    from fhs.bench import bench_retrieval
+    from fhs.run.bench import bench_retrieval
 
     result = bench_retrieval(args.dataset, data=args.data, limit=args.limit,
                              n_queries=args.queries, n_reference=args.reference_queries)

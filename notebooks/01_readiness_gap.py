@@ -26,7 +26,7 @@
 # index component every method shares, the label-coverage term of Eq. 6 (Table 13).
 
 # %% tags=["parameters"]
-profile = "cpu"  # smoke | cpu | paper (fhs/profiles.py)
+profile = "cpu"  # smoke | cpu | paper (fhs/run/profiles.py)
 runs_dir = "runs"  # where run records are cached; a rebuild reads them back
 datasets = ["fincl", "ixbrl", "codiesp"]
 bootstrap_resamples = 2000  # the paper's context-clustered bootstrap
@@ -41,14 +41,16 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from fhs.check import check
-from fhs.datasets.codiesp import load_split
-from fhs.datasets.stats import dataset_stats
-from fhs.datadir import data_dir
-from fhs.evaluate import by_group, paired_difference, recall_curve
+from fhs.book.check import check
+from fhs.data.datasets.codiesp import load_split
+from fhs.data.datasets.stats import dataset_stats
+from fhs.data.datadir import data_dir
+from fhs.run.evaluate import by_group, paired_difference, recall_curve
 from fhs.paper import PAPER
-from fhs.report import Estimate, ORACLE_COLOR, OURS_COLOR, profile_note, show, use_style
-from fhs.study import Study
+from fhs.paper import RELOCATION as PAPER_RELOCATION
+from fhs.paper import relocation_rate as paper_relocation_rate
+from fhs.book.report import Estimate, ORACLE_COLOR, OURS_COLOR, profile_note, show, use_style
+from fhs.book.study import Study
 
 use_style()
 study = Study.for_profile(profile, runs_dir, progress=False)  # runs print no progress bars into the page
@@ -95,7 +97,8 @@ if codiesp is not None:
     relocation_rate = s["exact"] / s["facts"]
     print(f"diagnosis rows in testX.tsv: {s['diagnosis_rows']:,}")
     print(f"codes in the inventory: {s['facts']:,} ({s['facts'] / s['diagnosis_rows']:.1%} of rows)")
-    print(f"relocated exactly: {s['exact']:,} ({relocation_rate:.1%}); the paper relocated 3,144 of 3,431 (91.6%) with an LLM")
+    print(f"relocated exactly: {s['exact']:,} ({relocation_rate:.1%}); the paper relocated "
+      f"{PAPER_RELOCATION['exact']:,} of {PAPER_RELOCATION['mentions']:,} ({paper_relocation_rate():.1%}) with an LLM")
 
 # %% [markdown]
 # ## Raw evidence against the gold query
@@ -244,7 +247,7 @@ plt.show()
 # ## Check against recorded values
 #
 # The numbers above are compared with the values recorded for this profile in
-# `fhs/regressions/01_readiness_gap.yaml` and with the paper's, where it reports one.
+# `fhs/book/regressions/01_readiness_gap.yaml` and with the paper's, where it reports one.
 # Retrieval is deterministic, so the recorded values must match to four decimals.
 
 # %%

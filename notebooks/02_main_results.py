@@ -33,7 +33,7 @@
 # is "Acc.". Recall and MRR are measured before the selector.
 
 # %% tags=["parameters"]
-profile = "cpu"  # smoke | cpu | paper (fhs/profiles.py)
+profile = "cpu"  # smoke | cpu | paper (fhs/run/profiles.py)
 runs_dir = "runs"  # where run records are cached
 datasets = ["fincl", "codiesp"]  # add "ixbrl" on a GPU box
 llm_limit = None  # facts per dataset (a context-level sample); None takes the profile size
@@ -59,19 +59,21 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from fhs.check import check
-from fhs.datadir import data_dir
-from fhs.datasets.codiesp import load_split
-from fhs.evaluate import paired_difference
-from fhs.experiment import ModelChoice
-from fhs.models import display_name
+from fhs.book.check import check
+from fhs.data.datadir import data_dir
+from fhs.data.datasets.codiesp import load_split
+from fhs.run.evaluate import paired_difference
+from fhs.run.inputs import ModelChoice
+from fhs.llm.models import display_name
+from fhs.paper import RELOCATION as PAPER_RELOCATION
 from fhs.paper import paper_value
-from fhs.profiles import get_profile
-from fhs.relocate import LLMRelocator
-from fhs.report import Estimate, NEUTRAL_COLOR, ORACLE_COLOR, OURS_COLOR, profile_note, show, use_style
-from fhs.runner import call_totals
-from fhs.sampling import sample_by_context
-from fhs.study import Study
+from fhs.paper import relocation_rate as paper_relocation_rate
+from fhs.run.profiles import get_profile
+from fhs.method.relocation import LLMRelocator
+from fhs.book.report import Estimate, NEUTRAL_COLOR, ORACLE_COLOR, OURS_COLOR, profile_note, show, use_style
+from fhs.run.runner import call_totals
+from fhs.data.sampling import sample_by_context
+from fhs.book.study import Study
 
 use_style()
 study = Study.for_profile(profile, runs_dir, progress=False)
@@ -296,7 +298,8 @@ if "codiesp" in datasets:
                   "llm": with_llm.stats["exact"] / with_llm.stats["facts"]}
     show(pd.DataFrame([{"relocator": k, "documents": len(sample_docs), "mentions": deterministic.stats["facts"],
                         "exact relocations": v} for k, v in relocation.items()]),
-         caption="Share of mentions relocated to an exact English substring (paper: 3,144 of 3,431 = 0.916)")
+         caption=("Share of mentions relocated to an exact English substring (paper: "
+                  f"{PAPER_RELOCATION['exact']:,} of {PAPER_RELOCATION['mentions']:,} = {paper_relocation_rate():.3f})"))
 
 # %% [markdown]
 # ## Check against recorded values

@@ -34,8 +34,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from fhs.book import git_commit
-from fhs.report import show
+from fhs.book.execute import git_commit
+from fhs.book.report import show
 
 # %% [markdown]
 # ## Commit and machine

@@ -8,7 +8,7 @@
 
 Chapters come from _toc.yml (book/X backed by notebooks/X.py), parameters from
 notebooks/profiles.yaml; outputs go to book/X.ipynb. Unchanged chapters are
-skipped (see fhs/book.py for what "unchanged" means).
+skipped (see fhs/book/execute.py for what "unchanged" means).
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout even before `pip install -e .`
 
-from fhs.book import parse_assignment, run  # noqa: E402
-from fhs.errors import InputError  # noqa: E402
+from fhs.book.chapters import parse_assignment  # noqa: E402
+from fhs.book.execute import run  # noqa: E402
+from fhs.core.errors import InputError  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,6 +1,6 @@
 """Test helpers: a US-GAAP taxonomy built straight from FinTagging's concept file.
 
-The real loader (``fhs.taxonomies``) is written elsewhere; these tests only
+The real loader (``fhs.data.taxonomies``) is written elsewhere; these tests only
 need ids and datatypes, so they read the JSONL themselves. ``tiny_taxonomy``
 holds the handful of concepts the hand-written fixtures use.
 """
@@ -11,7 +11,7 @@ import json
 import os
 from pathlib import Path
 
-from fhs.taxonomy import Concept, Taxonomy
+from fhs.data.taxonomy import Concept, Taxonomy
 
 CONCEPT_FILE = Path("fintagging") / "us_gaap_2024_BM25.jsonl"
 

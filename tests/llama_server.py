@@ -21,7 +21,7 @@ def free_port() -> int:
 @contextlib.contextmanager
 def serve_smollm2(n_ctx: int = 2048, port: int | None = None):
     """Yield the base URL of a SmolLM2-135M server on 127.0.0.1; stop it on exit."""
-    from fhs.models import smollm2_path
+    from fhs.llm.models import smollm2_path
 
     port = port or free_port()
     command = [sys.executable, "-m", "llama_cpp.server", "--model", str(smollm2_path()),

@@ -1,4 +1,4 @@
-"""fhs.book: which chapters run, with which parameters, and when they are skipped.
+"""fhs.book.execute: which chapters run, with which parameters, and when they are skipped.
 
 The planning tests build a tiny book in a temporary folder and need only PyYAML.
 The end-to-end test executes real notebooks with papermill and needs the [book]
@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from fhs import book as B
-from fhs.errors import InputError
+from fhs.book import chapters as C
+from fhs.book import execute as B
+from fhs.core.errors import InputError
 
 TOC = """\
 format: jb-book
@@ -80,12 +81,12 @@ def declared(tree: Path) -> dict[str, set[str]]:
 
 
 def test_toc_files_in_reading_order(tree):
-    assert B.toc_files(tree / "_toc.yml") == [
+    assert C.toc_files(tree / "_toc.yml") == [
         "book/intro", "book/01_alpha", "book/02_beta", "book/notes", "book/provenance"]
 
 
 def test_chapters_are_the_toc_entries_with_notebook_sources(tree):
-    chapters = B.chapters_from_toc(tree, summaries=["provenance"])
+    chapters = C.chapters_from_toc(tree, summaries=["provenance"])
     assert [c.stem for c in chapters] == ["01_alpha", "02_beta", "provenance"]
     assert chapters[0].source == tree / "notebooks" / "01_alpha.py"
     assert chapters[0].output == tree / "book" / "01_alpha.ipynb"
@@ -95,17 +96,17 @@ def test_chapters_are_the_toc_entries_with_notebook_sources(tree):
 def test_toc_entry_without_any_source_is_an_error(tree):
     (tree / "book" / "notes.md").unlink()
     with pytest.raises(InputError, match="book/notes.*no source"):
-        B.chapters_from_toc(tree)
+        C.chapters_from_toc(tree)
 
 
 def test_toc_entry_with_two_sources_is_an_error(tree):
     (tree / "book" / "01_alpha.md").write_text("# duplicate\n")
     with pytest.raises(InputError, match="both"):
-        B.chapters_from_toc(tree)
+        C.chapters_from_toc(tree)
 
 
 def test_profile_parameters_merge_chapter_overrides(tree):
-    profiles = B.load_profiles(tree / "notebooks" / "profiles.yaml")
+    profiles = C.load_profiles(tree / "notebooks" / "profiles.yaml")
     assert profiles.parameters("cpu", "01_alpha") == {
         "limit": None, "model": "small", "seed": 1, "profile": "cpu"}
     assert profiles.parameters("cpu", "02_beta")["limit"] == 50  # override for cpu
@@ -119,19 +120,19 @@ def test_profile_file_errors_name_the_field(tmp_path):
     path = tmp_path / "profiles.yaml"
     path.write_text("profiles:\n  cpu: {limit: 3}\n")
     with pytest.raises(InputError, match="profiles.cpu.parameters"):
-        B.load_profiles(path)
+        C.load_profiles(path)
     path.write_text("profiles:\n  cpu: {parameters: {}}\nchapters:\n  a: {parameters: {gpu: {}}}\n")
     with pytest.raises(InputError, match="chapters.a.parameters.gpu"):
-        B.load_profiles(path)
+        C.load_profiles(path)
 
 
 def test_parse_assignment_reads_yaml_values():
-    assert B.parse_assignment("limit=null") == ("limit", None)
-    assert B.parse_assignment("runs=3") == ("runs", 3)
-    assert B.parse_assignment("base_url=http://h:8000/v1") == ("base_url", "http://h:8000/v1")
-    assert B.parse_assignment("seeds=[0, 1]") == ("seeds", [0, 1])
+    assert C.parse_assignment("limit=null") == ("limit", None)
+    assert C.parse_assignment("runs=3") == ("runs", 3)
+    assert C.parse_assignment("base_url=http://h:8000/v1") == ("base_url", "http://h:8000/v1")
+    assert C.parse_assignment("seeds=[0, 1]") == ("seeds", [0, 1])
     with pytest.raises(InputError):
-        B.parse_assignment("novalue")
+        C.parse_assignment("novalue")
 
 
 def test_declared_parameters_reads_the_tagged_cell():
@@ -144,8 +145,8 @@ def test_declared_parameters_reads_the_tagged_cell():
 
 
 def _plan(tree, log, **kwargs):
-    profiles = B.load_profiles(tree / "notebooks" / "profiles.yaml")
-    chapters = B.chapters_from_toc(tree, summaries=profiles.summaries)
+    profiles = C.load_profiles(tree / "notebooks" / "profiles.yaml")
+    chapters = C.chapters_from_toc(tree, summaries=profiles.summaries)
     return {p.chapter.stem: p for p in B.plan(chapters, profiles, kwargs.pop("profile", "cpu"),
                                                 log, root=tree, kernel="python3",
                                                 declared=declared(tree), **kwargs)}

@@ -1,4 +1,4 @@
-"""fhs.check: the regression checker that ends every chapter.
+"""fhs.book.check: the regression checker that ends every chapter.
 
 The fixture file is small enough to read by hand: metric ``r10`` has precision 3 and
 tolerance 0.002, so for an expected 0.400 the bands are written out below.
@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fhs import check as C
-from fhs.errors import InputError
+from fhs.book import check as C
+from fhs.core.errors import InputError
 
 FIXTURE = """\
 chapter: demo
@@ -96,7 +96,7 @@ def test_assert_ok_names_each_failure_and_how_to_record(regdir):
     message = str(error.value)
     assert "fincl/r10: expected 0.400" in message and "got 0.500" in message
     assert "fincl/mrr" not in message
-    assert "python -m fhs.check record demo --profile cpu" in message
+    assert "python -m fhs.book.check record demo --profile cpu" in message
 
 
 def test_missing_result_fails_and_unrecorded_profile_is_new(regdir):
@@ -191,7 +191,7 @@ def test_html_repr_escapes_and_lists_rows(regdir):
 
 def test_shipped_regression_files_parse():
     files = sorted(C.REGRESSIONS_DIR.glob("*.yaml"))
-    assert files, "fhs/regressions/ holds at least the pipeline check"
+    assert files, "fhs/book/regressions/ holds at least the pipeline check"
     for path in files:
         reg = C.load_regression(path.stem)
         assert reg.chapter == path.stem

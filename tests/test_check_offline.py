@@ -1,21 +1,15 @@
-"""scripts/check_offline.py: a built book must load nothing from the network."""
+"""fhs.book.offline: a built book must load nothing from the network."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "check_offline.py"
+from fhs.book import offline as offline_module
 
 
 @pytest.fixture(scope="module")
 def offline():
-    spec = importlib.util.spec_from_file_location("check_offline", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return offline_module
 
 
 @pytest.mark.parametrize("markup", [

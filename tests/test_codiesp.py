@@ -1,4 +1,4 @@
-"""The CodiEsp-D loader: rows to facts, relocation, inventory filter, leakage (fhs.datasets.codiesp)."""
+"""The CodiEsp-D loader: rows to facts, relocation, inventory filter, leakage (fhs.data.datasets.codiesp)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from fhs.datasets import load_facts
-from fhs.datasets.codiesp import load, load_split, read_mentions
-from fhs.errors import InputError
-from fhs.relocate import DeterministicRelocator, Relocation, RelocationTask, normalize_whitespace
-from fhs.taxonomy import Concept, Taxonomy
+from fhs.data.datasets import load_facts
+from fhs.data.datasets.codiesp import load, load_split, read_mentions
+from fhs.core.errors import InputError
+from fhs.data.relocate.deterministic import DeterministicRelocator
+from fhs.data.relocate.sentences import normalize_whitespace
+from fhs.data.relocate.tasks import Relocation, RelocationTask
+from fhs.data.taxonomy import Concept, Taxonomy
 
 FIXTURE = Path(__file__).parent / "fixtures" / "codiesp"
 TSV = FIXTURE / "test" / "testX.tsv"
@@ -285,14 +287,14 @@ def test_real_split_with_a_tiny_inventory():
 
 
 def test_alignment_summary_counts_documents_whose_sentence_counts_agree():
-    from fhs.datasets.codiesp import alignment_summary
+    from fhs.data.datasets.codiesp import alignment_summary
     # S0001-1: 5 Spanish sentences + 1 paragraph break vs 6 English lines (one is "1.");
     # S0002-1: 3 Spanish sentences vs 2 English lines (the translation merged two).
     assert alignment_summary(FIXTURE) == {"documents": 2, "plain": 0, "with_paragraph_breaks": 1}
 
 
 def test_command_line_prints_the_split_summary(capsys):
-    from fhs.datasets.codiesp import main
+    from fhs.data.datasets.codiesp import main
     main(["--data", str(FIXTURE.parent), "--split", "test", "--no-cache"])
     report = json.loads(capsys.readouterr().out)
     assert report["facts"] == len(expected_keys()) and report["statuses"]["exact"] == report["exact"]

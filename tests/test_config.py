@@ -2,8 +2,8 @@
 
 import pytest
 
-from fhs.config import FHSConfig
-from fhs.retrieval import RetrievalConfig
+from fhs.method.config import FHSConfig
+from fhs.retrieval.bm25 import RetrievalConfig
 
 
 def test_paper_defaults():

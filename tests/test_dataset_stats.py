@@ -1,7 +1,7 @@
 """dataset_stats on a hand-checkable set of facts."""
 
-from fhs.datasets.stats import dataset_stats
-from fhs.facts import Fact
+from fhs.data.datasets.stats import dataset_stats
+from fhs.data.facts import Fact
 
 
 def fact(i: int, context_id: str, modality: str, gold: str) -> Fact:

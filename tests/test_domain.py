@@ -2,9 +2,9 @@
 
 import pytest
 
-from fhs.domain import available_domains, load_domain
-from fhs.errors import InputError
-from fhs.taxonomy import Concept
+from fhs.data.domain import available_domains, load_domain
+from fhs.core.errors import InputError
+from fhs.data.taxonomy import Concept
 
 SIX = ("FAMILY", "ROLE", "EVENT", "QUALIFIER", "SCOPE", "TEMPORAL")
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from fhs.domain import load_domain
-from fhs.taxonomy import Concept
+from fhs.data.domain import load_domain
+from fhs.data.taxonomy import Concept
 
 pytestmark = pytest.mark.data
 STEM = "ShareBasedCompensationArrangementByShareBasedPaymentAward"

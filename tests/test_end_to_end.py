@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from fhs.cli import main
-from fhs.records import read_records
+from fhs.run.records import read_records
 from llama_server import free_port, serve_smollm2
 
 pytestmark = [pytest.mark.model, pytest.mark.data]

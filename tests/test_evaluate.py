@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from fhs.evaluate import (
+from fhs.run.evaluate import (
     clustered_bootstrap,
     gold_rank,
     metric_interval,

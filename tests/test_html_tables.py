@@ -4,12 +4,13 @@ from decimal import Decimal
 
 import pytest
 
-from fhs.datasets.html_tables import (
+from fhs.data.datasets.html_tables import (
     cell_kind, collapse_repeats, column_header, find_value_cells, find_value_in_labels, header_rows, row_header,
     table_grid, table_text,
 )
-from fhs.datasets.html_text import parse_fragment, sentence_at, sentence_spans, visible_text, visible_text_with_offsets
-from fhs.datasets.numbers import mention_offsets, parse_number, values_match
+from fhs.data.datasets.html_page import visible_text, visible_text_with_offsets
+from fhs.data.datasets.html_text import parse_fragment, sentence_at, sentence_spans
+from fhs.data.datasets.numbers import mention_offsets, parse_number, values_match
 
 
 def grid_of(markup: str, **options):

@@ -4,13 +4,13 @@ import json
 
 import pytest
 
-from fhs.config import FHSConfig
-from fhs.domain import load_domain
-from fhs.evidence import direct_query, prefix
-from fhs.facts import Fact
-from fhs.hypotheses import (UNRESOLVED, Hypothesis, fallback_hypothesis, generate_hypotheses, hypothesis_schema,
+from fhs.method.config import FHSConfig
+from fhs.data.domain import load_domain
+from fhs.data.evidence import direct_query, prefix
+from fhs.data.facts import Fact
+from fhs.method.hypotheses import (UNRESOLVED, Hypothesis, fallback_hypothesis, generate_hypotheses, hypothesis_schema,
                             parse_hypothesis, queries_for, render_definition, render_label)
-from fhs.text import tokenize
+from fhs.core.text import tokenize
 from scripted_llm import ScriptedLLM
 
 DIMS = ("FAMILY", "ROLE", "EVENT", "QUALIFIER", "SCOPE", "TEMPORAL")
@@ -155,7 +155,7 @@ def test_a_failed_sample_is_retried_once_as_a_new_attempt_then_dropped():
     assert llm.batches == [2, 1]
     retry = llm.requests[2]
     assert retry.sample_index == 1 and retry.attempt == 1 and llm.requests[1].attempt == 0
-    from fhs.llm import cache_key
+    from fhs.llm.contract import cache_key
     assert cache_key("k", "m", retry) != cache_key("k", "m", llm.requests[1])  # not the cached failure
     assert len(calls) == 3
 
@@ -198,7 +198,7 @@ def test_schema_lists_the_domain_dimensions(name):
 
 
 def test_records_round_trip_for_replay():
-    from fhs.hypotheses import hypotheses_from_records
+    from fhs.method.hypotheses import hypotheses_from_records
 
     original = [RSU, fallback_hypothesis(TABLE)]
     assert hypotheses_from_records([h.to_dict() for h in original]) == original

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from fhs.datasets import ixbrl
-from fhs.errors import InputError
-from fhs.facts import Fact
+from fhs.data.datasets import ixbrl
+from fhs.core.errors import InputError
+from fhs.data.facts import Fact
 from gaap_taxonomy import bm25_taxonomy, data_dir, tiny_taxonomy
 
 FIXTURE = Path(__file__).parent / "fixtures" / "ixbrl" / "tiny-20240101.htm"

@@ -5,14 +5,14 @@ import re
 
 import pytest
 
-from fhs.config import FHSConfig
-from fhs.domain import load_domain
-from fhs.evidence import prefix
-from fhs.facts import Fact
-from fhs.hypotheses import Hypothesis, fallback_hypothesis
-from fhs.pipeline import run_fhs_fact
-from fhs.taxonomy import Concept, Taxonomy
-from fhs.text import camel_split
+from fhs.method.config import FHSConfig
+from fhs.data.domain import load_domain
+from fhs.data.evidence import prefix
+from fhs.data.facts import Fact
+from fhs.method.hypotheses import Hypothesis, fallback_hypothesis
+from fhs.method.fhs import run_fhs_fact
+from fhs.data.taxonomy import Concept, Taxonomy
+from fhs.core.text import camel_split
 from scripted_llm import OverlapRetriever, ScriptedLLM
 
 DOMAIN = load_domain("us-gaap")

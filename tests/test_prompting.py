@@ -1,6 +1,6 @@
 """Prompt budgets and clipping (JSON parsing is tested in test_jsonout.py)."""
 
-from fhs.prompting import clip, fit_to_budget
+from fhs.method.prompting import clip, fit_to_budget
 
 
 def test_fit_to_budget_takes_the_first_rung_that_fits_else_the_last():

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from fhs.errors import InputError
-from fhs.records import RecordWriter, read_records, write_json_atomic
+from fhs.core.errors import InputError
+from fhs.run.records import RecordWriter, read_records, write_json_atomic
 
 
 def test_resume_drops_a_cut_off_line_and_keeps_finished_records(tmp_path):

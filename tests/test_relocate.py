@@ -1,4 +1,4 @@
-"""Relocation of Spanish mentions into the English translation (fhs.relocate)."""
+"""Relocation of Spanish mentions into the English translation (fhs.data.relocate)."""
 
 from __future__ import annotations
 
@@ -8,26 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from fhs.llm import Request, Response
-from fhs.relocate import (
-    RELOCATE_SCHEMA,
-    AlignConfig,
-    AlignedDocument,
-    DeterministicRelocator,
-    LLMRelocator,
-    Relocation,
-    RelocationTask,
-    accept_span,
-    align_document,
-    english_lines,
-    load_prompt,
-    parse_relocation_answer,
-    read_relocation_cache,
-    relocate_cached,
-    relocation_cache_path,
-    split_spanish_sentences,
-    word_match,
-)
+from fhs.llm.contract import Request, Response
+from fhs.data.relocate.align import AlignConfig, align_document
+from fhs.data.relocate.cache import read_relocation_cache, relocate_cached, relocation_cache_path
+from fhs.data.relocate.cognates import word_match
+from fhs.data.relocate.deterministic import DeterministicRelocator
+from fhs.data.relocate.sentences import english_lines, split_spanish_sentences
+from fhs.data.relocate.tasks import AlignedDocument, Relocation, RelocationTask, accept_span
+from fhs.method.relocation import RELOCATE_SCHEMA, LLMRelocator, load_prompt, parse_relocation_answer
 
 
 def sentence_texts(text: str, **options) -> list[str]:
@@ -104,7 +92,7 @@ def test_dynamic_programming_finds_a_sentence_translated_as_two_lines():
 
 
 def test_unknown_alignment_method_is_an_input_error():
-    from fhs.errors import InputError
+    from fhs.core.errors import InputError
     with pytest.raises(InputError, match="align"):
         align_document(SPANISH, split_spanish_sentences(SPANISH), ["x"], AlignConfig(method="magic"))
 
@@ -250,7 +238,7 @@ def test_every_deterministic_answer_is_an_exact_substring():
 
 
 def test_deterministic_relocator_name_changes_with_its_configuration():
-    from fhs.relocate import DeterministicConfig
+    from fhs.data.relocate.deterministic import DeterministicConfig
     assert DeterministicRelocator().name == DeterministicRelocator().name
     assert DeterministicRelocator().name != DeterministicRelocator(DeterministicConfig(width_slack=5)).name
 
@@ -259,7 +247,7 @@ def test_deterministic_relocator_name_changes_with_its_configuration():
 
 
 class ScriptedLLM:
-    """A test double of the ``fhs.llm.LLM`` protocol: answers from a script, records requests."""
+    """A test double of the ``fhs.llm.contract.LLM`` protocol: answers from a script, records requests."""
 
     name = "scripted/double"
 
@@ -388,9 +376,10 @@ def test_cache_path_follows_fhs_cache(tmp_path, monkeypatch):
 @pytest.mark.model
 def test_llm_relocator_with_a_real_model_keeps_only_exact_substrings(tmp_path):
     """SmolLM2-135M relocates the fixture's mentions; whatever it answers, only verbatim spans survive."""
-    from fhs.datasets.codiesp import load_split
-    from fhs.llm import CachedLLM, ResponseCache, make_llm
-    from fhs.models import smollm2_path
+    from fhs.data.datasets.codiesp import load_split
+    from fhs.llm.cache import CachedLLM, ResponseCache
+    from fhs.llm.factory import make_llm
+    from fhs.llm.models import smollm2_path
 
     fixture = Path(__file__).parent / "fixtures"
     llm = CachedLLM(make_llm("llama_cpp", str(smollm2_path()), n_ctx=2048, n_threads=2),

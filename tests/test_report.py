@@ -1,4 +1,4 @@
-"""fhs.report: the 'ours vs paper' table, the profile note and the figure helpers."""
+"""fhs.book.report: the 'ours vs paper' table, the profile note and the figure helpers."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ matplotlib.use("Agg")
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from fhs import report as R  # noqa: E402
+from fhs.book import report as R  # noqa: E402
 
 
 class _Interval:  # what a bootstrap function elsewhere might return

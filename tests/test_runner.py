@@ -6,14 +6,14 @@ import json
 
 import pytest
 
-from fhs.config import FHSConfig
-from fhs.domain import load_domain
-from fhs.facts import Fact
-from fhs.methods import MethodContext
-from fhs.records import read_records
-from fhs.retrieval import RetrievalConfig, Retriever
-from fhs.runner import run_method
-from fhs.taxonomy import Concept, Taxonomy
+from fhs.method.config import FHSConfig
+from fhs.data.domain import load_domain
+from fhs.data.facts import Fact
+from fhs.method.context import MethodContext
+from fhs.run.records import read_records
+from fhs.retrieval.bm25 import RetrievalConfig, Retriever
+from fhs.run.runner import run_method
+from fhs.data.taxonomy import Concept, Taxonomy
 from scripted_llm import ScriptedLLM
 
 TAXONOMY = Taxonomy.from_concepts("tiny", [
@@ -75,7 +75,7 @@ class AnswersByPurpose:
         self.replies = replies
 
     def complete(self, requests):
-        from fhs.llm import Response
+        from fhs.llm.contract import Response
 
         return [Response(text=self.replies[r.purpose], tokens_in=10, tokens_out=5, seconds=0.01) for r in requests]
 

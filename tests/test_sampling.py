@@ -1,5 +1,5 @@
-from fhs.facts import Fact
-from fhs.sampling import sample_by_context
+from fhs.data.facts import Fact
+from fhs.data.sampling import sample_by_context
 
 
 def make_facts(n_contexts, per_context):

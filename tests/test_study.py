@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from fhs.config import FHSConfig
-from fhs.experiment import ModelChoice
-from fhs.study import Study
+from fhs.method.config import FHSConfig
+from fhs.run.inputs import ModelChoice
+from fhs.book.study import Study
 
 pytestmark = pytest.mark.data
 
@@ -17,7 +17,7 @@ class SameAnswer:
     name = "same-answer"
 
     def complete(self, requests):
-        from fhs.llm import Response
+        from fhs.llm.contract import Response
 
         replies = {"hypothesis": json.dumps({"dimensions": {"FAMILY": "Revenue"}, "operators": [],
                                              "retrieval_query": "revenue from contracts"}),

@@ -13,15 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from fhs.errors import InputError
-from fhs.taxonomies import clear_taxonomy_cache, load_taxonomy, load_taxonomy_file, taxonomy_names
-from fhs.taxonomies.cache import cache_path, read_taxonomy_cache, write_taxonomy_cache
-from fhs.taxonomies.fasb import load_fasb
-from fhs.taxonomies.generic import load_generic
-from fhs.taxonomies.icd10cm import icd_role, normalize_icd_code
-from fhs.taxonomies.usgaap import build_us_gaap, element_kind
-from fhs.taxonomy import Concept, Taxonomy
-from fhs.text import camel_split, token_set
+from fhs.core.errors import InputError
+from fhs.data.taxonomies import clear_taxonomy_cache, load_taxonomy, load_taxonomy_file, taxonomy_names
+from fhs.data.taxonomies.cache import cache_path, read_taxonomy_cache, write_taxonomy_cache
+from fhs.data.taxonomies.fasb import load_fasb
+from fhs.data.taxonomies.generic import load_generic
+from fhs.data.taxonomies.icd10cm import icd_role, normalize_icd_code
+from fhs.data.taxonomies.usgaap import build_us_gaap, element_kind
+from fhs.data.taxonomy import Concept, Taxonomy
+from fhs.core.text import camel_split, token_set
 
 FIXTURES = Path(__file__).parent / "fixtures"
 FASB = FIXTURES / "fasb"
@@ -358,7 +358,7 @@ def test_icd_role_from_prefix(code, role):
 
 @pytest.fixture(scope="module")
 def data_dir() -> Path:
-    from fhs.datadir import data_dir as resolve
+    from fhs.data.datadir import data_dir as resolve
 
     return resolve()
 

@@ -1,4 +1,4 @@
-from fhs.text import STOPWORDS, camel_split, join_tokens, normalize_token, token_set, tokenize
+from fhs.core.text import STOPWORDS, camel_split, join_tokens, normalize_token, token_set, tokenize
 
 
 def test_camel_split_handles_acronyms_and_digits():

@@ -8,11 +8,11 @@ import json
 
 import pytest
 
-from fhs.domain import domain_from_dict, load_domain
-from fhs.fusion import FusedPool
-from fhs.hypotheses import UNRESOLVED, Hypothesis
-from fhs.taxonomy import Concept, Taxonomy
-from fhs.verifier import (Verdicts, build_window, candidate_line, consensus, fill_support, fill_value,
+from fhs.data.domain import domain_from_dict, load_domain
+from fhs.retrieval.fusion import FusedPool
+from fhs.method.hypotheses import UNRESOLVED, Hypothesis
+from fhs.data.taxonomy import Concept, Taxonomy
+from fhs.method.verifier import (Verdicts, build_window, candidate_line, consensus, fill_support, fill_value,
                           final_scores, parse_verdicts, support, verdict_value, verifier_schema)
 
 DIMS = ("FAMILY", "ROLE", "EVENT", "QUALIFIER", "SCOPE", "TEMPORAL")
@@ -291,8 +291,9 @@ def test_schema_fixes_one_entry_per_window_candidate_in_order():
 @pytest.mark.model
 def test_a_real_model_under_the_schema_judges_every_window_candidate():
     """SmolLM2-135M with the schema as a grammar: every candidate judged once, in order."""
-    from fhs.llm import Message, Request, make_llm
-    from fhs.models import smollm2_path
+    from fhs.llm.contract import Message, Request
+    from fhs.llm.factory import make_llm
+    from fhs.llm.models import smollm2_path
 
     llm = make_llm("llama_cpp", str(smollm2_path()), n_ctx=2048, n_threads=2)
     request = Request(messages=(Message("user", "Judge each candidate on each dimension. Answer in JSON."),),

@@ -15,10 +15,11 @@ from typing import Any
 
 from tqdm import tqdm  # plain text bars: no ipywidgets warning inside notebooks
 
-from fhs.evaluate import gold_rank, metrics
-from fhs.facts import Fact
-from fhs.methods import MethodContext, get_method
-from fhs.records import RecordWriter, write_json_atomic
+from fhs.run.evaluate import gold_rank, metrics
+from fhs.data.facts import Fact
+from fhs.method.context import MethodContext
+from fhs.method.registry import get_method
+from fhs.run.records import RecordWriter, write_json_atomic
 
 
 def call_totals(records: Sequence[Mapping]) -> dict[str, float]:

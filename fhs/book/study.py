@@ -3,7 +3,7 @@
 A ``Study`` ties a profile to a results folder (``runs/<profile>/``) and hands
 out cached runs, so a chapter asks for "direct on fincl without the coverage
 term" and gets records back, computing them only the first time. Every run
-goes through ``fhs.runner.run_method``, the same path as ``fhs run``.
+goes through ``fhs.run.runner.run_method``, the same path as ``fhs run``.
 """
 
 from __future__ import annotations
@@ -14,15 +14,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fhs.config import FHSConfig
-from fhs.evaluate import metric_interval
-from fhs.experiment import Experiment, ModelChoice, cached_retriever, load_experiment, retrieval_config
-from fhs.methods import MethodContext
-from fhs.facts import Fact
-from fhs.profiles import Profile, get_profile
-from fhs.records import read_records
-from fhs.runner import run_method
-from fhs.sampling import sample_by_context
+from fhs.method.config import FHSConfig
+from fhs.run.evaluate import metric_interval
+from fhs.run.inputs import Experiment, ModelChoice, cached_retriever, load_experiment, retrieval_config
+from fhs.method.context import MethodContext
+from fhs.data.facts import Fact
+from fhs.run.profiles import Profile, get_profile
+from fhs.run.records import read_records
+from fhs.run.runner import run_method
+from fhs.data.sampling import sample_by_context
 
 
 @dataclass

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import numpy as np
 
-from fhs.evidence import direct_query
-from fhs.retrieval import BM25Index, top_k_order
-from fhs.text import tokenize
+from fhs.data.evidence import direct_query
+from fhs.retrieval.bm25 import BM25Index, top_k_order
+from fhs.core.text import tokenize
 
 
 def reference_bm25(documents, k1: float = 1.5, b: float = 0.75):
@@ -40,7 +40,7 @@ def reference_top_k(model, query_tokens, k: int) -> list[int]:
 def bench_retrieval(dataset: str, *, data: str | Path | None = None, limit: int | None = None,
                     n_queries: int = 2000, n_reference: int = 50) -> dict:
     """Time our BM25 and rank-bm25 on one dataset's direct queries over its largest datatype index."""
-    from fhs.experiment import load_experiment
+    from fhs.run.inputs import load_experiment
 
     experiment = load_experiment(dataset, data=data, limit=limit)
     taxonomy = experiment.taxonomy

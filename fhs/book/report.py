@@ -1,6 +1,6 @@
 """Small helpers the chapters share: "ours vs paper" tables, the profile note, figure style.
 
-Chapters stay thin (DESIGN.md): they compute results with ``fhs`` and hand
+Chapters stay thin: they compute results with ``fhs`` and hand
 numbers to these helpers, so every chapter shows the paper's figure next to
 ours in the same format, with the interval and the gap written the same way.
 Intervals are computed elsewhere (the bootstrap lives with the metrics); this

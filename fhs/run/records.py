@@ -15,20 +15,15 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from fhs.errors import InputError
+from fhs.core.errors import InputError
+from fhs.core.files import atomic_write, write_text_atomic
 
 
 def write_json_atomic(path: str | Path, payload: Any) -> None:
     """Write JSON via a temporary file and a rename, so readers never see half a file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as handle:
+    with atomic_write(path, fsync=True) as handle:
         json.dump(payload, handle, indent=2, ensure_ascii=False, sort_keys=False)
         handle.write("\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-    tmp.replace(path)
 
 
 def read_records(path: str | Path) -> list[dict]:
@@ -85,9 +80,7 @@ class RecordWriter:
             return
         text = self.path.read_text(encoding="utf-8")
         if text and not text.endswith("\n"):
-            tmp = self.path.with_name(self.path.name + ".tmp")
-            tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
-            tmp.replace(self.path)
+            write_text_atomic(self.path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
 
     def __contains__(self, fact_id: str) -> bool:
         return fact_id in self.done

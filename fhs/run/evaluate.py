@@ -2,7 +2,7 @@
 
 Everything here reads plain records (``{"rank": int | None, "modality": str,
 "context_id": str, ...}``), so chapters compute metrics from saved runs
-instead of re-running methods. Conventions follow the paper (reference §8):
+instead of re-running methods. Conventions follow the paper:
 rank is the 1-based position of the first gold id in a list of depth 200,
 MRR is 1/rank (0 when absent), and every aggregate is fact-weighted.
 """

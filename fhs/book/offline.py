@@ -1,7 +1,6 @@
-#!/usr/bin/env python
 """Check that a built book loads nothing from the network.
 
-    python scripts/check_offline.py _build/html
+    python -m fhs.book.offline _build/html
 
 The book must open from a USB stick on a machine with no network. This scans what a
 browser loads when it opens a page:

@@ -1,7 +1,7 @@
 """Regression checks: every number a chapter reports is compared with a recorded value.
 
 The habit comes from Anserini and Pyserini: one YAML file per chapter,
-``fhs/regressions/<chapter>.yaml``, says what each metric means, what the paper
+``fhs/book/regressions/<chapter>.yaml``, says what each metric means, what the paper
 reports for it (where it reports one) and, per profile, the value a previous run
 recorded together with a tolerance. A chapter ends with::
 
@@ -17,8 +17,8 @@ the paper, and a status:
 ``NEW``      no value recorded for this profile yet (not a failure: record it).
 
 The actual values are also saved to ``runs/<profile>/results/<chapter>.json`` so
-that ``python -m fhs.check record <chapter> --profile cpu`` can write them into
-the YAML after a deliberate change, and ``python -m fhs.check verify`` can redo
+that ``python -m fhs.book.check record <chapter> --profile cpu`` can write them into
+the YAML after a deliberate change, and ``python -m fhs.book.check verify`` can redo
 the comparison without re-running the chapter.
 
 YAML layout (comments are not kept by ``record``: explain things in ``note`` fields)::
@@ -53,7 +53,8 @@ from typing import Any
 
 import yaml
 
-from fhs.errors import InputError
+from fhs.core.errors import InputError
+from fhs.core.files import write_text_atomic
 
 REGRESSIONS_DIR = Path(__file__).resolve().parent / "regressions"
 DEFAULT_RESULTS_ROOT = Path("runs")
@@ -152,7 +153,7 @@ class CheckReport:
             raise AssertionError(
                 f"{len(self.failures)} regression(s) failed for {self.chapter} "
                 f"[{self.profile}]:\n  " + "\n  ".join(lines)
-                + f"\nIf the change is intended, record it: python -m fhs.check record "
+                + f"\nIf the change is intended, record it: python -m fhs.book.check record "
                 f"{self.chapter} --profile {self.profile}"
             )
 
@@ -226,7 +227,7 @@ def load_regression(chapter: str, directory: Path | None = None) -> Regression:
     path = regression_path(chapter, directory)
     if not path.is_file():
         raise InputError("no regression file for this chapter", path=path,
-                         fix=f"create it, or record one: python -m fhs.check record {chapter}")
+                         fix=f"create it, or record one: python -m fhs.book.check record {chapter}")
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as error:
@@ -355,11 +356,7 @@ def save_results(results: Mapping[str, Any], chapter: str, profile: str,
                  root: str | os.PathLike | None = None) -> Path:
     """Write the flat results atomically; ``record`` and ``verify`` read them back."""
     path = results_path(chapter, profile, root)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(flatten(results), indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    tmp.replace(path)
-    return path
+    return write_text_atomic(path, json.dumps(flatten(results), indent=2, sort_keys=True) + "\n")
 
 
 def check(results: Mapping[str, Any], chapter: str, profile: str, *,
@@ -369,7 +366,7 @@ def check(results: Mapping[str, Any], chapter: str, profile: str, *,
 
     ``results`` maps metric names to numbers (nested mappings are joined with ``/``).
     With ``save`` the actual values are also written to
-    ``runs/<profile>/results/<chapter>.json`` for ``python -m fhs.check record``.
+    ``runs/<profile>/results/<chapter>.json`` for ``python -m fhs.book.check record``.
     """
     regression = load_regression(chapter, directory)
     report = compare(results, regression, profile)
@@ -415,11 +412,8 @@ def record(chapter: str, profile: str, results: Mapping[str, Any], *,
         else:
             block[name] = {"value": value, "tolerance": tolerance}
     expected[profile] = block
-    tmp = regression.path.with_suffix(".yaml.tmp")
-    tmp.write_text(yaml.safe_dump(raw, sort_keys=False, allow_unicode=True, width=100),
-                   encoding="utf-8")
-    tmp.replace(regression.path)
-    return regression.path
+    return write_text_atomic(regression.path,
+                             yaml.safe_dump(raw, sort_keys=False, allow_unicode=True, width=100))
 
 
 def _read_saved(chapter: str, profile: str, root: str | None) -> dict[str, float]:
@@ -441,8 +435,8 @@ def _fmt(value: float | None, precision: int, *, signed: bool = False) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m fhs.check",
-        description="Compare a chapter's saved results with fhs/regressions/<chapter>.yaml, "
+        prog="python -m fhs.book.check",
+        description="Compare a chapter's saved results with fhs/book/regressions/<chapter>.yaml, "
                     "or record them as the new expected values.")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, text in (("verify", "print the comparison; exit 1 on FAIL"),

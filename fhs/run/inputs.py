@@ -9,16 +9,17 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from fhs.datadir import data_dir
-from fhs.datasets import DatasetSpec, dataset_spec, load_facts
-from fhs.facts import Fact
-from fhs.methods import MethodContext
-from fhs.profiles import Profile, get_profile
-from fhs.retrieval import RetrievalConfig, Retriever
-from fhs.config import FHSConfig
-from fhs.taxonomy import Taxonomy
+from fhs.core.files import cache_dir
+from fhs.data.datadir import data_dir
+from fhs.data.datasets import DatasetSpec, dataset_spec, load_facts
+from fhs.data.facts import Fact
+from fhs.method.context import MethodContext
+from fhs.run.profiles import Profile, get_profile
+from fhs.retrieval.bm25 import RetrievalConfig, Retriever
+from fhs.method.config import FHSConfig
+from fhs.data.taxonomy import Taxonomy
 
-# Per-taxonomy retrieval settings that differ from the defaults (reference §3d):
+# Per-taxonomy retrieval settings that differ from the defaults (the authors' per-benchmark settings):
 # CodiEsp rescored the BM25 top 200 x 10 with Eq. 6 rather than the whole index.
 RETRIEVAL_DEFAULTS: dict[str, RetrievalConfig] = {
     "us-gaap-2024": RetrievalConfig(),
@@ -36,7 +37,7 @@ class Experiment:
 
     def llm_context(self, model: "ModelChoice", config: FHSConfig | None = None, **kw) -> MethodContext:
         """A method context with a model, the dataset's domain and the profile's FHS knobs."""
-        from fhs.domain import load_domain
+        from fhs.data.domain import load_domain
 
         config = (config or model.profile.fhs_config()).replace(
             k=self.retriever.config.top_k, w_cov=self.retriever.config.w_cov, seed=model.seed)
@@ -73,7 +74,7 @@ def load_experiment(
     progress: bool = True,
     **retrieval_overrides,
 ) -> Experiment:
-    from fhs.taxonomies import load_taxonomy
+    from fhs.data.taxonomies import load_taxonomy
 
     spec = dataset_spec(dataset)
     root = data_dir(data)
@@ -94,8 +95,8 @@ def load_experiment_from_files(
     **retrieval_overrides,
 ) -> Experiment:
     """An adapter's own run: located facts (JSONL) against a taxonomy file, searched with the default index."""
-    from fhs.facts import read_facts
-    from fhs.taxonomies import load_taxonomy_file
+    from fhs.data.facts import read_facts
+    from fhs.data.taxonomies import load_taxonomy_file
 
     taxonomy = load_taxonomy_file(taxonomy_path)
     facts = read_facts(facts_path)
@@ -134,7 +135,7 @@ class ModelChoice:
     def llm(self):
         """The cached model client (built once; every call goes through the response cache)."""
         if self._llm is None:
-            from fhs.llm import make_llm
+            from fhs.llm.factory import make_llm
 
             options: dict = {"n_threads": 2} if self.backend == "llama_cpp" else {}
             if self.backend == "openai" and self.structured:
@@ -150,6 +151,4 @@ class ModelChoice:
 
 def default_llm_cache() -> Path:
     """``$FHS_CACHE/llm/responses.sqlite`` (or under ``~/.cache/fhs``)."""
-    from fhs.taxonomies.cache import cache_dir
-
-    return cache_dir() / "llm" / "responses.sqlite"
+    return cache_dir("llm", "responses.sqlite")

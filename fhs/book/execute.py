@@ -14,7 +14,8 @@ commit, so it is redone whenever anything it reports changed. The run log
 execution with its time.
 
 papermill and jupytext are imported only when a notebook actually runs, so the
-pure parts (TOC, profiles, keys) are importable and testable without them.
+pure parts (keys, plans; the TOC and profiles are in
+:mod:`fhs.book.chapters`) are importable and testable without them.
 """
 
 from __future__ import annotations
@@ -31,31 +32,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from fhs.errors import InputError
+from fhs.book.chapters import Chapter, ProfileFile, chapters_from_toc, load_profiles
+from fhs.core.errors import InputError
+from fhs.core.files import write_text_atomic
 
 KEY_VERSION = "1"  # bump to invalidate every stamp when the key's recipe changes
 STATE_DIR = Path("_build") / ".notebooks"
 BUILTIN_PARAMETERS = ("profile", "run_log")
 PACKAGE_SUFFIXES = {".py", ".yaml", ".yml", ".txt", ".md", ".json"}
-
-
-@dataclass(frozen=True)
-class Chapter:
-    """One TOC entry backed by a notebook source."""
-
-    stem: str  # e.g. "01_readiness_gap"
-    source: Path  # notebooks/01_readiness_gap.py
-    output: Path  # book/01_readiness_gap.ipynb
-    summary: bool = False  # re-run whenever anything before it changed (provenance)
-
-
-@dataclass(frozen=True)
-class Profile:
-    name: str
-    description: str
-    parameters: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -89,136 +73,7 @@ class RunLog:
         return cls(path, {})
 
     def save(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(self.entries, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        tmp.replace(self.path)
-
-
-# ----------------------------------------------------------------------------- TOC
-
-
-def toc_files(toc_path: Path) -> list[str]:
-    """Every ``file:`` of a jb-book TOC, in reading order (root first)."""
-    try:
-        toc = yaml.safe_load(toc_path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError("no table of contents", path=toc_path) from None
-    if not isinstance(toc, dict) or "root" not in toc:
-        raise InputError("a jb-book TOC needs a 'root' entry", path=toc_path, field="root")
-    files = [str(toc["root"])]
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            if "file" in node:
-                files.append(str(node["file"]))
-            for key in ("parts", "chapters", "sections"):
-                for child in node.get(key, []) or []:
-                    walk(child)
-        elif isinstance(node, list):
-            for child in node:
-                walk(child)
-
-    walk({k: v for k, v in toc.items() if k != "root"})
-    return files
-
-
-def chapters_from_toc(root: Path, toc_name: str = "_toc.yml", notebooks_dir: str = "notebooks",
-                      summaries: Iterable[str] = ()) -> list[Chapter]:
-    """The TOC entries that are notebooks: ``book/X`` backed by ``notebooks/X.py``.
-
-    An entry with neither a prose page (``book/X.md``) nor a notebook source is an
-    error here, before anything runs, rather than a broken link in the build.
-    """
-    summaries = set(summaries)
-    chapters = []
-    for entry in toc_files(root / toc_name):
-        entry_path = Path(entry)
-        stem = entry_path.name.removesuffix(".ipynb").removesuffix(".md")
-        source = root / notebooks_dir / f"{stem}.py"
-        prose = root / entry_path.parent / f"{stem}.md"
-        if source.is_file():
-            if prose.is_file():
-                raise InputError(f"both {prose.relative_to(root)} and {source.relative_to(root)} exist",
-                                 path=root / toc_name, fix="keep one source per TOC entry")
-            output = root / entry_path.parent / f"{stem}.ipynb"
-            chapters.append(Chapter(stem, source, output, summary=stem in summaries))
-        elif not prose.is_file():
-            raise InputError(f"TOC entry {entry!r} has no source",
-                             path=root / toc_name,
-                             fix=f"write {prose.relative_to(root)} or {source.relative_to(root)}")
-    return chapters
-
-
-# ----------------------------------------------------------------------------- profiles
-
-
-@dataclass(frozen=True)
-class ProfileFile:
-    path: Path
-    profiles: dict[str, Profile]
-    chapter_overrides: dict[str, dict[str, dict[str, Any]]]  # stem -> profile -> params
-    summaries: tuple[str, ...]
-
-    def profile(self, name: str) -> Profile:
-        try:
-            return self.profiles[name]
-        except KeyError:
-            raise InputError(f"unknown profile {name!r}", path=self.path, field="profiles",
-                             fix=f"choose one of {', '.join(self.profiles)}") from None
-
-    def parameters(self, profile: str, stem: str) -> dict[str, Any]:
-        """The profile's parameters with the chapter's overrides for that profile on top."""
-        merged = dict(self.profile(profile).parameters)
-        merged.update(self.chapter_overrides.get(stem, {}).get(profile, {}))
-        merged["profile"] = profile
-        return merged
-
-
-def load_profiles(path: Path) -> ProfileFile:
-    """Parse ``notebooks/profiles.yaml`` (see that file for the layout)."""
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except FileNotFoundError:
-        raise InputError("no profile file", path=path) from None
-    except yaml.YAMLError as error:
-        raise InputError(f"not valid YAML: {error}", path=path) from None
-    profiles: dict[str, Profile] = {}
-    for name, spec in (raw.get("profiles") or {}).items():
-        if not isinstance(spec, dict) or not isinstance(spec.get("parameters"), dict):
-            raise InputError("a profile needs a 'parameters' mapping", path=path,
-                             field=f"profiles.{name}.parameters")
-        profiles[str(name)] = Profile(str(name), str(spec.get("description", "")),
-                                      dict(spec["parameters"]))
-    if not profiles:
-        raise InputError("no profiles defined", path=path, field="profiles")
-    overrides: dict[str, dict[str, dict[str, Any]]] = {}
-    summaries = []
-    for stem, spec in (raw.get("chapters") or {}).items():
-        spec = spec or {}
-        if not isinstance(spec, dict):
-            raise InputError("a chapter entry is a mapping", path=path, field=f"chapters.{stem}")
-        if spec.get("summary"):
-            summaries.append(str(stem))
-        per_profile = {}
-        for profile, params in (spec.get("parameters") or {}).items():
-            if profile not in profiles:
-                raise InputError(f"override for unknown profile {profile!r}", path=path,
-                                 field=f"chapters.{stem}.parameters.{profile}")
-            if not isinstance(params, dict):
-                raise InputError("overrides are a mapping of parameter -> value", path=path,
-                                 field=f"chapters.{stem}.parameters.{profile}")
-            per_profile[str(profile)] = dict(params)
-        overrides[str(stem)] = per_profile
-    return ProfileFile(path, profiles, overrides, tuple(summaries))
-
-
-def parse_assignment(text: str) -> tuple[str, Any]:
-    """``-p name=value`` from the command line; the value is read as YAML (``null``, ``3``, ``[0,1]``)."""
-    name, sep, value = text.partition("=")
-    if not sep or not name.strip():
-        raise InputError(f"expected NAME=VALUE, got {text!r}", field="-p")
-    return name.strip(), yaml.safe_load(value)
+        write_text_atomic(self.path, json.dumps(self.entries, indent=2, sort_keys=True) + "\n")
 
 
 # ----------------------------------------------------------------------------- keys

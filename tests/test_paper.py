@@ -1,0 +1,45 @@
+"""fhs.paper is the one place for the paper's numbers: the regression files must agree with it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fhs.book.check import REGRESSIONS_DIR
+from fhs.paper import paper_value, relocation_rate
+
+REGRESSION_FILES = sorted(Path(REGRESSIONS_DIR).glob("*.yaml"))
+
+
+def paper_number(metric: str) -> float | None:
+    """What fhs/paper.py says for a regression metric name such as ``fincl/direct/recall@1``."""
+    parts = metric.split("/")
+    if parts[0] == "codiesp" and parts[1].startswith("relocation"):
+        return relocation_rate()
+    if len(parts) == 2 and parts[1] == "facts":
+        return paper_value(parts[0], "direct", "facts")
+    if len(parts) == 3:
+        return paper_value(*parts)
+    return None
+
+
+def paper_entries():
+    for path in REGRESSION_FILES:
+        metrics = yaml.safe_load(path.read_text(encoding="utf-8")).get("metrics", {})
+        for name, spec in metrics.items():
+            if isinstance(spec, dict) and spec.get("paper") is not None:
+                yield pytest.param(name, spec["paper"], id=f"{path.stem}:{name}")
+
+
+def test_there_are_regression_files():
+    assert REGRESSION_FILES
+
+
+@pytest.mark.parametrize("metric, recorded", list(paper_entries()))
+def test_regression_paper_values_match_fhs_paper(metric, recorded):
+    expected = paper_number(metric)
+    assert expected is not None, f"{metric}: the regression file quotes a paper value fhs/paper.py does not hold"
+    assert recorded == pytest.approx(expected, abs=5e-5), (
+        f"{metric}: regression file says {recorded}, fhs/paper.py says {expected}")
