@@ -53,12 +53,13 @@ notebooks: install-book models ## execute the chapters listed in _toc.yml with p
 
 html: install-book ## build the HTML from the executed notebooks (-W -n --keep-going), check it is offline
 	$(BIN)/jupyter-book build . -W -n --keep-going
-	$(PY) scripts/check_offline.py _build/html
+	$(PY) -m fhs.book.offline _build/html
 
 check-offline: ## check that the built HTML loads nothing from the network
-	$(PY) scripts/check_offline.py _build/html
+	$(PY) -m fhs.book.offline _build/html
 
-test: install-test models ## run the test suite (FHS_DATA defaults to ../shared/data)
+test: install-test models ## check the layering (lint-imports), then run the test suite (FHS_DATA defaults to ../shared/data)
+	$(BIN)/lint-imports
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 venv: $(PY) ## create the virtual environment
