@@ -35,7 +35,7 @@ def _add_data_args(parser: argparse.ArgumentParser, own_files: bool = False) -> 
         parser.add_argument("--taxonomy", default=None,
                             help="your own taxonomy (JSONL/CSV/TSV with id, label[, definition, datatype])")
         parser.add_argument("--domain", default=None,
-                            help=f"dimension set for LLM methods: {_names(available_domains())} or a domain YAML file")
+                            help=f"dimension set for LLM methods: {', '.join(available_domains())} or a domain YAML file")
     parser.add_argument("--data", default=None, help="data directory (default: $FHS_DATA)")
     parser.add_argument("--limit", type=int, default=None, help="use only the first N facts")
 
@@ -77,10 +77,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_run(args: argparse.Namespace) -> dict:
+    from fhs.data.sampling import sample_by_context
     from fhs.method.registry import LLM_METHODS, get_method
     from fhs.run.inputs import ModelChoice
     from fhs.run.runner import run_method
-    from fhs.data.sampling import sample_by_context
 
     get_method(args.method)  # fail on an unknown method before loading any data
     selector = args.selector == "on" if args.selector else args.method in LLM_METHODS

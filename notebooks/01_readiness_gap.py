@@ -42,15 +42,13 @@ import numpy as np
 import pandas as pd
 
 from fhs.book.check import check
-from fhs.data.datasets.codiesp import load_split
-from fhs.data.datasets.stats import dataset_stats
-from fhs.data.datadir import data_dir
-from fhs.run.evaluate import by_group, paired_difference, recall_curve
-from fhs.paper import PAPER
-from fhs.paper import RELOCATION as PAPER_RELOCATION
-from fhs.paper import relocation_rate as paper_relocation_rate
 from fhs.book.report import Estimate, ORACLE_COLOR, OURS_COLOR, profile_note, show, use_style
 from fhs.book.study import Study
+from fhs.data.datadir import data_dir
+from fhs.data.datasets.codiesp import load_split
+from fhs.data.datasets.stats import dataset_stats
+from fhs.paper import PAPER, RELOCATION as PAPER_RELOCATION, relocation_rate as paper_relocation_rate
+from fhs.run.evaluate import by_group, paired_difference, recall_curve
 
 use_style()
 study = Study.for_profile(profile, runs_dir, progress=False)  # runs print no progress bars into the page

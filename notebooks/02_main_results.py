@@ -60,20 +60,18 @@ import numpy as np
 import pandas as pd
 
 from fhs.book.check import check
+from fhs.book.report import Estimate, NEUTRAL_COLOR, ORACLE_COLOR, OURS_COLOR, profile_note, show, use_style
+from fhs.book.study import Study
 from fhs.data.datadir import data_dir
 from fhs.data.datasets.codiesp import load_split
+from fhs.data.sampling import sample_by_context
+from fhs.llm.models import display_name
+from fhs.method.relocation import LLMRelocator
+from fhs.paper import RELOCATION as PAPER_RELOCATION, paper_value, relocation_rate as paper_relocation_rate
 from fhs.run.evaluate import paired_difference
 from fhs.run.inputs import ModelChoice
-from fhs.llm.models import display_name
-from fhs.paper import RELOCATION as PAPER_RELOCATION
-from fhs.paper import paper_value
-from fhs.paper import relocation_rate as paper_relocation_rate
 from fhs.run.profiles import get_profile
-from fhs.method.relocation import LLMRelocator
-from fhs.book.report import Estimate, NEUTRAL_COLOR, ORACLE_COLOR, OURS_COLOR, profile_note, show, use_style
 from fhs.run.runner import call_totals
-from fhs.data.sampling import sample_by_context
-from fhs.book.study import Study
 
 use_style()
 study = Study.for_profile(profile, runs_dir, progress=False)

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from fhs.core.text import token_set
+from fhs.data.taxonomy import Taxonomy
 from fhs.llm.contract import Request, Response
 from fhs.retrieval.bm25 import Ranking
-from fhs.data.taxonomy import Taxonomy
-from fhs.core.text import token_set
 
 Reply = str | Callable[[Request], str]
 

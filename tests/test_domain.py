@@ -2,8 +2,8 @@
 
 import pytest
 
-from fhs.data.domain import available_domains, load_domain
 from fhs.core.errors import InputError
+from fhs.data.domain import available_domains, load_domain
 from fhs.data.taxonomy import Concept
 
 SIX = ("FAMILY", "ROLE", "EVENT", "QUALIFIER", "SCOPE", "TEMPORAL")

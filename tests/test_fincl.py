@@ -7,9 +7,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from fhs.core.errors import InputError
 from fhs.data.datasets import fincl
 from fhs.data.datasets.numbers import mention_offsets, values_match
-from fhs.core.errors import InputError
 from gaap_taxonomy import bm25_taxonomy, data_dir, tiny_taxonomy
 
 HEADER = ["context", "category", "entity", "entity_type", "query", "answer"]

@@ -2,8 +2,8 @@
 
 import pytest
 
-from fhs.retrieval.fusion import fuse, range_normalize, rrf_terms
 from fhs.retrieval.bm25 import Ranking
+from fhs.retrieval.fusion import fuse, range_normalize, rrf_terms
 
 
 def ranking(*ids):

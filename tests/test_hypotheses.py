@@ -4,10 +4,10 @@ import json
 
 import pytest
 
-from fhs.method.config import FHSConfig
 from fhs.data.domain import load_domain
 from fhs.data.evidence import direct_query, prefix
 from fhs.data.facts import Fact
+from fhs.method.config import FHSConfig
 from fhs.method.hypotheses import (UNRESOLVED, Hypothesis, fallback_hypothesis, generate_hypotheses, hypothesis_schema,
                             parse_hypothesis, queries_for, render_definition, render_label)
 from fhs.core.text import tokenize

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from fhs.data.datasets import ixbrl
 from fhs.core.errors import InputError
+from fhs.data.datasets import ixbrl
 from fhs.data.facts import Fact
 from gaap_taxonomy import bm25_taxonomy, data_dir, tiny_taxonomy
 

@@ -21,14 +21,14 @@ import httpx
 import jsonschema
 import pytest
 
+from fhs.core.errors import InputError
 from fhs.llm import factory as F
 from fhs.llm import llama_cpp as LC
 from fhs.llm import vllm as V
-from fhs.core.errors import InputError
-from fhs.llm.jsonout import parse_object
 from fhs.llm.cache import CachedLLM, ResponseCache
 from fhs.llm.contract import BackendError, CallStats, Message, Request, Response, cache_key, derive_seed
 from fhs.llm.factory import make_llm
+from fhs.llm.jsonout import parse_object
 from fhs.llm.openai import OpenAIBackend
 from llama_server import serve_smollm2  # tests/llama_server.py
 

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from fhs.llm import models
 from fhs.core.errors import InputError
+from fhs.llm import models
 
 
 def _sha256(data: bytes) -> str:

@@ -5,14 +5,14 @@ import re
 
 import pytest
 
-from fhs.method.config import FHSConfig
+from fhs.core.text import camel_split
 from fhs.data.domain import load_domain
 from fhs.data.evidence import prefix
 from fhs.data.facts import Fact
-from fhs.method.hypotheses import Hypothesis, fallback_hypothesis
-from fhs.method.fhs import run_fhs_fact
 from fhs.data.taxonomy import Concept, Taxonomy
-from fhs.core.text import camel_split
+from fhs.method.config import FHSConfig
+from fhs.method.fhs import run_fhs_fact
+from fhs.method.hypotheses import Hypothesis, fallback_hypothesis
 from scripted_llm import OverlapRetriever, ScriptedLLM
 
 DOMAIN = load_domain("us-gaap")

@@ -6,14 +6,14 @@ import json
 
 import pytest
 
-from fhs.method.config import FHSConfig
 from fhs.data.domain import load_domain
 from fhs.data.facts import Fact
-from fhs.method.context import MethodContext
-from fhs.run.records import read_records
-from fhs.retrieval.bm25 import RetrievalConfig, Retriever
-from fhs.run.runner import run_method
 from fhs.data.taxonomy import Concept, Taxonomy
+from fhs.method.config import FHSConfig
+from fhs.method.context import MethodContext
+from fhs.retrieval.bm25 import RetrievalConfig, Retriever
+from fhs.run.records import read_records
+from fhs.run.runner import run_method
 from scripted_llm import ScriptedLLM
 
 TAXONOMY = Taxonomy.from_concepts("tiny", [

@@ -2,11 +2,11 @@
 
 import json
 
-from fhs.method.config import FHSConfig
 from fhs.data.domain import load_domain
 from fhs.data.facts import Fact
-from fhs.method.selector import Selection, apply_selection, parse_selection, select, selector_request
 from fhs.data.taxonomy import Concept, Taxonomy
+from fhs.method.config import FHSConfig
+from fhs.method.selector import Selection, apply_selection, parse_selection, select, selector_request
 from scripted_llm import ScriptedLLM
 
 DOMAIN = load_domain("us-gaap")

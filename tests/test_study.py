@@ -6,9 +6,9 @@ import json
 
 import pytest
 
+from fhs.book.study import Study
 from fhs.method.config import FHSConfig
 from fhs.run.inputs import ModelChoice
-from fhs.book.study import Study
 
 pytestmark = pytest.mark.data
 

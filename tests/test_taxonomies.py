@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from fhs.core.errors import InputError
+from fhs.core.text import camel_split, token_set
 from fhs.data.taxonomies import clear_taxonomy_cache, load_taxonomy, load_taxonomy_file, taxonomy_names
 from fhs.data.taxonomies.cache import cache_path, read_taxonomy_cache, write_taxonomy_cache
 from fhs.data.taxonomies.fasb import load_fasb
@@ -21,7 +22,6 @@ from fhs.data.taxonomies.generic import load_generic
 from fhs.data.taxonomies.icd10cm import icd_role, normalize_icd_code
 from fhs.data.taxonomies.usgaap import build_us_gaap, element_kind
 from fhs.data.taxonomy import Concept, Taxonomy
-from fhs.core.text import camel_split, token_set
 
 FIXTURES = Path(__file__).parent / "fixtures"
 FASB = FIXTURES / "fasb"

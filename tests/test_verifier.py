@@ -9,9 +9,9 @@ import json
 import pytest
 
 from fhs.data.domain import domain_from_dict, load_domain
-from fhs.retrieval.fusion import FusedPool
-from fhs.method.hypotheses import UNRESOLVED, Hypothesis
 from fhs.data.taxonomy import Concept, Taxonomy
+from fhs.method.hypotheses import UNRESOLVED, Hypothesis
+from fhs.retrieval.fusion import FusedPool
 from fhs.method.verifier import (Verdicts, build_window, candidate_line, consensus, fill_support, fill_value,
                           final_scores, parse_verdicts, support, verdict_value, verifier_schema)
 

@@ -14,15 +14,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fhs.data.facts import Fact
+from fhs.data.sampling import sample_by_context
 from fhs.method.config import FHSConfig
+from fhs.method.context import MethodContext
 from fhs.run.evaluate import metric_interval
 from fhs.run.inputs import Experiment, ModelChoice, cached_retriever, load_experiment, retrieval_config
-from fhs.method.context import MethodContext
-from fhs.data.facts import Fact
 from fhs.run.profiles import Profile, get_profile
 from fhs.run.records import read_records
 from fhs.run.runner import run_method
-from fhs.data.sampling import sample_by_context
 
 
 @dataclass

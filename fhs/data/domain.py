@@ -20,8 +20,8 @@ from typing import Any
 import yaml
 
 from fhs.core.errors import InputError
-from fhs.data.taxonomy import Concept
 from fhs.core.text import camel_split, normalize_token, token_set, tokenize
+from fhs.data.taxonomy import Concept
 
 DOMAINS_DIR = Path(__file__).resolve().parent / "domains"
 _DIMENSION_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")

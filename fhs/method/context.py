@@ -17,11 +17,11 @@ from typing import Any
 from fhs.core.errors import InputError
 from fhs.data.domain import Domain
 from fhs.data.facts import Fact
+from fhs.data.taxonomy import Taxonomy
 from fhs.llm.contract import LLM, Request, Response
 from fhs.method.config import FHSConfig
 from fhs.method.selector import select
 from fhs.retrieval.bm25 import Retriever
-from fhs.data.taxonomy import Taxonomy
 
 
 @dataclass

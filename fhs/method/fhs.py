@@ -16,16 +16,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from fhs.method.config import FHSConfig
-from fhs.method.context import MethodContext, call_record
 from fhs.data.domain import Domain
 from fhs.data.facts import Fact
-from fhs.retrieval.fusion import FusedPool, fuse
-from fhs.method.hypotheses import Hypothesis, RenderedQuery, generate_hypotheses, parse_hypothesis, queries_for
-from fhs.llm.contract import LLM
-from fhs.retrieval.bm25 import Ranking
-from fhs.method.selector import select
 from fhs.data.taxonomy import Taxonomy
+from fhs.llm.contract import LLM
+from fhs.method.config import FHSConfig
+from fhs.method.context import MethodContext, call_record
+from fhs.method.hypotheses import Hypothesis, RenderedQuery, generate_hypotheses, parse_hypothesis, queries_for
+from fhs.method.selector import select
+from fhs.retrieval.bm25 import Ranking
+from fhs.retrieval.fusion import FusedPool, fuse
 from fhs.method.verifier import (build_window, consensus, fill_support, fill_value, final_scores,
                           parse_verdicts, support, verifier_request)
 

@@ -15,14 +15,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fhs.method.config import FHSConfig
+from fhs.core.text import join_tokens
 from fhs.data.domain import Domain
 from fhs.data.evidence import direct_query, evidence_block, prefixed
 from fhs.data.facts import Fact
 from fhs.llm.contract import LLM, Message, Request, Response
 from fhs.llm.jsonout import parse_object
+from fhs.method.config import FHSConfig
 from fhs.method.prompting import fit_to_budget, render
-from fhs.core.text import join_tokens
 
 UNRESOLVED = "UNRESOLVED"
 DEFAULT_DIMENSIONS = ("FAMILY", "ROLE", "EVENT", "QUALIFIER", "SCOPE", "TEMPORAL")

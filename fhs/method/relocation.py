@@ -11,9 +11,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from fhs.llm.jsonout import parse_object
-from fhs.llm.contract import LLM, Message, Request
 from fhs.data.relocate.tasks import Relocation, RelocationTask, accept_span
+from fhs.llm.contract import LLM, Message, Request
+from fhs.llm.jsonout import parse_object
 from fhs.method.prompting import PROMPTS_DIR
 
 

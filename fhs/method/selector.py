@@ -15,14 +15,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fhs.method.config import FHSConfig
 from fhs.data.domain import Domain
 from fhs.data.evidence import evidence_block
 from fhs.data.facts import Fact
+from fhs.data.taxonomy import Taxonomy
 from fhs.llm.contract import LLM, Message, Request, Response
 from fhs.llm.jsonout import parse_object
+from fhs.method.config import FHSConfig
 from fhs.method.prompting import fit_to_budget, render
-from fhs.data.taxonomy import Taxonomy
 from fhs.method.verifier import candidate_line, concept_or_stub
 
 PURPOSE = "selector"

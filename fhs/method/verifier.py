@@ -30,17 +30,17 @@ from dataclasses import dataclass
 from statistics import fmean
 from typing import Any
 
-from fhs.method.config import FHSConfig
 from fhs.data.domain import Domain, Profile
 from fhs.data.evidence import evidence_block
 from fhs.data.facts import Fact
-from fhs.retrieval.fusion import FusedPool
-from fhs.method.hypotheses import Hypothesis
+from fhs.data.taxonomy import Concept, Taxonomy
 from fhs.llm.contract import Message, Request
 from fhs.llm.jsonout import parse_array, parse_object
+from fhs.method.config import FHSConfig
+from fhs.method.hypotheses import Hypothesis
 from fhs.method.prompting import clip, fit_to_budget, render
 from fhs.retrieval.bm25 import Ranking
-from fhs.data.taxonomy import Concept, Taxonomy
+from fhs.retrieval.fusion import FusedPool
 
 PURPOSE = "verifier"
 VERDICT_LABELS = ("support", "contradict", "unresolved")

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import sparse
 
-from fhs.data.taxonomy import Taxonomy
 from fhs.core.text import tokenize
+from fhs.data.taxonomy import Taxonomy
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import numpy as np
 
+from fhs.core.text import tokenize
 from fhs.data.evidence import direct_query
 from fhs.retrieval.bm25 import BM25Index, top_k_order
-from fhs.core.text import tokenize
 
 
 def reference_bm25(documents, k1: float = 1.5, b: float = 0.75):

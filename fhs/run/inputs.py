@@ -13,11 +13,11 @@ from fhs.core.files import cache_dir
 from fhs.data.datadir import data_dir
 from fhs.data.datasets import DatasetSpec, dataset_spec, load_facts
 from fhs.data.facts import Fact
-from fhs.method.context import MethodContext
-from fhs.run.profiles import Profile, get_profile
-from fhs.retrieval.bm25 import RetrievalConfig, Retriever
-from fhs.method.config import FHSConfig
 from fhs.data.taxonomy import Taxonomy
+from fhs.method.config import FHSConfig
+from fhs.method.context import MethodContext
+from fhs.retrieval.bm25 import RetrievalConfig, Retriever
+from fhs.run.profiles import Profile, get_profile
 
 # Per-taxonomy retrieval settings that differ from the defaults (the authors' per-benchmark settings):
 # CodiEsp rescored the BM25 top 200 x 10 with Eq. 6 rather than the whole index.

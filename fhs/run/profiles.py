@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from fhs.method.config import FHSConfig
 from fhs.core.errors import choose
+from fhs.method.config import FHSConfig
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,10 @@ from typing import Any
 
 from tqdm import tqdm  # plain text bars: no ipywidgets warning inside notebooks
 
-from fhs.run.evaluate import gold_rank, metrics
 from fhs.data.facts import Fact
 from fhs.method.context import MethodContext
 from fhs.method.registry import get_method
+from fhs.run.evaluate import gold_rank, metrics
 from fhs.run.records import RecordWriter, write_json_atomic
 
 

@@ -22,8 +22,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fhs.data.datadir import SOURCES
 from fhs.core.errors import InputError
+from fhs.data.datadir import SOURCES
 from fhs.data.facts import Fact
 from fhs.data.relocate.align import ALIGN_METHODS, AlignConfig
 from fhs.data.relocate.cache import relocate_cached, relocation_cache_path

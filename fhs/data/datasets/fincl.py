@@ -32,10 +32,10 @@ from fhs.data.datasets.html_tables import (
     TableGrid, collapse_repeats, column_header, find_value_cells, find_value_in_labels, row_header, table_grid,
     table_text,
 )
+from fhs.core.errors import InputError
 from fhs.data.datasets.html_page import visible_text
 from fhs.data.datasets.html_text import local_name, parse_fragment, sentence_at
 from fhs.data.datasets.numbers import INVISIBLE, mention_offsets
-from fhs.core.errors import InputError
 from fhs.data.facts import Fact
 
 FILE_NAME = "FinCL-eval-subset.csv"

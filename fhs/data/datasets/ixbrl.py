@@ -48,11 +48,11 @@ from lxml import html as lxml_html
 from tqdm import tqdm  # plain text bars: no ipywidgets warning inside notebooks
 
 from fhs.core import files
-from fhs.data.datadir import source_dir
-from fhs.data.datasets.html_tables import TableGrid, column_header, row_header, table_grid, table_text
-from fhs.data.datasets.html_page import visible_text_with_offsets
-from fhs.data.datasets.html_text import inline_text, is_hidden, local_name, sentence_at
 from fhs.core.errors import InputError
+from fhs.data.datadir import source_dir
+from fhs.data.datasets.html_page import visible_text_with_offsets
+from fhs.data.datasets.html_tables import TableGrid, column_header, row_header, table_grid, table_text
+from fhs.data.datasets.html_text import inline_text, is_hidden, local_name, sentence_at
 from fhs.data.facts import Fact, fact_from_dict
 
 PARSER_VERSION = 1

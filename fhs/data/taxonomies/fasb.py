@@ -23,9 +23,9 @@ from urllib.parse import unquote, urlsplit
 from lxml import etree
 
 from fhs.core.errors import InputError
-from fhs.data.taxonomy import Concept, Taxonomy
-from fhs.data.taxonomies.usgaap import xbrl_metadata
 from fhs.core.text import camel_split
+from fhs.data.taxonomies.usgaap import xbrl_metadata
+from fhs.data.taxonomy import Concept, Taxonomy
 
 XS = "http://www.w3.org/2001/XMLSchema"
 XBRLI = "http://www.xbrl.org/2003/instance"

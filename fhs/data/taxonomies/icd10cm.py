@@ -22,8 +22,8 @@ from importlib import metadata as package_metadata
 from types import ModuleType
 
 from fhs.core.errors import InputError
-from fhs.data.taxonomy import Concept, Taxonomy
 from fhs.data.taxonomies.cache import cache_path, read_taxonomy_cache, write_taxonomy_cache
+from fhs.data.taxonomy import Concept, Taxonomy
 
 TAXONOMY_NAME = "icd-10-cm"
 PACKAGE = "simple-icd-10-cm"

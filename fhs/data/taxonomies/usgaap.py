@@ -30,11 +30,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fhs.data.datadir import source_dir
 from fhs.core.errors import InputError
 from fhs.core.jsonl import iter_objects
-from fhs.data.taxonomy import Concept, Taxonomy
 from fhs.core.text import camel_split, token_set
+from fhs.data.datadir import source_dir
+from fhs.data.taxonomy import Concept, Taxonomy
 
 TAXONOMY_NAME = "us-gaap-2024"
 INVENTORY_FILE = "us_gaap_2024_BM25.jsonl"
