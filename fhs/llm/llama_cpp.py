@@ -13,6 +13,7 @@ from typing import Any
 
 from fhs.core.errors import InputError
 from fhs.llm.contract import BackendError, Request, Response, chat_messages, derive_seed, plain
+from fhs.llm.models import MODELS
 
 
 _CPU_EXTRA_HINT = "install the cpu extra: pip install 'llama-cpp-python[server]==0.3.36'"
@@ -78,7 +79,7 @@ class LlamaCppBackend:
         path = Path(model_path)
         if not path.is_file():
             raise InputError("model file not found", path=path,
-                             fix="use a name from fhs.llm.models.MODELS or an existing .gguf path")
+                             fix=f"use one of {', '.join(sorted(MODELS))} or an existing .gguf path")
         llama_cpp = _import_llama_cpp()
         self._llama_cpp = llama_cpp
         started = time.perf_counter()
