@@ -38,8 +38,17 @@ def direct_query(fact: Fact, context_chars: int = CONTEXT_CHARS) -> str:
     return f"{prefix(fact)} {clip_middle(fact.context, context_chars)}".strip()
 
 
+def _same_text(a: str, b: str) -> bool:
+    return " ".join(a.split()) == " ".join(b.split())
+
+
 def evidence_block(fact: Fact, context_chars: int = CONTEXT_CHARS) -> str:
-    """The evidence every prompt shows, in the authors' order."""
+    """The evidence every prompt shows, in the authors' order.
+
+    A text fact's sentence gets its own line only when it adds something: where
+    the source context is the sentence itself (CodiEsp's context is the
+    relocated English sentence), the line would repeat it word for word.
+    """
     lines = [
         f"Value: {fact.value}",
         f"Datatype: {fact.datatype}",
@@ -49,7 +58,7 @@ def evidence_block(fact: Fact, context_chars: int = CONTEXT_CHARS) -> str:
         lines.append(f"Row context: {fact.row_header}")
     if fact.column_header:
         lines.append(f"Column context: {fact.column_header}")
-    if fact.sentence and fact.modality == "text":
+    if fact.sentence and fact.modality == "text" and not _same_text(fact.sentence, fact.context):
         lines.append(f"Sentence: {fact.sentence}")
     lines.append(f"Source context: {clip_middle(fact.context, context_chars)}")
     return "\n".join(lines)
