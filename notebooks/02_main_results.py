@@ -330,4 +330,5 @@ for name in datasets:
             cost[(cost.dataset == name) & (cost.method == method)]["calls / fact"].iloc[0])
 for relocator, rate in relocation.items():
     checked[f"codiesp/relocation/{relocator}"] = rate
-check(checked, chapter="02_main_results", profile=profile).assert_ok()
+fingerprints = study.input_fingerprints({name: study.facts(name, llm=True) for name in datasets}, choices[0])
+check(checked, chapter="02_main_results", profile=profile, inputs=fingerprints).assert_ok()

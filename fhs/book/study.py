@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fhs.book.fingerprint import facts_fingerprint, model_fingerprint, taxonomy_fingerprint
 from fhs.data.facts import Fact
 from fhs.data.sampling import sample_by_context
 from fhs.method.config import DEFAULT_CONFIG, FHSConfig
@@ -67,6 +68,22 @@ class Study:
         """The profile's facts for a dataset: a context-level sample, or every fact."""
         target = self.profile.llm_facts if llm else self.profile.retrieval_facts
         return sample_by_context(self.experiment(dataset).facts, target, seed=seed)
+
+    def input_fingerprints(self, facts: dict[str, list[Fact]], model: ModelChoice | None = None) -> dict[str, str]:
+        """What a chapter's expected values depend on: per dataset the facts it used and the
+        taxonomy, and the model file (for a served model, its name); ``fhs.book.check`` records them."""
+        out: dict[str, str] = {}
+        for dataset, used in facts.items():
+            out[f"{dataset}/facts"] = facts_fingerprint(used)
+            out[f"{dataset}/taxonomy"] = taxonomy_fingerprint(self.experiment(dataset).taxonomy)
+        if model is not None:
+            path = None
+            if model.backend == "llama_cpp":
+                from fhs.llm.models import model_path
+
+                path = model_path(model.model)
+            out["model"] = model_fingerprint(model.backend, model.model, path)
+        return out
 
     def configuration(self, dataset: str) -> str:
         """The named FHS configuration this study uses on ``dataset`` (``paper`` unless set)."""
