@@ -17,6 +17,7 @@ from fhs.data.domain import available_domains
 from fhs.llm.contract import BackendError
 from fhs.llm.factory import BACKENDS
 from fhs.llm.openai import STRUCTURED_MODES
+from fhs.method.config import DEFAULT_CONFIG, NAMED_CONFIGS
 from fhs.method.registry import METHODS
 from fhs.run.profiles import PROFILES
 
@@ -64,6 +65,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--cache", default=None, help="SQLite response cache (default $FHS_CACHE/llm/responses.sqlite)")
     run.add_argument("--selector", choices=["on", "off"], default=None,
                      help="the shared listwise selector (default: on for structured and fhs, off for direct)")
+    run.add_argument("--config", choices=list(NAMED_CONFIGS), default=DEFAULT_CONFIG,
+                     help="named FHS configuration: " + "; ".join(
+                         f"{c.name} = {c.description}" for c in NAMED_CONFIGS.values())
+                     + f" (default {DEFAULT_CONFIG})")
     run.add_argument("--workers", type=int, default=None,
                      help="facts processed at once, to keep a server busy (default: the profile's; 1 on the CPU)")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -103,8 +108,10 @@ def cmd_run(args: argparse.Namespace) -> dict:
     }
     if model is not None:
         ctx = experiment.llm_context(model)
-        ctx.config = ctx.config.replace(selector=selector)
+        ctx.config = ctx.config.with_named(args.config).replace(selector=selector)
         run_config["model"] = model.describe()
+        if args.config != DEFAULT_CONFIG:
+            run_config["fhs_configuration"] = args.config
         run_config["fhs"] = ctx.config.to_dict()
     else:
         ctx = experiment.method_context()

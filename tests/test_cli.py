@@ -97,3 +97,18 @@ def test_a_run_on_your_own_files(capsys, tmp_path, own_files):
     assert metrics["n_facts"] == 1 and metrics["recall@1"] == 1.0
     record = json.loads((out / "records.jsonl").read_text())
     assert record["ranking"][0] == "Revenues" and record["rank"] == 1
+
+
+def test_run_offers_the_named_fhs_configurations_from_the_registry(capsys):
+    from fhs.cli import build_parser
+    from fhs.method.config import NAMED_CONFIGS
+
+    parser = build_parser()
+    args = parser.parse_args(["run", "--dataset", "codiesp", "--method", "fhs", "--out", "x",
+                              "--config", "codiesp-authors"])
+    assert args.config == "codiesp-authors"
+    assert parser.parse_args(["run", "--dataset", "codiesp", "--method", "fhs", "--out", "x"]).config == "paper"
+    with pytest.raises(SystemExit):
+        parser.parse_args(["run", "--dataset", "codiesp", "--method", "fhs", "--out", "x", "--config", "nope"])
+    err = capsys.readouterr().err
+    assert "invalid choice" in err and all(repr(name) in err for name in NAMED_CONFIGS), err

@@ -13,6 +13,12 @@ differ, the default follows the paper and the code's choice is a named option:
   (paper, Appendix B.4); ``"kept"`` = over the K kept after truncation (code).
 - ``fill``: ``"mean"`` (paper, Eq. 2) or ``"zero"`` (the code's AblationConfig
   default and FHS-Seq's choice).
+
+Named configurations (``NAMED_CONFIGS``, ``FHSConfig.named``, ``fhs run --config``)
+bundle the settings of a documented run: ``paper`` is the default;
+``codiesp-authors`` is what the authors' CodiEsp runs used (their vendored CodiEsp
+pipeline: a plain top-10 window by fused rank, support counted over all six
+dimensions with abstentions as non-support, zero fill; see book/deviations.md).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from fhs.core.errors import choose
 from fhs.retrieval.bm25 import RetrievalConfig
 
 RENDERINGS = ("label", "definition")
@@ -30,6 +37,28 @@ SCORINGS = ("paper", "code", "strict")
 FILLS = ("mean", "zero")
 WINDOWS = ("profile", "rank")
 NORMALIZE_OVER = ("union", "kept")
+
+
+@dataclass(frozen=True)
+class NamedConfig:
+    """A documented bundle of FHS settings, applied over a profile's budgets."""
+
+    name: str
+    description: str
+    settings: Mapping[str, Any]
+
+
+DEFAULT_CONFIG = "paper"
+NAMED_CONFIGS: dict[str, NamedConfig] = {
+    named.name: named
+    for named in (
+        NamedConfig("paper", "the paper's deployed FHS (Section 4, Appendix B): profile-diverse window, "
+                             "support over resolved dimensions, mean fill", {}),
+        NamedConfig("codiesp-authors", "the authors' CodiEsp runs: plain top-10 window by fused rank, "
+                                       "support = supports / all six dimensions, zero fill",
+                    {"window": "rank", "k_v": 10, "scoring": "strict", "fill": "zero"}),
+    )
+}
 
 
 @dataclass(frozen=True)
@@ -107,6 +136,15 @@ class FHSConfig:
         base: dict[str, Any] = dict(num_hypotheses=1, temperature=0.0, top_p=1.0, beta=0.0)
         base.update(overrides)
         return cls(**base)
+
+    @classmethod
+    def named(cls, name: str, **overrides: Any) -> "FHSConfig":
+        """A named configuration from ``NAMED_CONFIGS`` over the defaults, then ``overrides``."""
+        return cls().with_named(name).replace(**overrides)
+
+    def with_named(self, name: str) -> "FHSConfig":
+        """This configuration with a named configuration's settings on top (budgets are kept)."""
+        return self.replace(**choose(NAMED_CONFIGS, name, "FHS configuration").settings)
 
     # ---- conversions ----------------------------------------------------------
     @property

@@ -37,12 +37,6 @@ def call_totals(records: Sequence[Mapping]) -> dict[str, float]:
     }
 
 
-def accuracy(records: Sequence[Mapping]) -> float | None:
-    """Top-1 after the shared selector ("Acc."), over records where the selector ran."""
-    judged = [r for r in records if "correct" in r]
-    return sum(bool(r["correct"]) for r in judged) / len(judged) if judged else None
-
-
 def _results(facts: Sequence[Fact], function, ctx: MethodContext, workers: int):
     """``(fact, stage record)`` as facts finish; several at once when ``workers`` > 1.
 
@@ -106,12 +100,8 @@ def run_method(
             new_records.append(record)
         bar.close()
         records = writer.records_in_order(fact.id for fact in facts)
+    # Acc. and its basis (selector pick or rank 1) come from fhs.run.evaluate, as in the chapters
     result: dict[str, Any] = {"method": method, **metrics(records)}
-    acc = accuracy(records)
-    if acc is not None:
-        result["accuracy"] = acc
-        for modality, block in result["by_modality"].items():
-            block["accuracy"] = accuracy([r for r in records if r["modality"] == modality])
     totals = call_totals(records)
     result.update(call_totals(new_records))
     result["n_new"] = len(new_records)
