@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from fhs.core.errors import InputError
+from fhs.core.files import utf8_error
 from fhs.core.jsonl import iter_objects
 from fhs.data.taxonomy import Concept, Taxonomy
 
@@ -97,9 +98,24 @@ def _jsonl_rows(path: Path) -> Iterator[tuple[int, Mapping[str, Any]]]:
     return iter_objects(path)
 
 
+# Long definitions are legitimate; the csv module's default cap (128 KiB per field) is not a rule of
+# the format. Beyond this cap a field is almost surely a quote that was never closed.
+FIELD_LIMIT = 16 * 1024 * 1024
+
+
 def _table_rows(path: Path, delimiter: str) -> Iterator[tuple[int, Mapping[str, Any]]]:
-    with path.open(encoding="utf-8-sig", newline="") as handle:
-        reader = csv.DictReader(handle, delimiter=delimiter)
+    try:
+        with path.open(encoding="utf-8-sig", newline="") as handle:
+            yield from _checked_rows(path, handle, delimiter)
+    except UnicodeDecodeError:
+        raise utf8_error(path) from None
+
+
+def _checked_rows(path: Path, handle: Any, delimiter: str) -> Iterator[tuple[int, Mapping[str, Any]]]:
+    csv.field_size_limit(max(csv.field_size_limit(), FIELD_LIMIT))
+    reader = csv.DictReader(handle, delimiter=delimiter, strict=True)
+    started = 1
+    try:
         header = reader.fieldnames or []
         missing = [name for name in REQUIRED_FIELDS if name not in header]
         if missing:
@@ -110,7 +126,11 @@ def _table_rows(path: Path, delimiter: str) -> Iterator[tuple[int, Mapping[str, 
         duplicated = sorted({name for name in header if header.count(name) > 1})
         if duplicated:
             raise InputError(f"header repeats column(s) {', '.join(duplicated)}", path=path, line=1)
-        for row in reader:
+        while True:
+            started = reader.line_num + 1
+            row = next(reader, None)
+            if row is None:
+                return
             line = reader.line_num  # the row's last physical line (rows may span lines in quotes)
             if None in row:
                 raise InputError(
@@ -120,3 +140,11 @@ def _table_rows(path: Path, delimiter: str) -> Iterator[tuple[int, Mapping[str, 
             if not any((value or "").strip() for value in row.values()):
                 continue
             yield line, {key: ("" if value is None else value) for key, value in row.items()}
+    except csv.Error as error:
+        problem = str(error)
+        if "field larger than field limit" in problem:
+            problem = f"a field is longer than {FIELD_LIMIT // (1024 * 1024)} MiB (probably an unclosed quote)"
+        elif "unexpected end of data" in problem:
+            problem = "a quote opened here is never closed"
+        raise InputError(problem, path=path, line=started,
+                         fix="close the quote, or quote a field that holds the delimiter") from None
