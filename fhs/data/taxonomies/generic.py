@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import json
+from dataclasses import replace
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 from fhs.core.errors import InputError
 from fhs.core.files import utf8_error
 from fhs.core.jsonl import iter_objects
+from fhs.data.ids import id_kind, normalizer
 from fhs.data.taxonomy import Concept, Taxonomy
 
 REQUIRED_FIELDS = ("id", "label")
@@ -38,10 +40,12 @@ def load_generic(path: str | Path, name: str | None = None) -> Taxonomy:
     if not path.is_file():
         raise InputError("taxonomy file not found", path=path)
     rows = _jsonl_rows(path) if kind == "jsonl" else _table_rows(path, "\t" if kind == "tsv" else ",")
+    built = [(line, concept_from_record(record, path=path, line=line)) for line, record in rows]
+    normalize = normalizer(id_kind(concept.id for _, concept in built))
     concepts: list[Concept] = []
     first_line: dict[str, int] = {}
-    for line, record in rows:
-        concept = concept_from_record(record, path=path, line=line)
+    for line, concept in built:
+        concept = replace(concept, id=normalize(concept.id))
         if concept.id in first_line:
             raise InputError(
                 f"duplicate id {concept.id!r} (first seen on line {first_line[concept.id]})",
