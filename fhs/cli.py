@@ -101,6 +101,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="discard the records already in --out instead of resuming from them")
     run.add_argument("--replay-unparsed", action="store_true",
                      help="serve cached answers that a stage could not parse (default: ask the model again)")
+    run.add_argument("--replay-from-any-server", action="store_true",
+                     help="reuse cached answers made by another server URL for the same model name")
 
     bench = commands.add_parser("bench", help="benchmarks that print ratios measured side by side")
     bench.add_argument("what", choices=["retrieval"])
@@ -111,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_run(args: argparse.Namespace) -> dict:
-    from fhs.data.ids import check_gold
+    from fhs.data.taxonomies.ids import check_gold
     from fhs.data.sampling import sample_by_context
     from fhs.method.registry import LLM_METHODS, get_method
     from fhs.run.inputs import ModelChoice
@@ -124,7 +126,8 @@ def cmd_run(args: argparse.Namespace) -> dict:
     if uses_model:
         model = ModelChoice.resolve(args.profile or "cpu", backend=args.backend, model=args.model,
                                     base_urls=args.base_url, seed=args.seed, cache=args.cache,
-                                    structured=args.structured, replay_unparsed=args.replay_unparsed)
+                                    structured=args.structured, replay_unparsed=args.replay_unparsed,
+                                    any_server=args.replay_from_any_server)
     experiment = _experiment(args)
     facts = experiment.facts
     if args.limit is not None:

@@ -115,7 +115,7 @@ def load_experiment_from_files(
 ) -> Experiment:
     """An adapter's own run: located facts (JSONL) against a taxonomy file, searched with the default index."""
     from fhs.data.facts import read_facts
-    from fhs.data.ids import align_gold
+    from fhs.data.taxonomies.ids import align_gold
     from fhs.data.taxonomies import load_taxonomy_file
 
     taxonomy = load_taxonomy_file(taxonomy_path)
@@ -141,17 +141,19 @@ class ModelChoice:
     # or "gbnf" (llama.cpp's server; gbnf also blocks raw control characters), or "none".
     structured: str | None = None
     replay_unparsed: bool = False  # serve cached answers a stage could not parse instead of asking again
+    any_server: bool = False  # replay answers cached from another server URL (same model name)
     _llm: object = None
 
     @classmethod
     def resolve(cls, profile: str | Profile, *, backend: str | None = None, model: str | None = None,
                 base_urls=None, seed: int = 0, cache: str | Path | None = None,
-                structured: str | None = None, replay_unparsed: bool = False) -> "ModelChoice":
+                structured: str | None = None, replay_unparsed: bool = False,
+                any_server: bool = False) -> "ModelChoice":
         chosen = get_profile(profile) if isinstance(profile, str) else profile
         urls = tuple(base_urls or ()) or (chosen.base_urls if (backend or chosen.backend) == "openai" else ())
         return cls(profile=chosen, backend=backend or chosen.backend, model=model or chosen.model,
                    base_urls=urls, seed=seed, cache_path=Path(cache) if cache else default_llm_cache(),
-                   structured=structured, replay_unparsed=replay_unparsed)
+                   structured=structured, replay_unparsed=replay_unparsed, any_server=any_server)
 
     def llm(self):
         """The cached model client (built once; every call goes through the response cache)."""
@@ -161,6 +163,8 @@ class ModelChoice:
             options: dict = {"n_threads": 2} if self.backend == "llama_cpp" else {}
             if self.backend == "openai" and self.structured:
                 options["structured"] = self.structured
+            if self.backend == "openai" and self.any_server:
+                options["any_server"] = True
             self._llm = make_llm(self.backend, self.model, base_urls=list(self.base_urls) or None,
                                  cache_path=self.cache_path, replay_unparsed=self.replay_unparsed, **options)
         return self._llm

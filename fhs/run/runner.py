@@ -16,7 +16,7 @@ from typing import Any
 from tqdm import tqdm  # plain text bars: no ipywidgets warning inside notebooks
 
 from fhs.data.facts import Fact
-from fhs.data.ids import unknown_gold
+from fhs.data.taxonomies.ids import unknown_gold
 from fhs.llm.contract import RequestRefused
 from fhs.method.context import MethodContext
 from fhs.method.registry import get_method

@@ -19,7 +19,7 @@ from typing import Any
 from fhs.core.errors import InputError
 from fhs.core.files import utf8_error
 from fhs.core.jsonl import iter_objects
-from fhs.data.ids import id_kind, normalizer
+from fhs.data.taxonomies.ids import id_kind, normalizer
 from fhs.data.taxonomy import Concept, Taxonomy
 
 REQUIRED_FIELDS = ("id", "label")
