@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from fhs.core.errors import InputError
+from fhs.core.files import utf8_error
 from fhs.core.text import camel_split, normalize_token, token_set, tokenize
 from fhs.data.taxonomy import Concept
 
@@ -152,9 +153,8 @@ def _load_domain_file(path_text: str) -> Domain:
         raise InputError("no such domain file", path=path, fix="pass a YAML file like fhs/data/domains/us-gaap.yaml")
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as error:
-        raise InputError(f"not UTF-8 text (byte {error.start}: {error.object[error.start:error.start + 1]!r})",
-                         path=path, fix="save the file as UTF-8") from None
+    except UnicodeDecodeError:
+        raise utf8_error(path) from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         raise InputError(f"not valid YAML ({getattr(error, 'problem', error)})", path=path,
