@@ -411,3 +411,33 @@ def test_a_huge_header_is_cut_to_the_budget_and_a_fitting_prompt_is_unchanged():
                 context="x", gold=("Revenues",), row_header="Total " * 50_000)
     (request,) = hypothesis_requests(huge, config.replace(num_hypotheses=1), domain)
     assert len(request.messages[-1].content) <= config.generator_prompt_chars
+
+
+# ---- a real model: parse failures counted, and asked again on the next run ------------------
+
+@pytest.mark.model
+def test_smollm2_cut_short_is_counted_as_parse_failures_and_asked_again(tmp_path):
+    from fhs.llm.llama_cpp import LlamaCppBackend
+    from fhs.llm.models import smollm2_path
+
+    backend = LlamaCppBackend(smollm2_path(), n_ctx=4096, n_threads=2, model_name="smollm2-135m")
+    cache = tmp_path / "responses.sqlite"
+    # Four tokens cannot hold the hypothesis JSON: every answer is cut short and unparseable.
+    config = FHSConfig.fhs(num_hypotheses=2, max_tokens_hypothesis=4, selector=False, context_chars=400)
+
+    def run(out: str, **kw) -> dict:
+        llm = CachedLLM(backend, ResponseCache(cache), **kw)
+        ctx = MethodContext(taxonomy=TAXONOMY, retriever=Retriever(TAXONOMY, RetrievalConfig()), llm=llm,
+                            domain=load_domain("us-gaap"), config=config)
+        return run_method(FACTS[:2], "fhs", ctx, tmp_path / out, progress=False)
+
+    first = run("a")
+    calls = first["stages"]["hypothesis"]["calls"]
+    assert calls > 0 and first["parse_failures"]["hypothesis"] == calls
+    assert first["fallbacks"]["hypothesis"] == 2
+    assert ResponseCache(cache).unparsed_count() == calls
+    second = run("b")  # the unparseable answers are not replayed: the model is asked again
+    assert second["llm_calls"] == calls and second["cache_hits"] == 0
+    replayed = run("c", replay_unparsed=True)
+    assert replayed["llm_calls"] == 0 and replayed["cache_hits"] == calls
+    assert replayed["parse_failures"] == first["parse_failures"]
