@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from dataclasses import asdict
 
@@ -38,17 +39,46 @@ def _add_data_args(parser: argparse.ArgumentParser, own_files: bool = False) -> 
         parser.add_argument("--domain", default=None,
                             help=f"dimension set for LLM methods: {', '.join(available_domains())} or a domain YAML file")
     parser.add_argument("--data", default=None, help="data directory (default: $FHS_DATA)")
-    parser.add_argument("--limit", type=int, default=None, help="use only the first N facts")
+    parser.add_argument("--limit", type=_positive_int("limit"), default=None, help="use only the first N facts")
+
+
+def _positive_int(name: str):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"--{name} expects a whole number, got {text!r}") from None
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"--{name} must be at least 1, got {value}")
+        return value
+    return parse
+
+
+def _weight(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--wcov expects a number, got {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"--wcov must be a finite number >= 0, got {text}")
+    return value
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a bad option is the same one-line error and exit status 2 as any bad input."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise InputError(message, fix=f"see {self.prog} --help")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="fhs", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser = _Parser(prog="fhs", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     run = commands.add_parser("run", help="run one method on one dataset")
     _add_data_args(run, own_files=True)
     run.add_argument("--method", required=True, help=_names(METHODS))
-    run.add_argument("--wcov", type=float, default=None, help="label-coverage weight w_cov (default 1.0)")
+    run.add_argument("--wcov", type=_weight, default=None, help="label-coverage weight w_cov (default 1.0)")
     run.add_argument("--out", required=True, help="run directory for records.jsonl and metrics.json")
     run.add_argument("--profile", default=None,
                      help=f"{_names(PROFILES)}: backend, model and sample size (default cpu for LLM methods)")
@@ -60,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="how an OpenAI-compatible server gets the schema: json_schema (vLLM), "
                           "json_object or gbnf (llama.cpp's server)")
     run.add_argument("--seed", type=int, default=0, help="sampling seed (each hypothesis j samples with its own)")
-    run.add_argument("--sample", type=int, default=None,
+    run.add_argument("--sample", type=_positive_int("sample"), default=None,
                      help="a context-level sample of about N facts (default: the profile's for LLM methods)")
     run.add_argument("--cache", default=None, help="SQLite response cache (default $FHS_CACHE/llm/responses.sqlite)")
     run.add_argument("--selector", choices=["on", "off"], default=None,
@@ -69,9 +99,15 @@ def build_parser() -> argparse.ArgumentParser:
                      help="named FHS configuration: " + "; ".join(
                          f"{c.name} = {c.description}" for c in NAMED_CONFIGS.values())
                      + f" (default {DEFAULT_CONFIG})")
-    run.add_argument("--workers", type=int, default=None,
+    run.add_argument("--workers", type=_positive_int("workers"), default=None,
                      help="facts processed at once, to keep a server busy (default: the profile's; 1 on the CPU)")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
+    run.add_argument("--fresh", action="store_true",
+                     help="discard the records already in --out instead of resuming from them")
+    run.add_argument("--replay-unparsed", action="store_true",
+                     help="serve cached answers that a stage could not parse (default: ask the model again)")
+    run.add_argument("--replay-from-any-server", action="store_true",
+                     help="reuse cached answers made by another server URL for the same model name")
 
     bench = commands.add_parser("bench", help="benchmarks that print ratios measured side by side")
     bench.add_argument("what", choices=["retrieval"])
@@ -82,6 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_run(args: argparse.Namespace) -> dict:
+    from fhs.data.taxonomies.ids import check_gold
     from fhs.data.sampling import sample_by_context
     from fhs.method.registry import LLM_METHODS, get_method
     from fhs.run.inputs import ModelChoice
@@ -94,17 +131,23 @@ def cmd_run(args: argparse.Namespace) -> dict:
     if uses_model:
         model = ModelChoice.resolve(args.profile or "cpu", backend=args.backend, model=args.model,
                                     base_urls=args.base_url, seed=args.seed, cache=args.cache,
-                                    structured=args.structured)
+                                    structured=args.structured, replay_unparsed=args.replay_unparsed,
+                                    any_server=args.replay_from_any_server)
     experiment = _experiment(args)
     facts = experiment.facts
     if args.limit is not None:
         facts = facts[: args.limit]
     elif args.sample is not None or model is not None:
         facts = sample_by_context(facts, args.sample if args.sample is not None else model.profile.llm_facts)
+    check_gold(facts, experiment.taxonomy, args.facts or experiment.spec.name)
+    inputs = experiment.fingerprint(llm=model is not None)
+    if model is not None:
+        inputs["model"] = model.fingerprint()
     run_config = {
         "dataset": experiment.spec.name,
         "method": args.method,
         "retrieval": asdict(experiment.retriever.config),
+        "inputs": inputs,
     }
     if model is not None:
         ctx = experiment.llm_context(model)
@@ -117,7 +160,7 @@ def cmd_run(args: argparse.Namespace) -> dict:
         ctx = experiment.method_context()
     workers = args.workers or (model.profile.workers if model is not None else 1)
     result = run_method(facts, args.method, ctx, args.out, run_config=run_config, progress=not args.quiet,
-                        workers=workers)
+                        workers=workers, fresh=args.fresh)
     print(json.dumps({k: v for k, v in result.items() if k != "config"}, indent=2))
     return result
 
@@ -147,7 +190,13 @@ def cmd_bench(args: argparse.Namespace) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except InputError as error:
+        print(f"fhs: error: {error}", file=sys.stderr)
+        return 2
+    kept = f"; finished facts are kept in {args.out}, run the same command again to continue" \
+        if getattr(args, "out", None) else ""
     try:
         if args.command == "run":
             cmd_run(args)
@@ -157,10 +206,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fhs: error: {error}", file=sys.stderr)
         return 2
     except BackendError as error:
-        kept = f"; finished facts are kept in {args.out}, run the same command again to continue" \
-            if getattr(args, "out", None) else ""
         print(f"fhs: error: {error}{kept}", file=sys.stderr)
         return 3
+    except OSError as error:  # the disk, not the input: --out unwritable, full, or not a directory
+        where = f"{error.filename}: " if error.filename else ""
+        print(f"fhs: error: {where}{error.strerror or error}{kept}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"fhs: stopped{kept.replace('; finished', ': finished')}" if kept else "fhs: stopped",
+              file=sys.stderr)
+        return 130
     return 0
 
 

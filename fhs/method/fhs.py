@@ -65,7 +65,7 @@ def verify_pool(
         response = by_hypothesis.get(j)
         verdicts = parse_verdicts(response.text, window.ids, names) if response is not None else {}
         if response is not None:
-            calls.append(call_record(requests[asks.index(j)], response, bool(verdicts)))
+            calls.append(call_record(requests[asks.index(j)], response, bool(verdicts), llm))
         judged = support(verdicts, hypothesis, config.scoring)
         per_hypothesis.append(fill_support(judged, pool.ids, config.fill))
         fills.append(fill_value(judged, config.fill))
@@ -118,7 +118,7 @@ def run_fhs_fact(
     if hypotheses is None:
         hypotheses, generated = generate_hypotheses(fact, llm, config, domain)
         names, operators = domain.dimension_names, domain.operator_names
-        calls += [call_record(req, resp, parse_hypothesis(resp.text, names, operators) is not None)
+        calls += [call_record(req, resp, parse_hypothesis(resp.text, names, operators) is not None, llm)
                   for req, resp in generated]
     hypotheses = list(hypotheses)
     queries = [q for j, h in enumerate(hypotheses) for q in queries_for(fact, h, config, j)]
@@ -138,7 +138,7 @@ def run_fhs_fact(
     selection_record, selected_ids = None, list(final.ids)
     if config.selector and final.ids:
         selected_ids, selection, selector_calls = select(fact, final.ids, llm, taxonomy, domain, config)
-        calls += [call_record(req, resp, selection is not None) for req, resp in selector_calls]
+        calls += [call_record(req, resp, selection is not None, llm) for req, resp in selector_calls]
         selection_record = selection.to_dict() if selection is not None else None
 
     return {

@@ -48,6 +48,13 @@ def fit_to_budget(build: Callable[..., str], ladder: Sequence[dict[str, Any]], m
     return prompt, used
 
 
+# Rungs tried after a stage's own ladder, for a fact whose value, headers or candidates are
+# themselves too long: they cut every field, not only the context. A prompt that fitted
+# one of the earlier rungs never reaches these, so it stays byte for byte what it was.
+LAST_RESORT = ({"context_chars": 2_500, "field_chars": 1_000, "label_chars": 400},
+               {"context_chars": 1_000, "field_chars": 200, "label_chars": 120})
+
+
 def clip(text: str, limit: int) -> str:
     """Whitespace-collapsed text cut to at most ``limit`` characters ('...' marks a cut)."""
     text = " ".join((text or "").split())

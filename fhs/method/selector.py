@@ -22,7 +22,7 @@ from fhs.data.taxonomy import Taxonomy
 from fhs.llm.contract import LLM, Message, Request, Response
 from fhs.llm.jsonout import parse_object
 from fhs.method.config import FHSConfig
-from fhs.method.prompting import fit_to_budget, render
+from fhs.method.prompting import LAST_RESORT, fit_to_budget, render
 from fhs.method.verifier import candidate_line, concept_or_stub
 
 PURPOSE = "selector"
@@ -42,10 +42,11 @@ class Selection:
 
 
 def selector_prompt(fact: Fact, ids: Sequence[str], taxonomy: Taxonomy | None, domain: Domain,
-                    context_chars: int = 12_000, definition_chars: int = 320, max_ranked: int = 20) -> str:
-    lines = "\n".join(candidate_line(i, concept_or_stub(taxonomy, cid), definition_chars)
+                    context_chars: int = 12_000, definition_chars: int = 320, max_ranked: int = 20,
+                    field_chars: int | None = None, label_chars: int | None = None) -> str:
+    lines = "\n".join(candidate_line(i, concept_or_stub(taxonomy, cid), definition_chars, label_chars)
                       for i, cid in enumerate(ids, start=1))
-    return render("selector", evidence_kind=domain.evidence, evidence=evidence_block(fact, context_chars),
+    return render("selector", evidence_kind=domain.evidence, evidence=evidence_block(fact, context_chars, field_chars),
                   taxonomy=domain.taxonomy, candidate_lines=lines, max_ranked=str(max_ranked))
 
 
@@ -64,10 +65,11 @@ def selector_request(fact: Fact, ids: Sequence[str], taxonomy: Taxonomy | None, 
     """The greedy selector call over the head of ``ids``; also returns the budget rung used."""
     shown = list(ids[: config.selector_candidates])
     ladder = [{"context_chars": min(c, config.context_chars), "definition_chars": min(d, config.definition_chars)}
-              for c, d in SHRINK_LADDER]
+              for c, d in SHRINK_LADDER] + [{**rung, "definition_chars": 0} for rung in LAST_RESORT]
     user, used = fit_to_budget(
-        lambda context_chars, definition_chars: selector_prompt(
-            fact, shown, taxonomy, domain, context_chars, definition_chars, config.selector_max_ranked),
+        lambda context_chars, definition_chars, field_chars=None, label_chars=None: selector_prompt(
+            fact, shown, taxonomy, domain, context_chars, definition_chars, config.selector_max_ranked,
+            field_chars, label_chars),
         ladder, config.selector_prompt_chars)
     request = Request(
         messages=(Message("system", render("selector_system")), Message("user", user)),

@@ -38,7 +38,7 @@ from fhs.llm.contract import Message, Request
 from fhs.llm.jsonout import parse_array, parse_object
 from fhs.method.config import FHSConfig
 from fhs.method.hypotheses import Hypothesis
-from fhs.method.prompting import clip, fit_to_budget, render
+from fhs.method.prompting import LAST_RESORT, clip, fit_to_budget, render
 from fhs.retrieval.bm25 import Ranking
 from fhs.retrieval.fusion import FusedPool
 
@@ -113,9 +113,12 @@ def build_window(pool: FusedPool | Sequence[str], taxonomy: Taxonomy | None, dom
 
 # ---- the prompt -------------------------------------------------------------------
 
-def candidate_line(number: int, concept: Concept, definition_chars: int) -> str:
-    """``[number] id / datatype / label / definition`` with the definition cut to a budget."""
-    parts = [f"[{number}] {concept.id}", concept.datatype or "-", concept.label or concept.id]
+def candidate_line(number: int, concept: Concept, definition_chars: int, label_chars: int | None = None) -> str:
+    """``[number] id / datatype / label / definition`` with the definition (and, last resort, the label) cut."""
+    label = concept.label or concept.id
+    if label_chars is not None and len(label) > label_chars:
+        label = clip(label, label_chars)
+    parts = [f"[{number}] {concept.id}", concept.datatype or "-", label]
     definition = clip(concept.definition, definition_chars)
     if definition:
         parts.append(definition)
@@ -147,15 +150,17 @@ def verifier_schema(domain: Domain, window_ids: Sequence[str]) -> dict[str, Any]
 
 
 def verifier_prompt(fact: Fact, hypothesis: Hypothesis, candidates: Sequence[Concept], domain: Domain,
-                    context_chars: int, definition_chars: int) -> str:
+                    context_chars: int, definition_chars: int, field_chars: int | None = None,
+                    label_chars: int | None = None) -> str:
     return render(
         "verifier",
         evidence_kind=domain.evidence,
-        evidence=evidence_block(fact, context_chars),
+        evidence=evidence_block(fact, context_chars, field_chars),
         hypothesis_lines="\n".join(f"{name}: {hypothesis.value(name)}" for name in domain.dimension_names),
         dimension_lines="\n".join(f"- {d.name}: {d.verifier_gloss}" for d in domain.dimensions),
         taxonomy=domain.taxonomy,
-        candidate_lines="\n".join(candidate_line(i, c, definition_chars) for i, c in enumerate(candidates, start=1)),
+        candidate_lines="\n".join(candidate_line(i, c, definition_chars, label_chars)
+                                   for i, c in enumerate(candidates, start=1)),
         verdict_skeleton=", ".join(f'"{name}": "support|contradict|unresolved"' for name in domain.dimension_names),
     )
 
@@ -166,8 +171,11 @@ def verifier_request(fact: Fact, hypothesis: Hypothesis, window: Window, taxonom
     candidates = [concept_or_stub(taxonomy, cid) for cid in window.ids]
     ladder = [{"context_chars": c} for c in (12_000, 8_000, 5_000, 2_500) if c <= config.context_chars] \
         or [{"context_chars": config.context_chars}]
+    ladder = [{**rung, "definition_chars": config.definition_chars} for rung in ladder] \
+        + [{**rung, "definition_chars": 0} for rung in LAST_RESORT]
     user, _ = fit_to_budget(
-        lambda context_chars: verifier_prompt(fact, hypothesis, candidates, domain, context_chars, config.definition_chars),
+        lambda context_chars, definition_chars, field_chars=None, label_chars=None: verifier_prompt(
+            fact, hypothesis, candidates, domain, context_chars, definition_chars, field_chars, label_chars),
         ladder, config.verifier_prompt_chars)
     return Request(
         messages=(Message("system", render("verifier_system")), Message("user", user)),

@@ -16,9 +16,12 @@ from typing import Any
 from tqdm import tqdm  # plain text bars: no ipywidgets warning inside notebooks
 
 from fhs.data.facts import Fact
+from fhs.data.taxonomies.ids import unknown_gold
+from fhs.llm.contract import RequestRefused
 from fhs.method.context import MethodContext
 from fhs.method.registry import get_method
 from fhs.run.evaluate import gold_rank, metrics
+from fhs.run.health import failed, failed_facts, stage_health, warn_about
 from fhs.run.records import RecordWriter, write_json_atomic
 
 
@@ -35,6 +38,18 @@ def call_totals(records: Sequence[Mapping]) -> dict[str, float]:
         # seconds the calls took when they were made, cached or not (the cost of the method)
         "recorded_seconds": round(sum(call.get("seconds", 0.0) for call in calls), 3),
     }
+
+
+def _guarded(function):
+    """``function`` where a request the server refused for good fails only its own fact."""
+
+    def run(fact: Fact, ctx: MethodContext) -> dict:
+        try:
+            return function(fact, ctx)
+        except RequestRefused as error:
+            return {"ranking": [], "failed": " ".join(str(error).split())}
+
+    return run
 
 
 def _results(facts: Sequence[Fact], function, ctx: MethodContext, workers: int):
@@ -68,19 +83,22 @@ def run_method(
     run_config: Mapping[str, Any] | None = None,
     progress: bool = True,
     workers: int = 1,
+    fresh: bool = False,
 ) -> dict:
     """Run ``method`` on every fact not yet recorded in ``out_dir``; return metrics.json's content.
 
     ``llm_calls``/``cache_hits``/tokens count what THIS invocation did (a fact
     recorded by an earlier run costs nothing now); ``per_fact`` averages the
-    cost over every record, cached or not, for the cost tables.
+    cost over every record, cached or not, for the cost tables. A fact whose
+    request the server refused is recorded as failed (and retried by the next
+    run); the metrics leave it out and say how many were left out.
     """
     out_dir = Path(out_dir)
-    function = get_method(method)
+    function = _guarded(get_method(method))
     started = time.perf_counter()
     new_records: list[dict] = []
-    with RecordWriter(out_dir / "records.jsonl", config=run_config) as writer:
-        todo = [fact for fact in facts if fact.id not in writer]
+    with RecordWriter(out_dir / "records.jsonl", config=run_config, fresh=fresh) as writer:
+        todo = [fact for fact in facts if fact.id not in writer or failed(writer.done[fact.id])]
         bar = tqdm(total=len(todo), desc=method, unit="fact", disable=not progress or not todo, leave=False)
         for fact, stage in _results(todo, function, ctx, workers):
             bar.update()
@@ -99,7 +117,8 @@ def run_method(
             writer.write(record)
             new_records.append(record)
         bar.close()
-        records = writer.records_in_order(fact.id for fact in facts)
+        everything = writer.records_in_order(fact.id for fact in facts)
+    records = [r for r in everything if not failed(r)]
     # Acc. and its basis (selector pick or rank 1) come from fhs.run.evaluate, as in the chapters
     result: dict[str, Any] = {"method": method, **metrics(records)}
     totals = call_totals(records)
@@ -113,6 +132,14 @@ def run_method(
         "tokens_out": totals["tokens_out"] / n,
         "model_seconds": totals["recorded_seconds"] / n,
     }
+    stages = stage_health(everything)
+    result["parse_failures"] = {name: block["parse_failures"] for name, block in stages.items()}
+    result["fallbacks"] = {name: block["fallbacks"] for name, block in stages.items()}
+    result["stages"] = stages
+    result["failed_facts"] = failed_facts(everything)
+    unknown = unknown_gold(facts, ctx.taxonomy)
+    result["unknown_gold"] = {"count": len(unknown), "ids": unknown[:50]}
+    warn_about(stages, result["failed_facts"], len(everything))
     if run_config:
         result["config"] = dict(run_config)
     write_json_atomic(out_dir / "metrics.json", result)
