@@ -99,8 +99,9 @@ def test_a_run_on_your_own_files(capsys, tmp_path, own_files):
     assert record["ranking"][0] == "Revenues" and record["rank"] == 1
 
 
-def test_run_offers_the_named_fhs_configurations_from_the_registry(capsys):
+def test_run_offers_the_named_fhs_configurations_from_the_registry():
     from fhs.cli import build_parser
+    from fhs.core.errors import InputError
     from fhs.method.config import NAMED_CONFIGS
 
     parser = build_parser()
@@ -108,7 +109,7 @@ def test_run_offers_the_named_fhs_configurations_from_the_registry(capsys):
                               "--config", "codiesp-authors"])
     assert args.config == "codiesp-authors"
     assert parser.parse_args(["run", "--dataset", "codiesp", "--method", "fhs", "--out", "x"]).config == "paper"
-    with pytest.raises(SystemExit):
+    with pytest.raises(InputError) as error:
         parser.parse_args(["run", "--dataset", "codiesp", "--method", "fhs", "--out", "x", "--config", "nope"])
-    err = capsys.readouterr().err
+    err = str(error.value)
     assert "invalid choice" in err and all(repr(name) in err for name in NAMED_CONFIGS), err
