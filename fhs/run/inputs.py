@@ -41,6 +41,7 @@ class Experiment:
 
         config = (config or model.profile.fhs_config()).replace(
             k=self.retriever.config.top_k, w_cov=self.retriever.config.w_cov, seed=model.seed)
+        kw.setdefault("ledger", model.ledger())
         return self.method_context(llm=model.llm(), domain=load_domain(self.domain or self.spec.domain),
                                    config=config, **kw)
 
@@ -121,6 +122,7 @@ class ModelChoice:
     # or "gbnf" (llama.cpp's server; gbnf also blocks raw control characters), or "none".
     structured: str | None = None
     _llm: object = None
+    _ledger: object = None
 
     @classmethod
     def resolve(cls, profile: str | Profile, *, backend: str | None = None, model: str | None = None,
@@ -143,6 +145,14 @@ class ModelChoice:
             self._llm = make_llm(self.backend, self.model, base_urls=list(self.base_urls) or None,
                                  cache_path=self.cache_path, **options)
         return self._llm
+
+    def ledger(self):
+        """The verdict ledger beside the response cache (``verdicts.sqlite``), opened once."""
+        if self._ledger is None:
+            from fhs.method.ledger import ledger_beside
+
+            self._ledger = ledger_beside(self.cache_path)
+        return self._ledger
 
     def describe(self) -> dict:
         return {"backend": self.backend, "model": self.model, "seed": self.seed,
