@@ -39,8 +39,6 @@ cache_dir = ".fhs-cache"
 
 # %%
 import time
-from dataclasses import replace
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -48,23 +46,18 @@ import pandas as pd
 
 from fhs.book.check import check
 from fhs.book.report import Estimate, NEUTRAL_COLOR, OURS_COLOR, PAPER_COLOR, profile_note, show, use_style
-from fhs.book.study import Study
+from fhs.book.study import llm_study
 from fhs.data.domain import load_domain
 from fhs.llm.models import display_name
 from fhs.paper import VERIFIER
 from fhs.run.evaluate import metrics, paired_difference
-from fhs.run.inputs import ModelChoice
 from fhs.run.rescore import rescore, rescored_vbar
 from fhs.run.verdict_stats import VERDICTS, panel_a, panel_b, verdict_shares, window_stats
 
 started = time.perf_counter()
 use_style()
-study = Study.for_profile(profile, runs_dir, progress=False)
-if llm_limit is not None:
-    study.profile = replace(study.profile, llm_facts=int(llm_limit))
-choice = ModelChoice.resolve(profile, backend=backend, model=model,
-                             base_urls=base_url.split(",") if base_url else None,
-                             seed=0, cache=Path(cache_dir) / "responses.sqlite")
+study, choice = llm_study(profile, runs_dir, llm_limit=llm_limit, backend=backend, model=model,
+                          base_url=base_url, cache_dir=cache_dir)
 interval = dict(resamples=bootstrap_resamples, seed=seed)
 runs = {name: study.run_llm(name, "fhs", choice) for name in datasets}
 dims = {name: load_domain(study.experiment(name).spec.domain).dimension_names for name in datasets}
