@@ -161,3 +161,22 @@ def test_smollm2_variants_replay_from_the_cache_and_the_ledger(tmp_path, capsys)
             if verdicts["asked"] and set(record["verifier"]["window"]["ids"]) - set(old["window"]["ids"] if old else ()):
                 could_ask += 1
     assert cache.stats().entries - entries == len(new_calls) <= could_ask
+
+
+def test_fhs_run_help_lists_every_knob_with_its_registry_choices(capsys):
+    from fhs.cli import build_parser
+    from fhs.method.knobs import KNOBS
+
+    text = build_parser().parse_args.__self__._subparsers._group_actions[0].choices["run"].format_help()
+    assert "--beta" in text and "--j" in text
+    for knob, choices in KNOBS.items():
+        assert f"--{knob} {{{','.join(choices)}}}" in text
+
+
+def test_a_bad_knob_value_is_one_line_naming_the_field(tmp_path, capsys):
+    from fhs.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["run", "--dataset", "fincl", "--method", "fhs", "--out", str(tmp_path), "--fusion", "max"])
+    assert exit_info.value.code == 2
+    assert "invalid choice: 'max'" in capsys.readouterr().err
