@@ -19,6 +19,7 @@ from fhs.llm.contract import BackendError
 from fhs.llm.factory import BACKENDS
 from fhs.llm.openai import STRUCTURED_MODES
 from fhs.method.config import DEFAULT_CONFIG, NAMED_CONFIGS
+from fhs.method.knobs import FUSION, NORMALISE, RENDER, WINDOW
 from fhs.method.registry import METHODS
 from fhs.run.profiles import PROFILES
 
@@ -79,6 +80,17 @@ def build_parser() -> argparse.ArgumentParser:
     _add_data_args(run, own_files=True)
     run.add_argument("--method", required=True, help=_names(METHODS))
     run.add_argument("--wcov", type=_weight, default=None, help="label-coverage weight w_cov (default 1.0)")
+    knobs = run.add_argument_group("FHS knobs", "each a configuration of the one FHS code path; a variant that "
+                                   "changes only these replays cached hypotheses and verdicts")
+    knobs.add_argument("--beta", type=_weight, default=None, help="verifier weight beta of Eq. 3 (default 0.6; 0 = no verifier)")
+    knobs.add_argument("--j", type=_positive_int("j"), default=None, help="hypotheses sampled per fact, J (default 2)")
+    knobs.add_argument("--fusion", choices=list(FUSION), default=None, help="RRF over the rankings: summed (paper) or mean")
+    knobs.add_argument("--normalise", choices=list(NORMALISE), default=None,
+                       help="fused scores range-normalised over the pool (paper) or raw")
+    knobs.add_argument("--render", choices=list(RENDER), default=None,
+                       help="query forms per hypothesis: both (paper), label only or definition only")
+    knobs.add_argument("--window", choices=list(WINDOW), default=None,
+                       help="verifier window: one candidate per category profile (paper) or the plain top K_v")
     run.add_argument("--out", required=True, help="run directory for records.jsonl and metrics.json")
     run.add_argument("--profile", default=None,
                      help=f"{_names(PROFILES)}: backend, model and sample size (default cpu for LLM methods)")
@@ -151,7 +163,7 @@ def cmd_run(args: argparse.Namespace) -> dict:
     }
     if model is not None:
         ctx = experiment.llm_context(model)
-        ctx.config = ctx.config.with_named(args.config).replace(selector=selector)
+        ctx.config = _with_knobs(ctx.config.with_named(args.config).replace(selector=selector), args)
         run_config["model"] = model.describe()
         if args.config != DEFAULT_CONFIG:
             run_config["fhs_configuration"] = args.config
@@ -163,6 +175,19 @@ def cmd_run(args: argparse.Namespace) -> dict:
                         workers=workers, fresh=args.fresh)
     print(json.dumps({k: v for k, v in result.items() if k != "config"}, indent=2))
     return result
+
+
+def _with_knobs(config, args: argparse.Namespace):
+    """The run's FHSConfig with the knobs given on the command line."""
+    from fhs.method.knobs import knob_overrides
+
+    changes = knob_overrides(beta=args.beta, j=args.j, fusion=args.fusion, normalise=args.normalise,
+                             render=args.render, window=args.window)
+    try:
+        return config.replace(**changes)
+    except ValueError as error:
+        raise InputError(str(error), field=next(iter(changes), "fhs"),
+                         fix="see fhs run --help for each knob's range") from None
 
 
 def _experiment(args: argparse.Namespace):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -141,3 +141,19 @@ class Study:
         records = [r for r in read_records(path / "records.jsonl") if r["id"] in wanted]
         return Run(dataset, method, path, records, result)
 
+
+
+def llm_study(profile: str, runs_dir: str | Path, *, llm_limit: int | None = None, backend: str | None = None,
+              model: str | None = None, base_url: str | None = None, cache_dir: str | Path = ".fhs-cache",
+              seed: int = 0) -> tuple[Study, ModelChoice]:
+    """A chapter's study and model from its parameters cell, with the cache chapter 2 uses.
+
+    Chapters that share this cache and sample (``runs_dir``/``cache_dir``) share FHS's calls.
+    """
+    study = Study.for_profile(profile, runs_dir, progress=False)
+    if llm_limit is not None:
+        study.profile = replace(study.profile, llm_facts=int(llm_limit))
+    choice = ModelChoice.resolve(profile, backend=backend, model=model,
+                                 base_urls=base_url.split(",") if base_url else None,
+                                 seed=seed, cache=Path(cache_dir) / "responses.sqlite")
+    return study, choice

@@ -67,6 +67,8 @@ class FHSConfig:
 
     # Hypothesis generation (Section 4.1)
     num_hypotheses: int = 2  # J
+    # Search with only the hypothesis of this sample index (Table 6's "- ensemble": J = 1 rows)
+    only_hypothesis: int | None = None
     temperature: float = 0.8
     top_p: float = 1.0
     json_schema: bool = True  # attach a JSON schema to requests ("decoding is structured")
@@ -121,6 +123,9 @@ class FHSConfig:
         for name in ("num_hypotheses", "k", "kappa", "k_v", "scan", "selector_candidates"):
             if getattr(self, name) < 1:
                 raise ValueError(f"FHSConfig.{name} must be at least 1, got {getattr(self, name)!r}")
+        if self.only_hypothesis is not None and not 0 <= self.only_hypothesis < self.num_hypotheses:
+            raise ValueError(f"FHSConfig.only_hypothesis must be a sample index below num_hypotheses "
+                             f"({self.num_hypotheses}), got {self.only_hypothesis!r}")
         if self.beta < 0:
             raise ValueError(f"FHSConfig.beta must be >= 0, got {self.beta!r}")
 

@@ -201,8 +201,16 @@ class Verdicts:
         return None
 
     def to_dict(self) -> dict[str, str]:
-        names = {True: "support", False: "contradict", None: "abstain"}
-        return {dim: names[value] for dim, value in self.rulings}
+        return {dim: _NAMES[value] for dim, value in self.rulings}
+
+    @classmethod
+    def from_dict(cls, candidate_id: str, entry: Mapping[str, str], dimensions: Sequence[str]) -> "Verdicts":
+        """Back from ``to_dict`` (a record's or the verdict ledger's entry); a missing dimension abstains."""
+        values = {name: value for value, name in _NAMES.items()}
+        return cls(id=candidate_id, rulings=tuple((name, values.get(entry.get(name, "abstain"))) for name in dimensions))
+
+
+_NAMES = {True: "support", False: "contradict", None: "abstain"}
 
 
 def verdict_value(text: Any) -> bool | None:

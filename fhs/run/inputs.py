@@ -54,6 +54,7 @@ class Experiment:
 
         config = (config or model.profile.fhs_config()).replace(
             k=self.retriever.config.top_k, w_cov=self.retriever.config.w_cov, seed=model.seed)
+        kw.setdefault("ledger", model.ledger())
         return self.method_context(llm=model.llm(), domain=load_domain(self.domain or self.spec.domain),
                                    config=config, **kw)
 
@@ -143,6 +144,7 @@ class ModelChoice:
     replay_unparsed: bool = False  # serve cached answers a stage could not parse instead of asking again
     any_server: bool = False  # replay answers cached from another server URL (same model name)
     _llm: object = None
+    _ledger: object = None
 
     @classmethod
     def resolve(cls, profile: str | Profile, *, backend: str | None = None, model: str | None = None,
@@ -179,6 +181,14 @@ class ModelChoice:
         if self.backend == "openai":
             return {"model": self.model, "base_urls": list(self.base_urls)}
         return {"model": self.model}
+
+    def ledger(self):
+        """The verdict ledger beside the response cache (``verdicts.sqlite``), opened once."""
+        if self._ledger is None:
+            from fhs.method.ledger import ledger_beside
+
+            self._ledger = ledger_beside(self.cache_path)
+        return self._ledger
 
     def describe(self) -> dict:
         return {"backend": self.backend, "model": self.model, "seed": self.seed,
