@@ -55,14 +55,19 @@ def _positive_int(name: str):
     return parse
 
 
-def _weight(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--wcov expects a number, got {text!r}") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"--wcov must be a finite number >= 0, got {text}")
-    return value
+def _weight(name: str):
+    """An argparse type: a finite number >= 0 (``nan`` and ``inf`` would poison every score)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"--{name} expects a number, got {text!r}") from None
+        if not math.isfinite(value) or value < 0:
+            raise argparse.ArgumentTypeError(f"--{name} must be a finite number >= 0, got {text}")
+        return value
+
+    return parse
 
 
 class _Parser(argparse.ArgumentParser):
@@ -79,10 +84,10 @@ def build_parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="run one method on one dataset")
     _add_data_args(run, own_files=True)
     run.add_argument("--method", required=True, help=_names(METHODS))
-    run.add_argument("--wcov", type=_weight, default=None, help="label-coverage weight w_cov (default 1.0)")
+    run.add_argument("--wcov", type=_weight("wcov"), default=None, help="label-coverage weight w_cov (default 1.0)")
     knobs = run.add_argument_group("FHS knobs", "each a configuration of the one FHS code path; a variant that "
                                    "changes only these replays cached hypotheses and verdicts")
-    knobs.add_argument("--beta", type=_weight, default=None, help="verifier weight beta of Eq. 3 (default 0.6; 0 = no verifier)")
+    knobs.add_argument("--beta", type=_weight("beta"), default=None, help="verifier weight beta of Eq. 3 (default 0.6; 0 = no verifier)")
     knobs.add_argument("--j", type=_positive_int("j"), default=None, help="hypotheses sampled per fact, J (default 2)")
     knobs.add_argument("--fusion", choices=list(FUSION), default=None, help="RRF over the rankings: summed (paper) or mean")
     knobs.add_argument("--normalise", choices=list(NORMALISE), default=None,

@@ -176,7 +176,7 @@ def test_fhs_run_help_lists_every_knob_with_its_registry_choices(capsys):
 def test_a_bad_knob_value_is_one_line_naming_the_field(tmp_path, capsys):
     from fhs.cli import main
 
-    with pytest.raises(SystemExit) as exit_info:
-        main(["run", "--dataset", "fincl", "--method", "fhs", "--out", str(tmp_path), "--fusion", "max"])
-    assert exit_info.value.code == 2
-    assert "invalid choice: 'max'" in capsys.readouterr().err
+    for bad, words in ((["--fusion", "max"], "invalid choice: 'max'"), (["--beta", "nan"], "--beta must be")):
+        code = main(["run", "--dataset", "fincl", "--method", "fhs", "--out", str(tmp_path), *bad])
+        err = capsys.readouterr().err
+        assert code == 2 and words in err and len(err.strip().splitlines()) == 1, err
