@@ -27,7 +27,7 @@ from fhs.method.selector import select
 from fhs.retrieval.bm25 import Ranking
 from fhs.retrieval.fusion import FusedPool, fuse
 from fhs.method.verifier import (build_window, consensus, fill_support, fill_value, final_scores,
-                          parse_verdicts, support, verifier_request)
+                          read_verdicts, support, verifier_request)
 
 
 class Searcher(Protocol):
@@ -63,7 +63,7 @@ def verify_pool(
     calls, verdict_records, per_hypothesis, fills, judged_counts = [], [], [], [], []
     for j, hypothesis in enumerate(hypotheses):
         response = by_hypothesis.get(j)
-        verdicts = parse_verdicts(response.text, window.ids, names) if response is not None else {}
+        verdicts, malformed = read_verdicts(response.text, window.ids, names) if response is not None else ({}, 0)
         if response is not None:
             calls.append(call_record(requests[asks.index(j)], response, bool(verdicts)))
         judged = support(verdicts, hypothesis, config.scoring)
@@ -73,6 +73,7 @@ def verify_pool(
         verdict_records.append({
             "asked": response is not None,
             "parsed": bool(verdicts),
+            "malformed": malformed,  # codes that named no verdict per dimension: their candidates take the fill
             "entries": {cid: v.to_dict() for cid, v in verdicts.items()},
         })
     vbar = consensus(per_hypothesis, pool.ids)
