@@ -138,6 +138,7 @@ def bench_llm(datasets: Sequence[str], methods: Sequence[str], *, profile: str =
         stages: dict[str, list[dict]] = {m: [] for m in methods}
         sampled: list[Any] = []
         wall: dict[str, float] = {m: 0.0 for m in methods}
+        by_dataset: dict[str, dict[str, float]] = {m: {} for m in methods}
         for dataset in datasets:
             experiment = load_experiment(dataset, data=data, progress=False)
             chosen = sample_by_context(experiment.facts, facts)[:facts]
@@ -153,12 +154,13 @@ def bench_llm(datasets: Sequence[str], methods: Sequence[str], *, profile: str =
                     stages[method].append(function(fact, ctx))
                 wall[method] += time.perf_counter() - clock
                 per_method[method] += timed.log[begin:]
+                by_dataset[method][dataset] = round(sum(c.seconds for c in timed.log[begin:]) / max(len(chosen), 1), 2)
         store.close()
     n = len(sampled)
     by_method = {}
     for method in methods:
         row = {**summarize(per_method[method], n), "wall_seconds_per_fact": round(wall[method] / max(n, 1), 2),
-               **quality(stages[method], sampled)}
+               **quality(stages[method], sampled), "seconds_per_fact_by_dataset": by_dataset[method]}
         row["by_purpose"] = {purpose: summarize([c for c in per_method[method] if c.purpose == purpose], n)
                              for purpose in sorted({c.purpose for c in per_method[method]})}
         by_method[method] = row
@@ -183,6 +185,7 @@ def format_table(result: dict[str, Any]) -> str:
                      part["tokens_out_per_fact"], part["prompt_tok_s"], part["generation_tok_s"],
                      part["seconds_per_fact"], "")
             lines.append(f"  {purpose:<10}" + "".join(f"{'-' if c is None else c:>13}" for c in cells))
+        lines.append(f"  s/fact by dataset: {row['seconds_per_fact_by_dataset']}")
         if row["verdicts"]:
             lines.append(f"  verdicts: {row['verdicts']}, malformed codes: {row['malformed_verdicts']}")
     return "\n".join(lines)
