@@ -127,10 +127,22 @@ def build_parser() -> argparse.ArgumentParser:
                      help="reuse cached answers made by another server URL for the same model name")
 
     bench = commands.add_parser("bench", help="benchmarks that print ratios measured side by side")
-    bench.add_argument("what", choices=["retrieval"])
-    _add_data_args(bench)
+    bench.add_argument("what", choices=["retrieval", "llm"])
+    bench.add_argument("--dataset", action="append", default=None,
+                       help=f"{_names(DATASETS)}; repeat for several (llm: default fincl and codiesp)")
+    bench.add_argument("--data", default=None, help="data directory (default: $FHS_DATA)")
+    bench.add_argument("--limit", type=int, default=None, help="retrieval: use only the first N facts")
     bench.add_argument("--queries", type=int, default=2000, help="queries timed for our scorer")
     bench.add_argument("--reference-queries", type=int, default=50, help="queries timed for rank-bm25")
+    bench.add_argument("--methods", default="direct,structured,fhs",
+                       help=f"llm: comma-separated, from {_names(METHODS)}")
+    bench.add_argument("--facts", type=int, default=3, help="llm: facts per dataset (whole contexts)")
+    bench.add_argument("--profile", default="cpu", help=f"llm: {_names(PROFILES)}")
+    bench.add_argument("--backend", default=None, help=f"llm: {_names(BACKENDS)} (default: the profile's)")
+    bench.add_argument("--model", default=None, help="llm: model name (default: the profile's)")
+    bench.add_argument("--cache", default=None,
+                       help="llm: a response cache to reuse (default: a fresh temporary one, so the model is measured)")
+    bench.add_argument("--out", default=None, help="llm: also write the result as JSON here")
     return parser
 
 
@@ -210,11 +222,28 @@ def _experiment(args: argparse.Namespace):
 
 
 def cmd_bench(args: argparse.Namespace) -> dict:
+    if args.what == "llm":
+        return cmd_bench_llm(args)
     from fhs.run.bench import bench_retrieval
 
-    result = bench_retrieval(args.dataset, data=args.data, limit=args.limit,
+    if not args.dataset or len(args.dataset) != 1:
+        raise InputError("bench retrieval takes one --dataset", field="dataset", fix=f"one of {_names(DATASETS)}")
+    result = bench_retrieval(args.dataset[0], data=args.data, limit=args.limit,
                              n_queries=args.queries, n_reference=args.reference_queries)
     print(json.dumps(result, indent=2))
+    return result
+
+
+def cmd_bench_llm(args: argparse.Namespace) -> dict:
+    from fhs.run.bench_llm import bench_llm, format_table
+    from fhs.run.records import write_json_atomic
+
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    result = bench_llm(args.dataset or ["fincl", "codiesp"], methods, profile=args.profile, backend=args.backend,
+                       model=args.model, facts=args.facts, data=args.data, cache=args.cache)
+    print(format_table(result))
+    if args.out:
+        write_json_atomic(args.out, result)
     return result
 
 
