@@ -78,6 +78,7 @@ test-vllm: install-test models ## the `vllm` tests (pytest -m vllm) against a lo
 	@started=; \
 	if ! scripts/vllm_server.sh status >/dev/null 2>&1; then scripts/vllm_server.sh start >/dev/null; started=1; fi; \
 	trap 'if [[ -n "$$started" ]]; then scripts/vllm_server.sh stop; fi' EXIT; \
+	scripts/vllm_server.sh fhs-deps; \
 	FHS_VLLM_BASE_URL=http://127.0.0.1:$(VLLM_PORT)/v1 FHS_VLLM_PYTHON=$(abspath $(VLLM_VENV))/bin/python \
 		$(PY) -m pytest -m vllm $(PYTEST_ARGS) tests/test_vllm.py
 

