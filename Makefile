@@ -80,7 +80,7 @@ test-vllm: install-test models ## the `vllm` tests (pytest -m vllm) against a lo
 	trap 'if [[ -n "$$started" ]]; then scripts/vllm_server.sh stop; fi' EXIT; \
 	scripts/vllm_server.sh fhs-deps; \
 	FHS_VLLM_BASE_URL=http://127.0.0.1:$(VLLM_PORT)/v1 FHS_VLLM_PYTHON=$(abspath $(VLLM_VENV))/bin/python \
-		$(PY) -m pytest -m vllm $(PYTEST_ARGS) tests/test_vllm.py
+		$(PY) -m pytest -m vllm -s $(PYTEST_ARGS) tests/test_vllm.py
 
 venv: $(PY) ## create the virtual environment
 
