@@ -74,7 +74,7 @@ vllm-stop: ## stop the server `make vllm-server` started
 	scripts/vllm_server.sh stop
 
 # Starts the server unless one already answers on VLLM_PORT, and then stops only the one it started.
-test-vllm: install-test models ## the `vllm` tests (pytest -m vllm) against a local vLLM server
+test-vllm: install-test install-book models ## the `vllm` tests (pytest -m vllm) against a local vLLM server
 	@started=; \
 	if ! scripts/vllm_server.sh status >/dev/null 2>&1; then scripts/vllm_server.sh start >/dev/null; started=1; fi; \
 	trap 'if [[ -n "$$started" ]]; then scripts/vllm_server.sh stop; fi' EXIT; \
