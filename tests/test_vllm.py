@@ -265,16 +265,14 @@ def test_llm_method_end_to_end_then_entirely_from_the_cache(method, proxy, tmp_p
     assert all(tin > 0 and tout > 0 for tin, tout in usage)
 
     # Samples: the J hypothesis samples of a fact are separate requests with distinct seeds.
-    hyp = [e["request"] for e in exchanges if schema_of(e["request"]) and "hypothes" in json.dumps(
-        schema_of(e["request"])).lower()] or [e["request"] for e in exchanges]
     prompts: dict[str, list[int]] = {}
     for call in (e["request"] for e in exchanges):
         prompts.setdefault(json.dumps(call["messages"]), []).append(call["seed"])
     for seeds in prompts.values():
         assert len(seeds) == len(set(seeds)), seeds  # the same prompt twice is a new seed
-    if method == "fhs":
+    if method == "fhs":  # J = 2 samples per fact, each its own request at T > 0
         assert by_purpose.get("hypothesis", 0) >= 2 * LIMIT
-        assert all(r["temperature"] > 0 for r in hyp) or True
+        assert any(e["request"]["temperature"] > 0 for e in exchanges)
 
     # The second identical run is served entirely from the cache.
     second = fhs_run(tmp_path / "b", cache, method, proxy.url)
@@ -385,7 +383,7 @@ def test_paper_profile_command_as_the_gpu_page_prints_it(tmp_path):
     """
     work = tmp_path / "checkout"
     _copy_checkout(work)
-    venv = Path(sys.executable).resolve().parent.parent if False else Path(sys.prefix)
+    venv = Path(sys.prefix)
     (work / ".venv").symlink_to(venv)
     # One dataset for the LLM chapter: with the paper's budgets (2,048-token hypotheses, 200
     # selector candidates, ~12k-token prompts) SmolLM2 on 2 cores needs minutes per call.
