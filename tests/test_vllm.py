@@ -280,7 +280,8 @@ def test_llm_method_end_to_end_then_entirely_from_the_cache(method, proxy, tmp_p
     assert second["llm_calls"] == 0
     assert second["cache_hits"] == first["llm_calls"] + first["cache_hits"]
     again = read_records(tmp_path / "b")
-    assert [r["ranking"] for r in again] == [r["ranking"] for r in records]
+    # --workers 2 writes records as facts finish, so compare per fact, not by line order.
+    assert {r["id"]: r["ranking"] for r in again} == {r["id"]: r["ranking"] for r in records}
 
 
 @pytest.mark.parametrize("method", ["direct", "oracle"])
