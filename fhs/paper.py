@@ -137,3 +137,14 @@ PILOT = {"consolidation_loss": 0.074, "diversity_drop_low": 0.03, "diversity_dro
 # 25,699 resolved dimensions over 5,018 calls = 5.12 of 6 per hypothesis.
 VERIFIER = {"gold_in_window": 0.357, "dimensions_resolved": 25_699 / 5_018, "calls": 5018}
 NOTES["ablation/mean_rrf"] = "Section 5.3: mean-RRF changes Recall@1 by 0.003 (sign not given); R@10, MRR, Acc. from the run log"
+
+
+# Appendix F.1: "the rest stop early only because no dimension is left unsupported".
+FHS_SEQ["no_unsupported_dimension"] = round(1 - FHS_SEQ["all_rounds"], 3)
+NOTES["fintagging/fhs-seq/no_unsupported_dimension"] = "1 - all_rounds: Appendix F.1 says every early stop is for this reason"
+
+# Table 20 as paper_value("fincl", "fhs-seq", name): the interval's ends as their own names.
+_delta, _low, _high = FHS_SEQ["delta_recall@50"]
+PAPER["fintagging"].setdefault("fhs-seq", {}).update(
+    {**{k: v for k, v in FHS_SEQ.items() if k != "delta_recall@50"},
+     "delta_recall@50": _delta, "delta_recall@50_low": _low, "delta_recall@50_high": _high})

@@ -225,3 +225,28 @@ def test_unchanged_reverification_comes_from_the_response_cache(tmp_path):
 
 def test_registered_as_an_llm_method():
     assert "fhs-seq" in METHODS and "fhs-seq" in LLM_METHODS
+
+
+# ---- the chapter's diagnostics over FHS-Seq records -------------------------------------
+
+def test_diagnostics_read_rounds_pool_changes_and_the_oracle_from_records():
+    from fhs.run.seq_diagnostics import (gold_ever_in_pool, oracle_best_single, replaced_share,
+                                         single_hypothesis_ranking, summary, with_round_ranks)
+
+    record = {**run_fhs_seq(FACT, context(full_episode_llm())), "gold": [GOLD], "context_id": "c1"}
+    [ranked] = with_round_ranks([record])
+    assert ranked["rank_round1"] == record["rounds"][0]["ranking"].index(GOLD) + 1
+    assert ranked["rank_full"] == record["ranking"].index(GOLD) + 1
+    first, last = record["rounds"][0]["ranking"][:50], set(record["ranking"][:50])
+    assert replaced_share(record) == sum(c not in last for c in first) / len(first)
+    assert gold_ever_in_pool(record) and not gold_ever_in_pool({**record, "gold": ["Assets"]})
+
+    # one hypothesis scored alone with beta 0 is exactly FHS run on that hypothesis without the verifier
+    h1 = Hypothesis(dimensions=tuple(H1.items()), retrieval_query="Number of nonvested share awards at period end.",
+                    operators=("roll_forward",), sample_index=1)
+    alone = run_fhs_fact(FACT, OverlapRetriever(TAXONOMY), ScriptedLLM({}), DOMAIN, TAXONOMY,
+                         FHSConfig(beta=0.0, selector=False), hypotheses=[h1])
+    assert single_hypothesis_ranking(record, 1, FHSConfig(beta=0.0)) == alone["final_ids"]
+    [oracle] = oracle_best_single([record], FHSConfig())
+    assert oracle["rank_oracle"] == min(oracle["rank_single"]) and len(oracle["rank_single"]) == 2
+    assert summary([record])["all_rounds"] == 1.0 and summary([record])["mean_rounds"] == 4
