@@ -150,8 +150,8 @@ def _round_record(hypotheses, queries, rankings, pool, verified, final, tallies,
     ``hypotheses``/``queries``/``rankings`` count how many of the episode's
     lists existed in this round (the lists themselves are at the top level);
     ``revision`` is the revision that produced this round's newest hypothesis
-    (None in round 1); ``ranking`` is Eq. 3 over the pool, ``refusion`` the
-    plain fused order.
+    (None in round 1); ``refusion`` is the fused pool in plain RRF order (with
+    ``pool``'s normalised scores beside it), ``ranking`` Eq. 3 over that pool.
     """
     return {
         "hypotheses": len(hypotheses),
@@ -159,7 +159,7 @@ def _round_record(hypotheses, queries, rankings, pool, verified, final, tallies,
         "rankings": len(rankings),
         "current": current,
         "revision": revision,
-        "pool": {"ids": list(pool.ids), "normalized": list(pool.normalized), "union_size": pool.union_size},
+        "pool": {"normalized": list(pool.normalized), "union_size": pool.union_size},  # ids: ``refusion``
         "verifier": verified["record"] if verified is not None else None,
         "ranking": list(final.ids),
         "refusion": list(pool.ids),
