@@ -22,11 +22,11 @@ pytestmark = [pytest.mark.model, pytest.mark.data]
 def test_fhs_seq_runs_through_fhs_run_and_keeps_every_round(tmp_path, capsys):
     out = tmp_path / "seq"
     code = main(["run", "--dataset", "fincl", "--quiet", "--method", "fhs-seq", "--profile", "smoke",
-                 "--limit", "2", "--out", str(out), "--cache", str(tmp_path / "responses.sqlite")])
+                 "--limit", "1", "--out", str(out), "--cache", str(tmp_path / "responses.sqlite")])
     captured = capsys.readouterr()
     assert code == 0, captured.err
     metrics = json.loads(captured.out[captured.out.index("{"):])
-    assert metrics["n_facts"] == 2 and metrics["method"] == "fhs-seq"
+    assert metrics["n_facts"] == 1 and metrics["method"] == "fhs-seq"
     for record in read_records(out / "records.jsonl"):
         assert record["stop_reason"] in STOP_REASONS
         assert 1 <= record["rounds_used"] == len(record["rounds"]) <= 4
