@@ -20,10 +20,10 @@ from fhs.data.evidence import evidence_block
 from fhs.data.domain import Domain
 from fhs.data.facts import Fact
 from fhs.data.taxonomy import Taxonomy
-from fhs.llm.contract import Message, Request
+from fhs.llm.contract import Request
 from fhs.method.config import FHSConfig
 from fhs.method.hypotheses import CONTEXT_LADDER, Hypothesis, hypothesis_schema, parse_hypothesis
-from fhs.method.prompting import fit_to_budget, render
+from fhs.method.prompting import fact_messages, fit_to_budget, render
 from fhs.method.verifier import concept_or_stub
 
 PURPOSE = "revision"
@@ -110,7 +110,7 @@ def revision_request(fact: Fact, hypothesis: Hypothesis, target: str, target_tal
                                               taxonomy, domain, context_chars),
         ladder, config.generator_prompt_chars)
     return Request(
-        messages=(Message("system", render("generator_system")), Message("user", user)),
+        messages=fact_messages(user),
         temperature=0.0, top_p=1.0, max_tokens=config.max_tokens_hypothesis, seed=config.seed,
         schema=hypothesis_schema(domain) if config.json_schema else None, purpose=PURPOSE,
     )
