@@ -54,8 +54,10 @@ bootstrap_resamples = 2000
 cache_dir = ".fhs-cache"  # every model call is cached here; a rebuild replays it
 
 # %% [markdown]
-# The facts are the same context-level sample as the main-results chapter, and the
-# response cache is shared with it: FHS-Seq's round 1 asks exactly FHS's questions, so
+# The facts are the same context-level sample as the main-results chapter (on the cpu
+# profile only its first contexts, about 4 facts, since an episode costs up to 19 calls
+# where FHS costs 4; `notebooks/profiles.yaml` says so), and the response cache is shared
+# with it: FHS-Seq's round 1 asks exactly FHS's questions, so
 # its two generator calls and its round-1 verifier calls replay FHS's answers.
 
 # %%
