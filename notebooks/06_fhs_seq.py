@@ -123,6 +123,9 @@ for name in datasets:
 # nothing).
 
 # %%
+LABELS = {"delta_recall@50": "Δ Recall@50 (full − round 1)", "replaced_top50": "top-50 pool replaced by later rounds",
+          "gold_never_in_pool": "gold never in the pool", "all_rounds": "facts using all 4 rounds",
+          "one_round": "facts stopping after round 1", "mean_rounds": "mean rounds used"}
 checked = {}
 for name in datasets:
     recs = records[name]
@@ -133,7 +136,8 @@ for name in datasets:
     ours = {"Recall@50, round 1": (r1.estimate, r1.low, r1.high),
             "Recall@50, full episode": (full.estimate, full.low, full.high),
             "delta_recall@50": (delta.estimate, delta.low, delta.high), **s}
-    paper = {k: paper_value(name, "fhs-seq", k) for k in ours}
+    paper = {LABELS.get(k, k): paper_value(name, "fhs-seq", k) for k in ours}
+    ours = {LABELS.get(k, k): v for k, v in ours.items()}
     low, high = (paper_value(name, "fhs-seq", f"delta_recall@50_{end}") for end in ("low", "high"))
     note = f"; the paper's Δ interval is [{low:+.3f}, {high:+.3f}]" if low is not None else ""
     show(ours_vs_paper(ours, paper, label="quantity"),
