@@ -11,7 +11,6 @@ import pytest
 from fhs.book import worked_examples as W
 from fhs.data.domain import domain_from_dict, load_domain
 from fhs.data.taxonomy import Concept, Taxonomy
-from fhs.method.hypotheses import UNRESOLVED, Hypothesis
 from fhs.method.verifier import (Verdicts, build_window, candidate_line, consensus, fill_support, fill_value,
                           final_scores, parse_verdicts, support, verdict_value, verifier_schema)
 

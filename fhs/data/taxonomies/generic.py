@@ -120,3 +120,40 @@ def _table_rows(path: Path, delimiter: str) -> Iterator[tuple[int, Mapping[str, 
             if not any((value or "").strip() for value in row.values()):
                 continue
             yield line, {key: ("" if value is None else value) for key, value in row.items()}
+
+
+def write_generic(taxonomy: Taxonomy, path: str | Path) -> Path:
+    """Write a taxonomy as a concept file that ``load_generic`` reads back concept for concept.
+
+    JSONL keeps each concept's own metadata fields; CSV/TSV take the union of
+    the fields as columns, so a concept without one reads back with "" there.
+    """
+    from fhs.core.files import atomic_write
+
+    path = Path(path)
+    kind = _FORMATS.get(path.suffix.lower())
+    if kind is None:
+        raise InputError(f"unknown taxonomy file type {path.suffix!r}", path=path,
+                         fix=f"name the output with one of {', '.join(sorted(_FORMATS))}")
+    reserved = set(REQUIRED_FIELDS) | set(OPTIONAL_FIELDS)
+    rows = []
+    for concept in taxonomy:
+        clash = reserved & set(concept.metadata)
+        if clash:
+            raise InputError(f"concept {concept.id!r} has a metadata field named {sorted(clash)[0]!r}",
+                             path=path, fix="rename the metadata field; the names id, label, definition "
+                                            "and datatype are the concept's own")
+        rows.append({"id": concept.id, "label": concept.label, "definition": concept.definition,
+                     "datatype": concept.datatype, **{k: str(v) for k, v in concept.metadata.items()}})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_write(path) as handle:
+        if kind == "jsonl":
+            for row in rows:
+                handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+        else:
+            columns = list(dict.fromkeys(key for row in rows for key in row))
+            writer = csv.DictWriter(handle, fieldnames=columns, delimiter="\t" if kind == "tsv" else ",",
+                                    lineterminator="\n")
+            writer.writeheader()
+            writer.writerows(rows)
+    return path
