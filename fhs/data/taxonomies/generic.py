@@ -2,7 +2,9 @@
 
 One concept per JSONL line or CSV/TSV row. ``id`` and ``label`` are required;
 ``definition`` and ``datatype`` are optional; every other field is kept as
-metadata (as a string, because metadata is what prompts and filters read).
+metadata (as a string, because metadata is what prompts and filters read); a
+JSONL line may also nest its metadata as ``{"metadata": {...}}`` (what
+``fhs taxonomy export`` writes, so a built-in inventory round-trips exactly).
 A bad row stops the load with the file, the line and the field that is wrong,
 so a user can fix the file instead of debugging a silently shorter taxonomy.
 """
@@ -21,6 +23,7 @@ from fhs.data.taxonomy import Concept, Taxonomy
 
 REQUIRED_FIELDS = ("id", "label")
 OPTIONAL_FIELDS = ("definition", "datatype")
+METADATA_FIELD = "metadata"
 _FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".tsv": "tsv"}
 
 
@@ -70,7 +73,11 @@ def concept_from_record(record: Mapping[str, Any], *, path: Path, line: int) -> 
         str(key): _metadata_text(value)
         for key, value in record.items()
         if key not in REQUIRED_FIELDS and key not in OPTIONAL_FIELDS
+        and not (key == METADATA_FIELD and isinstance(value, dict))
     }
+    nested = record.get(METADATA_FIELD)
+    if isinstance(nested, dict):  # JSONL: {"metadata": {...}} may hold any names, even "datatype"
+        metadata.update({str(key): _metadata_text(value) for key, value in nested.items()})
     return Concept(metadata=metadata, **values)
 
 
@@ -125,8 +132,9 @@ def _table_rows(path: Path, delimiter: str) -> Iterator[tuple[int, Mapping[str, 
 def write_generic(taxonomy: Taxonomy, path: str | Path) -> Path:
     """Write a taxonomy as a concept file that ``load_generic`` reads back concept for concept.
 
-    JSONL keeps each concept's own metadata fields; CSV/TSV take the union of
-    the fields as columns, so a concept without one reads back with "" there.
+    JSONL nests each concept's metadata under ``metadata`` (exact round trip);
+    CSV/TSV take the union of the metadata fields as columns, so a concept
+    without one reads back with "" there.
     """
     from fhs.core.files import atomic_write
 
@@ -135,16 +143,20 @@ def write_generic(taxonomy: Taxonomy, path: str | Path) -> Path:
     if kind is None:
         raise InputError(f"unknown taxonomy file type {path.suffix!r}", path=path,
                          fix=f"name the output with one of {', '.join(sorted(_FORMATS))}")
-    reserved = set(REQUIRED_FIELDS) | set(OPTIONAL_FIELDS)
-    rows = []
-    for concept in taxonomy:
-        clash = reserved & set(concept.metadata)
-        if clash:
-            raise InputError(f"concept {concept.id!r} has a metadata field named {sorted(clash)[0]!r}",
-                             path=path, fix="rename the metadata field; the names id, label, definition "
-                                            "and datatype are the concept's own")
-        rows.append({"id": concept.id, "label": concept.label, "definition": concept.definition,
-                     "datatype": concept.datatype, **{k: str(v) for k, v in concept.metadata.items()}})
+    own = {c.id: {"id": c.id, "label": c.label, "definition": c.definition, "datatype": c.datatype}
+           for c in taxonomy}
+    if kind == "jsonl":  # metadata nested, so its names may repeat the concept's own fields
+        rows = [{**own[c.id], **({METADATA_FIELD: dict(c.metadata)} if c.metadata else {})} for c in taxonomy]
+    else:
+        reserved = set(REQUIRED_FIELDS) | set(OPTIONAL_FIELDS) | {METADATA_FIELD}
+        rows = []
+        for concept in taxonomy:
+            clash = reserved & set(concept.metadata)
+            if clash:
+                raise InputError(f"concept {concept.id!r} has a metadata field named {sorted(clash)[0]!r}, "
+                                 "which a table column cannot hold beside the concept's own", path=path,
+                                 fix="write .jsonl instead (it nests metadata)")
+            rows.append({**own[concept.id], **{k: str(v) for k, v in concept.metadata.items()}})
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_write(path) as handle:
         if kind == "jsonl":
