@@ -108,12 +108,17 @@ def build_parser() -> argparse.ArgumentParser:
 def cmd_show(args: argparse.Namespace) -> None:
     from pathlib import Path
 
-    from fhs.book.explorer import check_fact_ids, open_run, write_explorer
+    from fhs.book.explorer import check_fact_ids, write_explorer
 
     if args.list:
-        run = open_run(args.run_dir, args.data)
-        for fact_id, record in run.records.items():
-            print(f"{fact_id}\t{record.get('modality', '')}\trank={record.get('rank')}")
+        from fhs.run.records import read_records
+
+        lines = [f"{r['id']}\t{r.get('modality', '')}\trank={r.get('rank')}"
+                 for r in read_records(_records_file(args.run_dir))]
+        try:
+            sys.stdout.write("\n".join(lines) + "\n")
+        except BrokenPipeError:  # `fhs show RUN --list | head`
+            sys.stderr.close()
         return
     if not args.fact:
         raise InputError("no fact chosen", field="fact",
@@ -124,6 +129,15 @@ def cmd_show(args: argparse.Namespace) -> None:
     out = Path(args.out) if args.out else Path(args.run_dir) / "show.html"
     write_explorer(runs, args.fact, out, data=args.data)
     print(out)
+
+
+def _records_file(run_dir: str):
+    from pathlib import Path
+
+    from fhs.book.explorer import check_fact_ids
+
+    check_fact_ids(run_dir, [])  # names a folder that is not a run
+    return Path(run_dir) / "records.jsonl"
 
 
 def cmd_taxonomy(args: argparse.Namespace) -> None:

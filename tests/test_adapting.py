@@ -22,7 +22,7 @@ from fhs.run.records import read_records
 
 TOY = Taxonomy.from_concepts("toy", [
     Concept("Revenues", "Revenues", "Amount of revenue, \"quoted\", with a comma.", "monetaryItemType",
-            {"balance": "credit", "period_type": "duration"}),
+            {"balance": "credit", "period_type": "duration", "datatype": "monetaryItemType"}),
     Concept("R11.0", "Hypertensive heart disease with heart failure", "", "diagnosis", {"chapter": "9"}),
 ])
 
@@ -37,6 +37,7 @@ def test_a_written_concept_file_reads_back_identically(tmp_path, suffix):
         assert [(c.id, c.label, c.definition, c.datatype) for c in back] == \
             [(c.id, c.label, c.definition, c.datatype) for c in TOY]
         assert back.get("R11.0").metadata["chapter"] == "9" and back.get("R11.0").metadata["balance"] == ""
+        assert back.get("Revenues").metadata == {**TOY.get("Revenues").metadata, "chapter": ""}
 
 
 def test_export_refuses_an_unknown_name_and_an_unknown_file_type(tmp_path, capsys):

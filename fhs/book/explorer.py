@@ -62,11 +62,13 @@ def check_fact_ids(run_dir: str | Path, ids: list[str]) -> None:
     known = {r["id"] for r in read_records(path)}
     for fact_id in ids:
         if fact_id not in known:
-            raise _unknown(fact_id, Path(run_dir))
+            raise _unknown(fact_id, Path(run_dir), known)
 
 
-def _unknown(fact_id: str, run_dir: Path) -> InputError:
-    return InputError(f"no fact {fact_id!r} in this run", path=run_dir / "records.jsonl", field="id",
+def _unknown(fact_id: str, run_dir: Path, known=()) -> InputError:
+    near = [k for k in known if k.endswith(fact_id) or fact_id in k][:3]
+    hint = f"; did you mean {', '.join(near)}?" if near else ""
+    return InputError(f"no fact {fact_id!r} in this run{hint}", path=run_dir / "records.jsonl", field="id",
                       fix=f"the ids are the 'id' field of records.jsonl; list them with `fhs show {run_dir} --list`")
 
 
@@ -106,7 +108,7 @@ def fact_ids(run: LoadedRun) -> list[str]:
 
 def require_fact(run: LoadedRun, fact_id: str) -> dict:
     if fact_id not in run.records:
-        raise _unknown(fact_id, run.path)
+        raise _unknown(fact_id, run.path, run.records)
     return run.records[fact_id]
 
 

@@ -4,7 +4,9 @@ One concept per JSONL line or CSV/TSV row. ``id`` and ``label`` are required;
 ``definition`` and ``datatype`` are optional; every other field is kept as
 metadata (as a string, because metadata is what prompts and filters read); a
 JSONL line may also nest its metadata as ``{"metadata": {...}}`` (what
-``fhs taxonomy export`` writes, so a built-in inventory round-trips exactly).
+``fhs taxonomy export`` writes, so a built-in inventory round-trips exactly),
+and a CSV/TSV column ``metadata.NAME`` is metadata ``NAME`` even where NAME is
+``datatype`` or ``label``.
 A bad row stops the load with the file, the line and the field that is wrong,
 so a user can fix the file instead of debugging a silently shorter taxonomy.
 """
@@ -70,7 +72,7 @@ def concept_from_record(record: Mapping[str, Any], *, path: Path, line: int) -> 
     for field_name in OPTIONAL_FIELDS:
         values[field_name] = _text(record.get(field_name), path=path, line=line, field_name=field_name)
     metadata = {
-        str(key): _metadata_text(value)
+        str(key).removeprefix(f"{METADATA_FIELD}."): _metadata_text(value)
         for key, value in record.items()
         if key not in REQUIRED_FIELDS and key not in OPTIONAL_FIELDS
         and not (key == METADATA_FIELD and isinstance(value, dict))
@@ -133,8 +135,9 @@ def write_generic(taxonomy: Taxonomy, path: str | Path) -> Path:
     """Write a taxonomy as a concept file that ``load_generic`` reads back concept for concept.
 
     JSONL nests each concept's metadata under ``metadata`` (exact round trip);
-    CSV/TSV take the union of the metadata fields as columns, so a concept
-    without one reads back with "" there.
+    CSV/TSV take the union of the metadata fields as columns (``metadata.NAME``
+    where NAME repeats a concept field), so a concept without one reads back
+    with "" there.
     """
     from fhs.core.files import atomic_write
 
@@ -147,16 +150,10 @@ def write_generic(taxonomy: Taxonomy, path: str | Path) -> Path:
            for c in taxonomy}
     if kind == "jsonl":  # metadata nested, so its names may repeat the concept's own fields
         rows = [{**own[c.id], **({METADATA_FIELD: dict(c.metadata)} if c.metadata else {})} for c in taxonomy]
-    else:
+    else:  # a metadata name that repeats a concept field gets a "metadata." column prefix
         reserved = set(REQUIRED_FIELDS) | set(OPTIONAL_FIELDS) | {METADATA_FIELD}
-        rows = []
-        for concept in taxonomy:
-            clash = reserved & set(concept.metadata)
-            if clash:
-                raise InputError(f"concept {concept.id!r} has a metadata field named {sorted(clash)[0]!r}, "
-                                 "which a table column cannot hold beside the concept's own", path=path,
-                                 fix="write .jsonl instead (it nests metadata)")
-            rows.append({**own[concept.id], **{k: str(v) for k, v in concept.metadata.items()}})
+        rows = [{**own[c.id], **{(f"{METADATA_FIELD}.{k}" if k in reserved or k.startswith(f"{METADATA_FIELD}.")
+                                  else k): str(v) for k, v in c.metadata.items()}} for c in taxonomy]
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_write(path) as handle:
         if kind == "jsonl":
