@@ -74,7 +74,8 @@ VERDICT_COLORS = ["#c1121f", "#adb5bd", "#2d6a4f"]
 
 
 def short(cid, n=34):
-    return cid if len(cid) <= n else cid[: n - 1] + "…"
+    """The end of a long concept name, where US-GAAP names differ."""
+    return cid if len(cid) <= n else "…" + cid[-(n - 1):]
 
 
 def draw_example(scored, title):
@@ -92,6 +93,7 @@ def draw_example(scored, title):
         for i, cid in enumerate(ids):
             ax.text(len(W.DIMS) - 0.4, i, f"{scored.support[j][cid]:.3f}", va="center", fontsize=8)
         ax.set_title(f"h{j + 1} verdicts (v$_{j + 1}$ at right)", fontsize=9)
+        ax.grid(False)
     ax = axes[-1]
     y = np.arange(len(ids))
     s = np.array([scored.s_tilde(c) for c in ids])
@@ -249,8 +251,8 @@ for case in cases:
                    title=f"Case: {case['dataset']} {case['modality']} fact {case['fact']}")
     pages[(case["dataset"], case["modality"])] = out
     display(Markdown(f"**{case['dataset']}, {case['modality']}**: fact `{case['fact']}` ({case['chosen because']})"))
-    display(HTML(f'<iframe srcdoc="{html.escape(out.read_text(encoding="utf-8"))}" '
-                 'style="width:100%;height:720px;border:1px solid #ccc"></iframe>'))
+    display(HTML(f'<div><iframe srcdoc="{html.escape(out.read_text(encoding="utf-8"))}" '
+                 'style="width:100%;height:720px;border:1px solid #ccc"></iframe></div>'))
 
 # %% [markdown]
 # ## Check against recorded values
