@@ -141,3 +141,17 @@ def test_show_a_real_smollm2_run(tmp_path, capsys):
     if record["verifier"]:
         assert len(soup.select("div.heatmap table.verdicts")) == len(record["verifier"]["verdicts"])
     assert not soup.find_all(["script", "link"])  # nothing loaded from the network
+
+
+@pytest.mark.data
+def test_show_finds_the_facts_of_a_bundled_dataset_from_the_run_config(tmp_path, capsys):
+    run = tmp_path / "direct"
+    assert main(["run", "--dataset", "fincl", "--method", "direct", "--limit", "3", "--quiet", "--out", str(run)]) == 0
+    ids = [r["id"] for r in read_records(run / "records.jsonl")]
+    out = tmp_path / "page.html"
+    assert main(["show", str(run), *[a for i in ids for a in ("--fact", i)], "--out", str(out)]) == 0
+    soup = page(out)
+    assert [s["data-fact-id"] for s in soup.select("section.fact")] == ids
+    for section in soup.select("section.fact"):
+        marked = section.select("table.context td.fact, div.passage mark.fact")
+        assert len(marked) == 1 and section.select_one("p mark.fact").get_text().strip() in marked[0].get_text()
