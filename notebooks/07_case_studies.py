@@ -47,7 +47,7 @@ from IPython.display import HTML, Markdown, display
 from fhs.book import worked_examples as W
 from fhs.book.check import check
 from fhs.book.explorer import write_explorer
-from fhs.book.report import NEUTRAL_COLOR, OURS_COLOR, PAPER_COLOR, profile_note, show, use_style
+from fhs.book.report import NEUTRAL_COLOR, OURS_COLOR, profile_note, show, use_style
 from fhs.book.study import Study
 from fhs.llm.models import display_name
 from fhs.method.registry import METHODS
