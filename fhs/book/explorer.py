@@ -23,6 +23,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from fhs.core.errors import InputError
 from fhs.core.files import write_text_atomic
+from fhs.data.datasets.html_tables import cell_kind
 from fhs.data.facts import Fact
 from fhs.data.taxonomy import Taxonomy
 from fhs.run.records import read_records
@@ -126,7 +127,8 @@ def table_view(fact: Fact) -> dict[str, Any]:
     """The flattened table text (one line per row, cells ``" | "``) back as rows, the fact's cell marked.
 
     The cell is the one holding the value in the row whose label the row header
-    ends with (else the first cell holding the value); the page says so.
+    ends with (else the first cell holding the value); the page says so. Short
+    rows are re-aligned under the value columns (``_aligned``).
     """
     rows = [line.split(" | ") for line in fact.context.split("\n")]
     row_header = normalize_space(fact.row_header).casefold()
@@ -136,11 +138,31 @@ def table_view(fact: Fact) -> dict[str, Any]:
     width = max((len(cells) for cells in rows), default=0)
     return {
         "kind": "table",
-        "rows": [[{"text": cell, "marked": (r, c) == marked} for c, cell in enumerate(cells)]
-                 + [{"text": "", "marked": False}] * (width - len(cells)) for r, cells in enumerate(rows)],
+        "rows": [_aligned([{"text": cell, "marked": (r, c) == marked, "span": 1} for c, cell in enumerate(cells)], width)
+                 for r, cells in enumerate(rows)],
         "found": marked is not None,
         "candidates": len(hits),
     }
+
+
+def _aligned(cells: list[dict], width: int) -> list[dict]:
+    """Place a short row under the value columns, since the flattened text dropped its empty cells.
+
+    A row of a label and values keeps the label left and moves the values right; a
+    row with no values (column headers, dates) sits over the value columns, each cell
+    spanning an equal share when the columns divide evenly; a lone label stays left.
+    """
+    blank = {"text": "", "marked": False, "span": 1}
+    missing = width - len(cells)
+    if missing <= 0 or len(cells) <= 1:
+        return cells + [blank] * max(missing, 0)
+    kinds = [cell_kind(cell["text"]) for cell in cells]
+    if kinds[0] == "label" and any(k == "value" for k in kinds[1:]):
+        return cells[:1] + [blank] * missing + cells[1:]
+    if any(k == "value" for k in kinds):
+        return cells + [blank] * missing
+    span = (width - 1) // len(cells) if (width - 1) % len(cells) == 0 else 1
+    return [{**blank, "span": width - span * len(cells)}] + [{**cell, "span": span} for cell in cells]
 
 
 def text_view(fact: Fact) -> dict[str, Any]:
