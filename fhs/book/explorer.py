@@ -84,6 +84,9 @@ def open_run(run_dir: str | Path, data: str | Path | None = None) -> LoadedRun:
     return LoadedRun(path, config, records, {f.id: f for f in facts if f.id in records}, taxonomy, note)
 
 
+_DATASETS_SEEN: dict[tuple[str, str], tuple[list[Fact], Taxonomy]] = {}
+
+
 def _inputs(config: dict, data) -> tuple[list[Fact], Taxonomy | None, str]:
     from fhs.data.datasets import DATASETS
     from fhs.data.facts import read_facts
@@ -98,8 +101,12 @@ def _inputs(config: dict, data) -> tuple[list[Fact], Taxonomy | None, str]:
             load_taxonomy_file(name) if name and Path(name).is_file() else None
         return read_facts(facts_path), taxonomy, ""
     if config.get("dataset") in DATASETS:
-        experiment = load_experiment(config["dataset"], data=data, progress=False)
-        return experiment.facts, experiment.taxonomy, ""
+        key = (config["dataset"], str(data))
+        if key not in _DATASETS_SEEN:  # several runs of one dataset on a page load it once
+            experiment = load_experiment(config["dataset"], data=data, progress=False)
+            _DATASETS_SEEN[key] = (experiment.facts, experiment.taxonomy)
+        facts, taxonomy = _DATASETS_SEEN[key]
+        return facts, taxonomy, ""
     return [], None, "run-config.json names no dataset or facts file: context not shown"
 
 
