@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from dataclasses import asdict
 
@@ -18,6 +19,8 @@ from fhs.data.taxonomies import TAXONOMIES
 from fhs.llm.contract import BackendError
 from fhs.llm.factory import BACKENDS
 from fhs.llm.openai import STRUCTURED_MODES
+from fhs.method.config import DEFAULT_CONFIG, NAMED_CONFIGS
+from fhs.method.knobs import FUSION, NORMALISE, RENDER, WINDOW
 from fhs.method.registry import METHODS
 from fhs.run.profiles import PROFILES
 
@@ -39,17 +42,62 @@ def _add_data_args(parser: argparse.ArgumentParser, own_files: bool = False) -> 
         parser.add_argument("--domain", default=None,
                             help=f"dimension set for LLM methods: {', '.join(available_domains())} or a domain YAML file")
     parser.add_argument("--data", default=None, help="data directory (default: $FHS_DATA)")
-    parser.add_argument("--limit", type=int, default=None, help="use only the first N facts")
+    parser.add_argument("--limit", type=_positive_int("limit"), default=None, help="use only the first N facts")
+
+
+def _positive_int(name: str):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"--{name} expects a whole number, got {text!r}") from None
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"--{name} must be at least 1, got {value}")
+        return value
+    return parse
+
+
+def _weight(name: str):
+    """An argparse type: a finite number >= 0 (``nan`` and ``inf`` would poison every score)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"--{name} expects a number, got {text!r}") from None
+        if not math.isfinite(value) or value < 0:
+            raise argparse.ArgumentTypeError(f"--{name} must be a finite number >= 0, got {text}")
+        return value
+
+    return parse
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a bad option is the same one-line error and exit status 2 as any bad input."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise InputError(message, fix=f"see {self.prog} --help")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="fhs", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser = _Parser(prog="fhs", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     run = commands.add_parser("run", help="run one method on one dataset")
     _add_data_args(run, own_files=True)
     run.add_argument("--method", required=True, help=_names(METHODS))
-    run.add_argument("--wcov", type=float, default=None, help="label-coverage weight w_cov (default 1.0)")
+    run.add_argument("--wcov", type=_weight("wcov"), default=None, help="label-coverage weight w_cov (default 1.0)")
+    knobs = run.add_argument_group("FHS knobs", "each a configuration of the one FHS code path; a variant that "
+                                   "changes only these replays cached hypotheses and verdicts")
+    knobs.add_argument("--beta", type=_weight("beta"), default=None, help="verifier weight beta of Eq. 3 (default 0.6; 0 = no verifier)")
+    knobs.add_argument("--j", type=_positive_int("j"), default=None, help="hypotheses sampled per fact, J (default 2)")
+    knobs.add_argument("--fusion", choices=list(FUSION), default=None, help="RRF over the rankings: summed (paper) or mean")
+    knobs.add_argument("--normalise", choices=list(NORMALISE), default=None,
+                       help="fused scores range-normalised over the pool (paper) or raw")
+    knobs.add_argument("--render", choices=list(RENDER), default=None,
+                       help="query forms per hypothesis: both (paper), label only or definition only")
+    knobs.add_argument("--window", choices=list(WINDOW), default=None,
+                       help="verifier window: one candidate per category profile (paper) or the plain top K_v")
     run.add_argument("--out", required=True, help="run directory for records.jsonl and metrics.json")
     run.add_argument("--profile", default=None,
                      help=f"{_names(PROFILES)}: backend, model and sample size (default cpu for LLM methods)")
@@ -61,20 +109,43 @@ def build_parser() -> argparse.ArgumentParser:
                      help="how an OpenAI-compatible server gets the schema: json_schema (vLLM), "
                           "json_object or gbnf (llama.cpp's server)")
     run.add_argument("--seed", type=int, default=0, help="sampling seed (each hypothesis j samples with its own)")
-    run.add_argument("--sample", type=int, default=None,
+    run.add_argument("--sample", type=_positive_int("sample"), default=None,
                      help="a context-level sample of about N facts (default: the profile's for LLM methods)")
     run.add_argument("--cache", default=None, help="SQLite response cache (default $FHS_CACHE/llm/responses.sqlite)")
     run.add_argument("--selector", choices=["on", "off"], default=None,
                      help="the shared listwise selector (default: on for structured and fhs, off for direct)")
-    run.add_argument("--workers", type=int, default=None,
+    run.add_argument("--config", choices=list(NAMED_CONFIGS), default=DEFAULT_CONFIG,
+                     help="named FHS configuration: " + "; ".join(
+                         f"{c.name} = {c.description}" for c in NAMED_CONFIGS.values())
+                     + f" (default {DEFAULT_CONFIG})")
+    run.add_argument("--workers", type=_positive_int("workers"), default=None,
                      help="facts processed at once, to keep a server busy (default: the profile's; 1 on the CPU)")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
+    run.add_argument("--fresh", action="store_true",
+                     help="discard the records already in --out instead of resuming from them")
+    run.add_argument("--replay-unparsed", action="store_true",
+                     help="serve cached answers that a stage could not parse (default: ask the model again)")
+    run.add_argument("--replay-from-any-server", action="store_true",
+                     help="reuse cached answers made by another server URL for the same model name")
 
     bench = commands.add_parser("bench", help="benchmarks that print ratios measured side by side")
-    bench.add_argument("what", choices=["retrieval"])
-    _add_data_args(bench)
+    bench.add_argument("what", choices=["retrieval", "llm"])
+    bench.add_argument("--dataset", action="append", default=None,
+                       help=f"{_names(DATASETS)}; repeat for several (llm: default fincl and codiesp)")
+    bench.add_argument("--data", default=None, help="data directory (default: $FHS_DATA)")
+    bench.add_argument("--limit", type=int, default=None, help="retrieval: use only the first N facts")
     bench.add_argument("--queries", type=int, default=2000, help="queries timed for our scorer")
     bench.add_argument("--reference-queries", type=int, default=50, help="queries timed for rank-bm25")
+    bench.add_argument("--methods", default="direct,structured,fhs",
+                       help=f"llm: comma-separated, from {_names(METHODS)}")
+    bench.add_argument("--facts", type=int, default=3, help="llm: facts per dataset (whole contexts)")
+    bench.add_argument("--profile", default="cpu", help=f"llm: {_names(PROFILES)}")
+    bench.add_argument("--backend", default=None, help=f"llm: {_names(BACKENDS)} (default: the profile's)")
+    bench.add_argument("--model", default=None, help="llm: model name (default: the profile's)")
+    bench.add_argument("--cache", default=None,
+                       help="llm: a response cache to reuse (default: a fresh temporary one, so the model is measured)")
+    bench.add_argument("--out", default=None, help="llm: also write the result as JSON here")
+
     show = commands.add_parser("show", help="write an offline HTML page showing what a run did with chosen facts")
     show.add_argument("run_dir", help="a run directory (the --out of `fhs run`, or one under runs/<profile>/)")
     show.add_argument("--fact", action="append", default=[], help="a fact id (repeat for several facts on one page)")
@@ -169,6 +240,7 @@ def cmd_facts(args: argparse.Namespace) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> dict:
+    from fhs.data.taxonomies.ids import check_gold
     from fhs.data.sampling import sample_by_context
     from fhs.method.registry import LLM_METHODS, get_method
     from fhs.run.inputs import ModelChoice
@@ -181,17 +253,23 @@ def cmd_run(args: argparse.Namespace) -> dict:
     if uses_model:
         model = ModelChoice.resolve(args.profile or "cpu", backend=args.backend, model=args.model,
                                     base_urls=args.base_url, seed=args.seed, cache=args.cache,
-                                    structured=args.structured)
+                                    structured=args.structured, replay_unparsed=args.replay_unparsed,
+                                    any_server=args.replay_from_any_server)
     experiment = _experiment(args)
     facts = experiment.facts
     if args.limit is not None:
         facts = facts[: args.limit]
     elif args.sample is not None or model is not None:
         facts = sample_by_context(facts, args.sample if args.sample is not None else model.profile.llm_facts)
+    check_gold(facts, experiment.taxonomy, args.facts or experiment.spec.name)
+    inputs = experiment.fingerprint(llm=model is not None)
+    if model is not None:
+        inputs["model"] = model.fingerprint()
     run_config = {
         "dataset": experiment.spec.name,
         "method": args.method,
         "retrieval": asdict(experiment.retriever.config),
+        "inputs": inputs,
     }
     if args.facts:  # where the inputs came from, so `fhs show` can find them again
         from pathlib import Path
@@ -201,16 +279,31 @@ def cmd_run(args: argparse.Namespace) -> dict:
                           domain=args.domain or experiment.spec.domain)
     if model is not None:
         ctx = experiment.llm_context(model)
-        ctx.config = ctx.config.replace(selector=selector)
+        ctx.config = _with_knobs(ctx.config.with_named(args.config).replace(selector=selector), args)
         run_config["model"] = model.describe()
+        if args.config != DEFAULT_CONFIG:
+            run_config["fhs_configuration"] = args.config
         run_config["fhs"] = ctx.config.to_dict()
     else:
         ctx = experiment.method_context()
     workers = args.workers or (model.profile.workers if model is not None else 1)
     result = run_method(facts, args.method, ctx, args.out, run_config=run_config, progress=not args.quiet,
-                        workers=workers)
+                        workers=workers, fresh=args.fresh)
     print(json.dumps({k: v for k, v in result.items() if k != "config"}, indent=2))
     return result
+
+
+def _with_knobs(config, args: argparse.Namespace):
+    """The run's FHSConfig with the knobs given on the command line."""
+    from fhs.method.knobs import knob_overrides
+
+    changes = knob_overrides(beta=args.beta, j=args.j, fusion=args.fusion, normalise=args.normalise,
+                             render=args.render, window=args.window)
+    try:
+        return config.replace(**changes)
+    except ValueError as error:
+        raise InputError(str(error), field=next(iter(changes), "fhs"),
+                         fix="see fhs run --help for each knob's range") from None
 
 
 def _experiment(args: argparse.Namespace):
@@ -229,17 +322,40 @@ def _experiment(args: argparse.Namespace):
 
 
 def cmd_bench(args: argparse.Namespace) -> dict:
+    if args.what == "llm":
+        return cmd_bench_llm(args)
     from fhs.run.bench import bench_retrieval
 
-    result = bench_retrieval(args.dataset, data=args.data, limit=args.limit,
+    if not args.dataset or len(args.dataset) != 1:
+        raise InputError("bench retrieval takes one --dataset", field="dataset", fix=f"one of {_names(DATASETS)}")
+    result = bench_retrieval(args.dataset[0], data=args.data, limit=args.limit,
                              n_queries=args.queries, n_reference=args.reference_queries)
     print(json.dumps(result, indent=2))
     return result
 
 
+def cmd_bench_llm(args: argparse.Namespace) -> dict:
+    from fhs.run.bench_llm import bench_llm, format_table
+    from fhs.run.records import write_json_atomic
+
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    result = bench_llm(args.dataset or ["fincl", "codiesp"], methods, profile=args.profile, backend=args.backend,
+                       model=args.model, facts=args.facts, data=args.data, cache=args.cache)
+    print(format_table(result))
+    if args.out:
+        write_json_atomic(args.out, result)
+    return result
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except InputError as error:
+        print(f"fhs: error: {error}", file=sys.stderr)
+        return 2
+    kept = f"; finished facts are kept in {args.out}, run the same command again to continue" \
+        if getattr(args, "out", None) else ""
     try:
         if args.command == "run":
             cmd_run(args)
@@ -255,10 +371,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fhs: error: {error}", file=sys.stderr)
         return 2
     except BackendError as error:
-        kept = f"; finished facts are kept in {args.out}, run the same command again to continue" \
-            if getattr(args, "out", None) else ""
         print(f"fhs: error: {error}{kept}", file=sys.stderr)
         return 3
+    except OSError as error:  # the disk, not the input: --out unwritable, full, or not a directory
+        where = f"{error.filename}: " if error.filename else ""
+        print(f"fhs: error: {where}{error.strerror or error}{kept}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"fhs: stopped{kept.replace('; finished', ': finished')}" if kept else "fhs: stopped",
+              file=sys.stderr)
+        return 130
     return 0
 
 

@@ -31,12 +31,16 @@ runs_dir = "runs"  # where run records are cached; a rebuild reads them back
 datasets = ["fincl", "ixbrl", "codiesp"]
 bootstrap_resamples = 2000  # the paper's context-clustered bootstrap
 seed = 20260724  # the bootstrap seed the authors used
+retrieval_limit = None  # facts per dataset (a context-level sample); None takes the profile size
+protocol_check = False  # True: a tiny-sample run of the protocol, not numbers to compare or record
 
 # %% [markdown]
 # Everything below calls the `fhs` package; runs are cached under `runs/<profile>/`, so
 # re-executing this page costs a few seconds once the records exist.
 
 # %%
+from dataclasses import replace
+
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -52,6 +56,11 @@ from fhs.run.evaluate import by_group, paired_difference, recall_curve
 
 use_style()
 study = Study.for_profile(profile, runs_dir, progress=False)  # runs print no progress bars into the page
+if retrieval_limit is not None:
+    study.profile = replace(study.profile, retrieval_facts=int(retrieval_limit))
+if protocol_check:
+    print(f"PROTOCOL CHECK: profile {profile} on a tiny sample; these are not paper numbers "
+          "and are neither compared with nor recorded as this profile's values.")
 METRICS = ["recall@1", "recall@10", "recall@50", "recall@200", "mrr"]
 interval = dict(resamples=bootstrap_resamples, seed=seed)
 profile_note(profile)
@@ -147,6 +156,28 @@ show(table1, caption="Raw serialized fact vs gold query (95% context-clustered b
 # deterministic relocator could place, which tend to be mentions whose English wording
 # is close to the Spanish (and hence to the ICD label), and our inventory and
 # definitions differ (FY2021 codes, no alphabetic-index paths).
+
+# %% [markdown]
+# Our CodiEsp gold-query probe stays below the paper's R@1 0.998 / MRR 0.999 (R@10 = 1.0
+# as in the paper), and the cause is known. Every miss sits at rank 2 or 3 behind a
+# sibling code whose longer title is spelled out word for word by the gold code's own
+# hierarchy path in the concept text (D61.9 *Aplastic anemia* for D64.9 *Anemia,
+# unspecified*, via the block "Aplastic and other anemias ..."), so the label-coverage
+# term of Eq. 6 favours the sibling. The authors' index text also lists up to 20
+# alphabetic-index entries per code, which the `simple-icd-10-cm` package does not carry;
+# they lengthen the query (diluting that advantage) and give the gold code words its
+# siblings lack. Without the hierarchy path the probe reaches 0.996 / 0.998, but we keep
+# the path because the authors index it. The code-set year plays no part: no miss is a
+# tie or a duplicate title. The paper's probe ran on the exactly relocated facts, so both
+# sets are shown below (see {doc}`deviations`).
+
+# %%
+if codiesp is not None:
+    exact_oracle = study.run("codiesp", "oracle")  # the exactly relocated facts
+    show(metric_table({("codiesp", "oracle, all mentions"): oracle["codiesp"],
+                       ("codiesp", "oracle, exactly relocated"): exact_oracle},
+                      {("codiesp", "oracle, exactly relocated"): PAPER["codiesp"]["oracle"]}),
+         caption="CodiEsp gold-query probe on all in-inventory mentions and on the exactly relocated set")
 
 # %% [markdown]
 # ## Where the gold concept lands
@@ -260,4 +291,14 @@ for name in datasets:
     results[f"{name}/facts"] = len(direct[name].records)
 if codiesp is not None:
     results["codiesp/relocation_rate"] = relocation_rate
-check(results, chapter="01_readiness_gap", profile=profile).assert_ok()
+    for m in ("recall@1", "mrr"):
+        results[f"codiesp/oracle-exact/{m}"] = exact_oracle.metrics[m]
+used = {name: study.facts(name) for name in datasets}
+if codiesp is not None:
+    used["codiesp"] = list(codiesp.all_facts)  # the relocated facts are a subset of these
+report = check(results, chapter="01_readiness_gap", profile=profile, save=not protocol_check,
+               inputs=study.input_fingerprints(used))
+if protocol_check:
+    print(f"PROTOCOL CHECK: {len(results)} metrics produced; not compared with recorded values.")
+else:
+    report.assert_ok()

@@ -197,3 +197,129 @@ def test_shipped_regression_files_parse():
         assert reg.chapter == path.stem
         for profile, values in reg.expected.items():
             assert set(values) <= set(reg.metrics), (path, profile)
+
+
+# ----------------------------------------------------------------------------- inputs and per-profile tolerances
+
+PROFILED = """\
+chapter: demo
+metrics:
+  fincl/acc:
+    description: accuracy
+    precision: 4
+    tolerance: {default: 1.0e-09, paper: 0.03}
+  codiesp/acc:
+    description: accuracy
+    precision: 4
+    tolerance: {default: 1.0e-09, paper: 0.03}
+expected:
+  cpu:
+    fincl/acc: 0.25
+    codiesp/acc: 0.3333333333333333
+  paper:
+    fincl/acc: 0.25
+inputs:
+  cpu:
+    fincl/facts: aaaa
+    fincl/taxonomy: bbbb
+    codiesp/facts: cccc
+    model: dddd
+"""
+
+
+@pytest.fixture
+def profiled(tmp_path: Path) -> Path:
+    directory = tmp_path / "profiled"
+    directory.mkdir()
+    (directory / "demo.yaml").write_text(PROFILED)
+    return directory
+
+
+def test_tolerance_can_differ_per_profile(profiled):
+    reg = C.load_regression("demo", profiled)
+    assert reg.expected_for("cpu")["fincl/acc"].tolerance == 1e-9  # llama.cpp: exact
+    assert reg.expected_for("paper")["fincl/acc"].tolerance == 0.03  # a served model drifts
+    # one fact in twelve (0.0833) is far outside the cpu tolerance, inside nothing
+    assert C.compare({"fincl/acc": 0.25 + 1 / 12}, reg, "cpu").rows[0].status == C.FAIL
+    assert C.compare({"fincl/acc": 0.27}, reg, "paper").rows[0].status == C.OK_TOL
+
+
+def test_per_profile_tolerance_needs_a_default(tmp_path):
+    (tmp_path / "demo.yaml").write_text(PROFILED.replace("{default: 1.0e-09, paper: 0.03}", "{paper: 0.03}", 1))
+    with pytest.raises(InputError, match=r"metrics\.fincl/acc\.tolerance.*default"):
+        C.load_regression("demo", tmp_path)
+
+
+def test_changed_inputs_are_named_on_the_report_and_on_failing_rows(profiled):
+    reg = C.load_regression("demo", profiled)
+    inputs = {"fincl/facts": "aaaa", "fincl/taxonomy": "bbbb", "codiesp/facts": "CHANGED", "model": "dddd"}
+    report = C.compare({"fincl/acc": 0.25, "codiesp/acc": 0.5}, reg, "cpu", inputs)
+    assert [str(c) for c in report.input_changes] == ["codiesp/facts (recorded cccc, now CHANGED)"]
+    rows = {row.metric: row for row in report.rows}
+    assert rows["codiesp/acc"].status == C.FAIL and rows["codiesp/acc"].reason == "input changed: codiesp/facts"
+    assert rows["fincl/acc"].status == C.OK and rows["fincl/acc"].reason == ""
+    text = str(report)
+    assert "Inputs differ from the recorded ones" in text and "codiesp/facts" in text and "why" in text
+    with pytest.raises(AssertionError, match=r"codiesp/acc.*\(input changed: codiesp/facts\)"):
+        report.assert_ok()
+
+
+def test_a_changed_model_explains_every_metric(profiled):
+    reg = C.load_regression("demo", profiled)
+    inputs = {"fincl/facts": "aaaa", "fincl/taxonomy": "bbbb", "codiesp/facts": "cccc", "model": "other"}
+    report = C.compare({"fincl/acc": 0.5, "codiesp/acc": 0.5}, reg, "cpu", inputs)
+    assert {row.reason for row in report.rows} == {"input changed: model"}
+
+
+def test_matching_inputs_and_unrecorded_inputs_are_said_so(profiled):
+    reg = C.load_regression("demo", profiled)
+    same = {"fincl/facts": "aaaa", "fincl/taxonomy": "bbbb", "codiesp/facts": "cccc", "model": "dddd"}
+    report = C.compare({"fincl/acc": 0.25, "codiesp/acc": 1 / 3}, reg, "cpu", same)
+    assert report.ok and not report.input_changes and report.inputs_line() == "Inputs match the recorded ones."
+    paper = C.compare({"fincl/acc": 0.25}, reg, "paper", same)
+    assert "No input fingerprints recorded" in paper.inputs_line()
+
+
+def test_record_writes_exact_values_and_fingerprints_and_verify_reads_them(profiled, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    value = 1 / 3 + 1e-13  # recorded as computed, not rounded
+    inputs = {"fincl/facts": "eeee", "model": "ffff"}
+    C.check({"fincl/acc": 0.25, "codiesp/acc": value}, "demo", "cpu", inputs=inputs, directory=profiled)
+    assert json.loads((tmp_path / "runs/cpu/results/demo.inputs.json").read_text()) == inputs
+    monkeypatch.setattr(C, "REGRESSIONS_DIR", profiled)
+    # the numbers still match, so nothing fails, but the changed inputs are reported
+    assert C.main(["verify", "demo", "--profile", "cpu"]) == 0
+    assert "fincl/facts (recorded aaaa, now eeee)" in capsys.readouterr().out
+    assert C.main(["record", "demo", "--profile", "cpu"]) == 0
+    assert "2 input fingerprint(s)" in capsys.readouterr().out
+    raw = yaml.safe_load((profiled / "demo.yaml").read_text())
+    assert raw["expected"]["cpu"]["codiesp/acc"] == value
+    assert raw["inputs"]["cpu"] == inputs and "paper" in raw["expected"]
+    assert C.main(["verify", "demo", "--profile", "cpu"]) == 0
+
+
+def test_fingerprints_follow_content(tmp_path):
+    from fhs.book.fingerprint import facts_fingerprint, file_fingerprint, model_fingerprint, taxonomy_fingerprint
+    from fhs.data.facts import Fact
+    from fhs.data.taxonomy import Concept, Taxonomy
+
+    one = Fact("f1", "c1", "text", "anemia", "diagnosis", "Anemia noted.", ("D64.9",))
+    two = Fact("f2", "c1", "text", "nausea", "diagnosis", "Nausea noted.", ("R11.0",))
+    assert facts_fingerprint([one, two]) == facts_fingerprint([two, one])  # order of the sample is not content
+    edited = Fact("f2", "c1", "text", "nausea", "diagnosis", "Nausea noted.", ("R11.2",))
+    assert facts_fingerprint([one, two]) != facts_fingerprint([one, edited])
+    tax = Taxonomy.from_concepts("t", [Concept("A", "Alpha"), Concept("B", "Beta")])
+    assert taxonomy_fingerprint(tax) != taxonomy_fingerprint(Taxonomy.from_concepts("t", [Concept("A", "Alpha")]))
+    weights = tmp_path / "m.gguf"
+    weights.write_bytes(b"weights")
+    first = file_fingerprint(weights)
+    weights.write_bytes(b"other weights")
+    assert file_fingerprint(weights) != first and model_fingerprint("llama_cpp", "m", weights) == file_fingerprint(weights)
+    assert model_fingerprint("openai", "Qwen/Qwen3-32B").startswith("name:")
+
+
+def test_shipped_cpu_values_of_llm_chapters_are_exact():
+    """llama.cpp is deterministic across processes: no cpu tolerance beyond float noise."""
+    for chapter in ("01_readiness_gap", "02_main_results"):
+        reg = C.load_regression(chapter)
+        assert all(e.tolerance <= 1e-9 for e in reg.expected_for("cpu").values()), chapter

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from fhs.cli import main
+from fhs.method.registry import METHODS
 
 
 def fail(capsys, *argv: str) -> str:
@@ -41,7 +42,7 @@ def test_unknown_dataset_names_the_field_and_the_choices(capsys, tmp_path):
 def test_unknown_method_fails_before_any_data_is_read(capsys, tmp_path, monkeypatch):
     monkeypatch.delenv("FHS_DATA", raising=False)
     line = fail(capsys, "run", "--dataset", "fincl", "--method", "hyde", "--out", str(tmp_path))
-    assert "unknown method 'hyde'" in line and "direct, oracle, structured, fhs" in line
+    assert "unknown method 'hyde'" in line and ", ".join(METHODS) in line
 
 
 def test_missing_data_directory_says_how_to_set_it(capsys, tmp_path, monkeypatch):
@@ -97,3 +98,19 @@ def test_a_run_on_your_own_files(capsys, tmp_path, own_files):
     assert metrics["n_facts"] == 1 and metrics["recall@1"] == 1.0
     record = json.loads((out / "records.jsonl").read_text())
     assert record["ranking"][0] == "Revenues" and record["rank"] == 1
+
+
+def test_run_offers_the_named_fhs_configurations_from_the_registry():
+    from fhs.cli import build_parser
+    from fhs.core.errors import InputError
+    from fhs.method.config import NAMED_CONFIGS
+
+    parser = build_parser()
+    args = parser.parse_args(["run", "--dataset", "codiesp", "--method", "fhs", "--out", "x",
+                              "--config", "codiesp-authors"])
+    assert args.config == "codiesp-authors"
+    assert parser.parse_args(["run", "--dataset", "codiesp", "--method", "fhs", "--out", "x"]).config == "paper"
+    with pytest.raises(InputError) as error:
+        parser.parse_args(["run", "--dataset", "codiesp", "--method", "fhs", "--out", "x", "--config", "nope"])
+    err = str(error.value)
+    assert "invalid choice" in err and all(repr(name) in err for name in NAMED_CONFIGS), err

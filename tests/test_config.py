@@ -39,3 +39,18 @@ def test_round_trip_and_retrieval_config():
         FHSConfig.from_dict({"betta": 1})
     r = FHSConfig(k=50, w_cov=0.0).retrieval_config(RetrievalConfig(k1=1.2))
     assert (r.top_k, r.w_cov, r.k1) == (50, 0.0, 1.2)
+
+
+def test_named_configurations_keep_the_paper_as_default_and_offer_the_authors_codiesp_runs():
+    from fhs.core.errors import InputError
+    from fhs.method.config import DEFAULT_CONFIG, NAMED_CONFIGS
+
+    assert DEFAULT_CONFIG == "paper" and FHSConfig.named("paper") == FHSConfig()
+    authors = FHSConfig.named("codiesp-authors")
+    assert (authors.window, authors.k_v, authors.scoring, authors.fill) == ("rank", 10, "strict", "zero")
+    budgets = FHSConfig(context_chars=2_000, max_tokens_verifier=1_200)
+    over = budgets.with_named("codiesp-authors")  # a profile's budgets survive
+    assert (over.context_chars, over.max_tokens_verifier, over.window) == (2_000, 1_200, "rank")
+    assert set(NAMED_CONFIGS) >= {"paper", "codiesp-authors"}
+    with pytest.raises(InputError, match="codiesp-authors"):
+        FHSConfig.named("codiesp-paper")

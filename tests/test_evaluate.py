@@ -117,3 +117,38 @@ def test_accuracy_reads_the_selector_verdict_when_there_is_one():
                {"id": "b", "rank": 1, "correct": False, "context_id": "y"},
                {"id": "c", "rank": 1, "context_id": "z"}]  # no selector: accuracy = recall@1
     assert metric_interval(records, "accuracy", resamples=50).estimate == pytest.approx(2 / 3)
+
+
+def test_one_accuracy_definition_with_its_basis():
+    from fhs.run.evaluate import accuracy, accuracy_basis, metrics
+
+    judged = [{"id": "a", "rank": 2, "correct": True, "context_id": "x", "modality": "text"},
+              {"id": "b", "rank": 1, "correct": False, "context_id": "y", "modality": "table"}]
+    plain = [{"id": "c", "rank": 1, "context_id": "z", "modality": "text"},
+             {"id": "d", "rank": 3, "context_id": "z", "modality": "text"}]
+    assert accuracy(judged) == 0.5 and accuracy_basis(judged) == "selector"
+    assert accuracy(plain) == 0.5 and accuracy_basis(plain) == "rank-1"
+    assert accuracy_basis(judged + plain) == "mixed" and accuracy(judged + plain) == 0.5
+    block = metrics(judged)
+    assert (block["accuracy"], block["accuracy_basis"]) == (0.5, "selector")
+    assert block["by_modality"]["table"]["accuracy"] == 0.0
+    # the interval reads the same per-record values as the point estimate
+    assert metric_interval(judged + plain, "accuracy", resamples=50).estimate == accuracy(judged + plain)
+
+
+def test_runs_estimate_takes_point_interval_and_std_from_the_same_runs():
+    from fhs.run.evaluate import runs_estimate
+
+    def run(hits):
+        return [{"id": f"f{i}", "context_id": f"c{i // 2}", "rank": 1 if hit else 5} for i, hit in enumerate(hits)]
+
+    runs = [run([1, 1, 0, 0]), run([1, 0, 0, 0]), run([1, 1, 1, 0])]
+    e = runs_estimate(runs, "recall@1", resamples=200)
+    assert e.per_run == (0.5, 0.25, 0.75)
+    assert e.estimate == pytest.approx(0.5) and e.low <= e.estimate <= e.high
+    assert e.std == pytest.approx(0.25)  # sample std (ddof 1) of 0.5, 0.25, 0.75
+    single = runs_estimate(runs[:1], "recall@1", resamples=200)
+    assert single.std is None and single.estimate == 0.5
+    assert "±" in str(e) and "±" not in str(single)
+    # a fact missing from one run is left out of every run
+    assert runs_estimate([runs[0], runs[1][:3]], "recall@1", resamples=50).per_run == (2 / 3, 1 / 3)

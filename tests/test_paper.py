@@ -20,8 +20,8 @@ def paper_number(metric: str) -> float | None:
         return relocation_rate()
     if len(parts) == 2 and parts[1] == "facts":
         return paper_value(parts[0], "direct", "facts")
-    if len(parts) == 3:
-        return paper_value(*parts)
+    if len(parts) == 3:  # "oracle-exact": the oracle on the exactly relocated facts, the paper's probe set
+        return paper_value(parts[0], parts[1].removesuffix("-exact"), parts[2])
     return None
 
 

@@ -93,6 +93,8 @@ def test_facts_run_in_threads_give_the_same_records(tmp_path):
     assert read_records(tmp_path / "four" / "records.jsonl") != []
     by_id = {r["id"]: r for r in read_records(tmp_path / "one" / "records.jsonl")}
     for record in read_records(tmp_path / "four" / "records.jsonl"):
-        assert record == by_id[record["id"]]
+        one_record = by_id[record["id"]]
+        assert record.pop("wall_seconds") >= 0 and one_record.pop("wall_seconds") >= 0  # timings differ
+        assert record == one_record
     assert {k: one[k] for k in ("recall@1", "mrr", "accuracy", "n_facts")} == \
         {k: four[k] for k in ("recall@1", "mrr", "accuracy", "n_facts")}

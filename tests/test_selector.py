@@ -6,7 +6,7 @@ from fhs.data.domain import load_domain
 from fhs.data.facts import Fact
 from fhs.data.taxonomy import Concept, Taxonomy
 from fhs.method.config import FHSConfig
-from fhs.method.selector import Selection, apply_selection, parse_selection, select, selector_request
+from fhs.method.selector import Selection, apply_selection, parse_selection, select, selector_prompt, selector_request
 from scripted_llm import ScriptedLLM
 
 DOMAIN = load_domain("us-gaap")
@@ -56,9 +56,13 @@ def test_request_shrinks_definitions_when_over_budget():
     size = len(full.messages[-1].content)
     request, used = selector_request(FACT, IDS, TAXONOMY, DOMAIN, FHSConfig(selector_prompt_chars=size - 1))
     assert used == {"context_chars": 8_000, "definition_chars": 240}
-    tiny, used = selector_request(FACT, IDS, TAXONOMY, DOMAIN, FHSConfig(selector_prompt_chars=10))
+    bare = selector_prompt(FACT, IDS[:200], TAXONOMY, DOMAIN, 5_000, 0)
+    fits, used = selector_request(FACT, IDS, TAXONOMY, DOMAIN, FHSConfig(selector_prompt_chars=len(bare) + 1))
     assert used == {"context_chars": 5_000, "definition_chars": 0}
-    assert "[1] C1 / monetaryItemType / Label C1\n" in tiny.messages[-1].content
+    assert "[1] C1 / monetaryItemType / Label C1\n" in fits.messages[-1].content
+    # nothing fits: the last-resort rung also cuts labels and evidence fields (fhs/method/prompting.py)
+    tiny, used = selector_request(FACT, IDS, TAXONOMY, DOMAIN, FHSConfig(selector_prompt_chars=10))
+    assert used["field_chars"] == 200 and used["definition_chars"] == 0
 
 
 def test_only_the_first_selector_candidates_are_shown():

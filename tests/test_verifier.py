@@ -12,7 +12,7 @@ from fhs.book import worked_examples as W
 from fhs.data.domain import domain_from_dict, load_domain
 from fhs.data.taxonomy import Concept, Taxonomy
 from fhs.method.verifier import (Verdicts, build_window, candidate_line, consensus, fill_support, fill_value,
-                          final_scores, parse_verdicts, support, verdict_value, verifier_schema)
+                          final_scores, parse_verdicts, read_verdicts, support, verdict_value, verifier_schema)
 
 DIMS = W.DIMS
 hypothesis, pool_of = W.hypothesis, W.pool_of
@@ -252,11 +252,42 @@ def test_rsu_concepts_get_distinct_us_gaap_profiles():
 US_GAAP = load_domain("us-gaap")
 
 
-def test_schema_fixes_one_entry_per_window_candidate_in_order():
-    schema = verifier_schema(US_GAAP, WINDOW)
+def test_verbose_schema_fixes_one_entry_per_window_candidate_in_order():
+    schema = verifier_schema(US_GAAP, WINDOW, compact=False)
     items = schema["properties"]["verdicts"]
     assert items["minItems"] == items["maxItems"] == len(WINDOW)
     assert [entry["properties"]["id"]["enum"] for entry in items["prefixItems"]] == [[cid] for cid in WINDOW]
+
+
+def test_compact_schema_is_one_code_of_six_letters_per_window_candidate():
+    schema = verifier_schema(US_GAAP, WINDOW)
+    items = schema["properties"]["verdicts"]
+    assert items["minItems"] == items["maxItems"] == len(WINDOW) == len(items["prefixItems"])
+    assert {entry["pattern"] for entry in items["prefixItems"]} == {"^[SCA]{6}$"}
+
+
+def test_compact_codes_map_by_position_to_the_same_verdicts_as_the_verbose_reply():
+    labels = {"S": "support", "C": "contradict", "A": "unresolved"}
+    codes = ["SSCAAS", "CCCCCC", "aass-cc"]
+    verbose = json.dumps({"verdicts": [{"id": cid, **{d: labels[ch] for d, ch in zip(DIMS, code.upper().replace("-", ""))}}
+                                       for cid, code in zip(WINDOW, codes)]})
+    compact = parse_verdicts(json.dumps({"verdicts": codes}), WINDOW, DIMS)
+    assert compact == parse_verdicts(verbose, WINDOW, DIMS)
+    assert compact["us-gaap:Assets"].ruling("EVENT") is False and compact["us-gaap:Assets"].ruling("QUALIFIER") is None
+    assert {cid: v.to_dict() for cid, v in compact.items()}["R11.0"]["FAMILY"] == "abstain"
+
+
+def test_malformed_codes_are_counted_and_leave_their_candidates_unjudged():
+    text = json.dumps({"verdicts": ["SSSSS", "SSXSSS", "SSSSSS"]})  # too short, unknown letter, fine
+    verdicts, malformed = read_verdicts(text, WINDOW, DIMS)
+    assert malformed == 2 and list(verdicts) == ["R11.0"]
+    assert parse_verdicts(text, WINDOW, DIMS) == verdicts
+
+
+def test_a_cut_off_compact_reply_keeps_its_complete_codes():
+    verdicts, malformed = read_verdicts('{"verdicts": ["SSSSSS", "CCCCCC", "SS', WINDOW, DIMS)
+    assert list(verdicts) == list(WINDOW[:2]) and malformed == 0
+    assert read_verdicts("no codes here", WINDOW, DIMS) == ({}, 0)
 
 
 @pytest.mark.model
@@ -267,8 +298,10 @@ def test_a_real_model_under_the_schema_judges_every_window_candidate():
     from fhs.llm.models import smollm2_path
 
     llm = make_llm("llama_cpp", str(smollm2_path()), n_ctx=2048, n_threads=2)
-    request = Request(messages=(Message("user", "Judge each candidate on each dimension. Answer in JSON."),),
-                      max_tokens=120 * len(WINDOW), schema=verifier_schema(US_GAAP, WINDOW), purpose="verifier")
-    (response,) = llm.complete([request])
-    verdicts = parse_verdicts(response.text, WINDOW, US_GAAP.dimension_names)
-    assert list(verdicts) == list(WINDOW)
+    for compact in (True, False):
+        request = Request(messages=(Message("user", "Judge each candidate on each dimension. Answer in JSON."),),
+                          max_tokens=120 * len(WINDOW), schema=verifier_schema(US_GAAP, WINDOW, compact),
+                          purpose="verifier")
+        (response,) = llm.complete([request])
+        verdicts, malformed = read_verdicts(response.text, WINDOW, US_GAAP.dimension_names)
+        assert list(verdicts) == list(WINDOW) and malformed == 0, response.text

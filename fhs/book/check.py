@@ -12,9 +12,16 @@ which prints one line per metric: expected, actual, the paper's value, the gap t
 the paper, and a status:
 
 ``OK``       actual equals expected at the metric's precision;
-``OK*``      not equal, but within the recorded tolerance (floating point, platform);
+``OK*``      not equal, but within the recorded tolerance (floating point noise; run-to-run
+             drift of a served model on the ``paper`` profile);
 ``FAIL``     outside the tolerance, or a recorded metric the chapter did not produce;
+             when an input differs from the recorded one, the row names it;
 ``NEW``      no value recorded for this profile yet (not a failure: record it).
+
+Expected values hold for the inputs they were recorded with, so each profile also
+records the fingerprints of the chapter's inputs (``fhs.book.fingerprint``: the facts
+it used, the taxonomy, the model file). A run that passes different fingerprints
+gets a report that lists the changed inputs first, so a FAIL says why.
 
 The actual values are also saved to ``runs/<profile>/results/<chapter>.json`` so
 that ``python -m fhs.book.check record <chapter> --profile cpu`` can write them into
@@ -32,11 +39,17 @@ YAML layout (comments are not kept by ``record``: explain things in ``note`` fie
         paper: 2509           # optional; null when the paper has no such number
         paper_note: the paper's test split, not the same facts
         precision: 0          # decimals compared for an exact OK
-        tolerance: 0          # default tolerance for every profile
+        tolerance: 0          # tolerance for every profile, or per profile:
+        # tolerance: {default: 1.0e-09, paper: 0.03}   (llama.cpp is exact; a vLLM server drifts)
     expected:
       cpu:
         fincl/facts: 500                      # a bare value uses the metric's tolerance
         other/metric: {value: 0.31, tolerance: 0.01}
+    inputs:                                   # written by `record`, compared by `check`
+      cpu:
+        fincl/facts: 3f2a9c0d4e5b6a71         # fhs.book.fingerprint digests
+        fincl/taxonomy: 0b1c2d3e4f5a6b7c
+        model: 9a8b7c6d5e4f3a2b
 """
 
 from __future__ import annotations
@@ -53,6 +66,7 @@ from typing import Any
 
 import yaml
 
+from fhs.book.fingerprint import InputChange, changed_inputs
 from fhs.core.errors import InputError
 from fhs.core.files import write_text_atomic
 
@@ -79,7 +93,11 @@ class Metric:
     paper: float | None = None
     paper_note: str = ""
     precision: int = DEFAULT_PRECISION
-    tolerance: float = 0.0
+    tolerance: float = 0.0  # the default for every profile
+    tolerances: Mapping[str, float] = field(default_factory=dict)  # per profile, where it differs
+
+    def tolerance_for(self, profile: str) -> float:
+        return self.tolerances.get(profile, self.tolerance)
 
 
 @dataclass(frozen=True)
@@ -98,9 +116,13 @@ class Regression:
     command: str
     metrics: dict[str, Metric]
     expected: dict[str, dict[str, Expected]]  # profile -> metric -> expected
+    inputs: dict[str, dict[str, str]] = field(default_factory=dict)  # profile -> input -> fingerprint
 
     def expected_for(self, profile: str) -> dict[str, Expected]:
         return self.expected.get(profile, {})
+
+    def inputs_for(self, profile: str) -> dict[str, str]:
+        return self.inputs.get(profile, {})
 
 
 @dataclass(frozen=True)
@@ -112,6 +134,7 @@ class CheckRow:
     paper: float | None
     status: str
     precision: int = DEFAULT_PRECISION
+    reason: str = ""  # why a FAIL happened, when an input changed
 
     @property
     def gap_to_paper(self) -> float | None:
@@ -127,6 +150,17 @@ class CheckReport:
     profile: str
     rows: list[CheckRow] = field(default_factory=list)
     source: Path | None = None
+    input_changes: list[InputChange] = field(default_factory=list)
+    inputs_recorded: bool = True  # False: nothing recorded to compare the inputs with
+
+    def inputs_line(self) -> str:
+        """One line on the inputs: which differ from the recorded ones, or that none do."""
+        if self.input_changes:
+            return ("Inputs differ from the recorded ones, so the numbers are not comparable: "
+                    + "; ".join(str(change) for change in self.input_changes) + ".")
+        if not self.inputs_recorded:
+            return "No input fingerprints recorded for this profile (record them with `record`)."
+        return "Inputs match the recorded ones."
 
     @property
     def failures(self) -> list[CheckRow]:
@@ -148,11 +182,13 @@ class CheckReport:
             lines = [
                 f"{row.metric}: expected {_fmt(row.expected, row.precision)} "
                 f"± {_fmt(row.tolerance, row.precision)}, got {_fmt(row.actual, row.precision)}"
+                + (f" ({row.reason})" if row.reason else "")
                 for row in self.failures
             ]
+            inputs = f"\n{self.inputs_line()}" if self.input_changes else ""
             raise AssertionError(
                 f"{len(self.failures)} regression(s) failed for {self.chapter} "
-                f"[{self.profile}]:\n  " + "\n  ".join(lines)
+                f"[{self.profile}]:\n  " + "\n  ".join(lines) + inputs
                 + f"\nIf the change is intended, record it: python -m fhs.book.check record "
                 f"{self.chapter} --profile {self.profile}"
             )
@@ -170,6 +206,7 @@ class CheckReport:
                 "paper": _fmt(row.paper, row.precision),
                 "gap": "" if gap is None else _fmt(gap, row.precision, signed=True),
                 "status": row.status,
+                **({"why": row.reason} if any(r.reason for r in self.rows) else {}),
             })
         return out
 
@@ -177,7 +214,7 @@ class CheckReport:
         rows = self.table()
         header = f"Regression check: {self.chapter} [profile {self.profile}]"
         if not rows:
-            return header + "\n(no metrics)"
+            return header + "\n(no metrics)\n" + self.inputs_line()
         columns = list(rows[0])
         widths = {c: max(len(c), *(len(r[c]) for r in rows)) for c in columns}
         numeric = {"expected", "tol", "actual", "paper", "gap"}
@@ -191,7 +228,7 @@ class CheckReport:
         body = [header, line({c: c for c in columns}),
                 line({c: "-" * widths[c] for c in columns})]
         body += [line(r) for r in rows]
-        body += [f"{counts}. gap = ours - paper.", LEGEND]
+        body += [f"{counts}. gap = ours - paper.", self.inputs_line(), LEGEND]
         return "\n".join(body)
 
     def _repr_html_(self) -> str:  # a report left as a cell's last value renders as a table
@@ -206,6 +243,7 @@ class CheckReport:
         return (f"<p><b>Regression check: {html.escape(self.chapter)} "
                 f"[profile {html.escape(self.profile)}]</b></p>"
                 f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+                f"<p>{html.escape(self.inputs_line())}</p>"
                 f"<p><small>{html.escape(LEGEND).replace(chr(10), ' ')}</small></p>")
 
 
@@ -247,14 +285,16 @@ def load_regression(chapter: str, directory: Path | None = None) -> Regression:
             raise InputError(f"unknown key(s) {sorted(unknown)}", path=path,
                              field=f"metrics.{name}", fix=f"use only {sorted(known)}")
         paper = spec.get("paper")
+        default, per_profile = _tolerances(spec.get("tolerance", 0.0), path=path,
+                                           field_name=f"metrics.{name}.tolerance")
         metrics[str(name)] = Metric(
             name=str(name),
             description=str(spec.get("description", "")),
             paper=None if paper is None else _number(paper, path=path, field_name=f"metrics.{name}.paper"),
             paper_note=str(spec.get("paper_note", "")),
             precision=int(spec.get("precision", DEFAULT_PRECISION)),
-            tolerance=_number(spec.get("tolerance", 0.0), path=path,
-                              field_name=f"metrics.{name}.tolerance"),
+            tolerance=default,
+            tolerances=per_profile,
         )
 
     expected: dict[str, dict[str, Expected]] = {}
@@ -270,11 +310,11 @@ def load_regression(chapter: str, directory: Path | None = None) -> Regression:
                 if "value" not in entry:
                     raise InputError("missing 'value'", path=path, field=where)
                 value = _number(entry["value"], path=path, field_name=f"{where}.value")
-                tolerance = _number(entry.get("tolerance", metric.tolerance), path=path,
+                tolerance = _number(entry.get("tolerance", metric.tolerance_for(str(profile))), path=path,
                                     field_name=f"{where}.tolerance")
             else:
                 value = _number(entry, path=path, field_name=where)
-                tolerance = metric.tolerance
+                tolerance = metric.tolerance_for(str(profile))
             per_profile[str(name)] = Expected(value, tolerance)
         expected[str(profile)] = per_profile
 
@@ -285,7 +325,34 @@ def load_regression(chapter: str, directory: Path | None = None) -> Regression:
         command=str(raw.get("command", "")),
         metrics=metrics,
         expected=expected,
+        inputs=_inputs(raw.get("inputs"), path=path),
     )
+
+
+def _tolerances(raw: Any, *, path: Path, field_name: str) -> tuple[float, dict[str, float]]:
+    """A metric's ``tolerance``: one number, or ``{default: x, <profile>: y, ...}``."""
+    if not isinstance(raw, dict):
+        return _number(raw, path=path, field_name=field_name), {}
+    if "default" not in raw:
+        raise InputError("a per-profile tolerance needs a 'default' entry", path=path, field=field_name,
+                         fix="e.g. tolerance: {default: 1.0e-09, paper: 0.03}")
+    values = {str(k): _number(v, path=path, field_name=f"{field_name}.{k}") for k, v in raw.items()}
+    return values.pop("default"), values
+
+
+def _inputs(raw: Any, *, path: Path) -> dict[str, dict[str, str]]:
+    """``inputs: {profile: {input name: fingerprint}}``; fingerprints are strings."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise InputError("expected a mapping of profile -> input -> fingerprint", path=path, field="inputs")
+    out: dict[str, dict[str, str]] = {}
+    for profile, values in raw.items():
+        if not isinstance(values, dict) or not all(isinstance(v, str) for v in values.values()):
+            raise InputError("expected input name -> fingerprint (a string)", path=path,
+                             field=f"inputs.{profile}", fix="re-record: python -m fhs.book.check record ...")
+        out[str(profile)] = {str(k): v for k, v in values.items()}
+    return out
 
 
 def flatten(results: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
@@ -322,8 +389,13 @@ def status_of(actual: float | None, expected: Expected | None, precision: int) -
     return FAIL
 
 
-def compare(results: Mapping[str, Any], regression: Regression, profile: str) -> CheckReport:
-    """Compare without printing or saving anything (the pure part of :func:`check`)."""
+def compare(results: Mapping[str, Any], regression: Regression, profile: str,
+            inputs: Mapping[str, str] | None = None) -> CheckReport:
+    """Compare without printing or saving anything (the pure part of :func:`check`).
+
+    ``inputs`` are the run's input fingerprints; those that differ from the
+    recorded ones are listed on the report and named on every failing row they feed.
+    """
     actual = flatten(results)
     recorded = regression.expected_for(profile)
     undefined = sorted(set(actual) - set(regression.metrics))
@@ -331,19 +403,25 @@ def compare(results: Mapping[str, Any], regression: Regression, profile: str) ->
         raise InputError(f"results name metric(s) {undefined} that are not defined",
                          path=regression.path, field="metrics",
                          fix="define them (description, paper, precision) before checking")
-    report = CheckReport(chapter=regression.chapter, profile=profile, source=regression.path)
+    recorded_inputs = regression.inputs_for(profile)
+    changes = changed_inputs(recorded_inputs, inputs) if inputs is not None else []
+    report = CheckReport(chapter=regression.chapter, profile=profile, source=regression.path,
+                         input_changes=changes, inputs_recorded=bool(recorded_inputs) or inputs is None)
     for name, metric in regression.metrics.items():
         if name not in actual and name not in recorded:
             continue  # defined for another profile only
         expected = recorded.get(name)
+        status = status_of(actual.get(name), expected, metric.precision)
+        causes = [change.name for change in changes if change.explains(name)]
         report.rows.append(CheckRow(
             metric=name,
             actual=actual.get(name),
             expected=None if expected is None else expected.value,
             tolerance=None if expected is None else expected.tolerance,
             paper=metric.paper,
-            status=status_of(actual.get(name), expected, metric.precision),
+            status=status,
             precision=metric.precision,
+            reason="input changed: " + ", ".join(causes) if status == FAIL and causes else "",
         ))
     return report
 
@@ -352,26 +430,35 @@ def results_path(chapter: str, profile: str, root: str | os.PathLike | None = No
     return Path(root or DEFAULT_RESULTS_ROOT) / profile / "results" / f"{chapter}.json"
 
 
+def inputs_path(chapter: str, profile: str, root: str | os.PathLike | None = None) -> Path:
+    return Path(root or DEFAULT_RESULTS_ROOT) / profile / "results" / f"{chapter}.inputs.json"
+
+
 def save_results(results: Mapping[str, Any], chapter: str, profile: str,
-                 root: str | os.PathLike | None = None) -> Path:
-    """Write the flat results atomically; ``record`` and ``verify`` read them back."""
+                 root: str | os.PathLike | None = None, inputs: Mapping[str, str] | None = None) -> Path:
+    """Write the flat results (and the input fingerprints) atomically; ``record`` and ``verify`` read them back."""
     path = results_path(chapter, profile, root)
-    return write_text_atomic(path, json.dumps(flatten(results), indent=2, sort_keys=True) + "\n")
+    write_text_atomic(path, json.dumps(flatten(results), indent=2, sort_keys=True) + "\n")
+    if inputs is not None:
+        write_text_atomic(inputs_path(chapter, profile, root), json.dumps(dict(inputs), indent=2, sort_keys=True) + "\n")
+    return path
 
 
 def check(results: Mapping[str, Any], chapter: str, profile: str, *,
+          inputs: Mapping[str, str] | None = None,
           directory: Path | None = None, results_root: str | os.PathLike | None = None,
           save: bool = True, quiet: bool = False) -> CheckReport:
     """Compare a chapter's results with its recorded values, print the table, return it.
 
-    ``results`` maps metric names to numbers (nested mappings are joined with ``/``).
-    With ``save`` the actual values are also written to
-    ``runs/<profile>/results/<chapter>.json`` for ``python -m fhs.book.check record``.
+    ``results`` maps metric names to numbers (nested mappings are joined with ``/``);
+    ``inputs`` maps input names to fingerprints (``fhs.book.fingerprint``).
+    With ``save`` both are also written under ``runs/<profile>/results/`` for
+    ``python -m fhs.book.check record``.
     """
     regression = load_regression(chapter, directory)
-    report = compare(results, regression, profile)
+    report = compare(results, regression, profile, inputs)
     if save:
-        save_results(results, chapter, profile, results_root)
+        save_results(results, chapter, profile, results_root, inputs)
     if not quiet:
         print(report)
     return report
@@ -381,13 +468,16 @@ def check(results: Mapping[str, Any], chapter: str, profile: str, *,
 
 
 def record(chapter: str, profile: str, results: Mapping[str, Any], *,
-           directory: Path | None = None, tolerance: float | None = None) -> Path:
+           directory: Path | None = None, tolerance: float | None = None,
+           inputs: Mapping[str, str] | None = None) -> Path:
     """Write ``results`` as the expected values of ``profile`` into the chapter's YAML.
 
-    Metric definitions and other profiles are left as they are; a metric the
-    results name but the file does not define is an error (define it first, so
-    every recorded number says what it is). ``tolerance`` overrides the metric's
-    default for every value recorded now.
+    Values are written unrounded (exactly as computed). Metric definitions and
+    other profiles are left as they are; a metric the results name but the file
+    does not define is an error (define it first, so every recorded number says
+    what it is). ``tolerance`` overrides the metric's tolerance for every value
+    recorded now; ``inputs`` (the run's fingerprints) replace the profile's
+    recorded inputs.
     """
     regression = load_regression(chapter, directory)  # validates the file first
     flat = flatten(results)
@@ -407,11 +497,13 @@ def record(chapter: str, profile: str, results: Mapping[str, Any], *,
         value: float | int = flat[name]  # unrounded: OK compares after rounding both sides
         if metric.precision == 0 and value == int(value):
             value = int(value)
-        if tolerance is None or tolerance == metric.tolerance:
+        if tolerance is None or tolerance == metric.tolerance_for(profile):
             block[name] = value
         else:
             block[name] = {"value": value, "tolerance": tolerance}
     expected[profile] = block
+    if inputs is not None:
+        raw["inputs"] = {**(raw.get("inputs") or {}), profile: dict(sorted(inputs.items()))}
     return write_text_atomic(regression.path,
                              yaml.safe_dump(raw, sort_keys=False, allow_unicode=True, width=100))
 
@@ -422,6 +514,11 @@ def _read_saved(chapter: str, profile: str, root: str | None) -> dict[str, float
         raise InputError("no saved results for this chapter and profile", path=path,
                          fix=f"run the chapter first: make notebooks PROFILE={profile}")
     return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _read_saved_inputs(chapter: str, profile: str, root: str | None) -> dict[str, str] | None:
+    path = inputs_path(chapter, profile, root)
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
 def _fmt(value: float | None, precision: int, *, signed: bool = False) -> str:
@@ -452,11 +549,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         results = _read_saved(args.chapter, args.profile, args.results_root)
+        inputs = _read_saved_inputs(args.chapter, args.profile, args.results_root)
         if args.command == "record":
-            path = record(args.chapter, args.profile, results, tolerance=args.tolerance)
-            print(f"recorded {len(results)} value(s) for profile {args.profile} in {path}")
+            path = record(args.chapter, args.profile, results, tolerance=args.tolerance, inputs=inputs)
+            what = f"{len(inputs)} input fingerprint(s)" if inputs else "no input fingerprints (the chapter saved none)"
+            print(f"recorded {len(results)} value(s) and {what} for profile {args.profile} in {path}")
             return 0
-        report = check(results, args.chapter, args.profile, save=False)
+        report = check(results, args.chapter, args.profile, inputs=inputs, save=False)
         return 0 if report.ok else 1
     except InputError as error:
         print(f"error: {error}", file=sys.stderr)

@@ -22,11 +22,13 @@ import pandas as pd
 
 @dataclass(frozen=True)
 class Estimate:
-    """A point estimate with an optional interval (e.g. a 95% bootstrap percentile CI)."""
+    """A point estimate with an optional interval (e.g. a 95% bootstrap percentile CI) and
+    an optional std across seeded runs (the paper reports "mean of three runs ± std")."""
 
     value: float
     low: float | None = None
     high: float | None = None
+    std: float | None = None
 
     def __post_init__(self) -> None:
         if (self.low is None) != (self.high is None):
@@ -42,7 +44,7 @@ def as_estimate(value: Any) -> Estimate | None:
     if isinstance(value, Estimate):
         return value
     if all(hasattr(value, name) for name in ("value", "low", "high")):
-        return Estimate(float(value.value), _opt(value.low), _opt(value.high))
+        return Estimate(float(value.value), _opt(value.low), _opt(value.high), _opt(getattr(value, "std", None)))
     if isinstance(value, (tuple, list)):
         if len(value) != 3:
             raise ValueError(f"expected (value, low, high), got {value!r}")
@@ -61,10 +63,12 @@ def fmt_number(value: float | None, precision: int = 3, *, signed: bool = False)
 
 
 def fmt_estimate(estimate: Estimate | None, precision: int = 3) -> str:
-    """``0.257 [0.231, 0.284]``, or just the value when there is no interval."""
+    """``0.257 ± 0.012 [0.231, 0.284]`` (value ± std across runs [interval]); parts that are absent are left out."""
     if estimate is None:
         return "–"
     text = fmt_number(estimate.value, precision)
+    if estimate.std is not None:
+        text += f" ± {fmt_number(estimate.std, precision)}"
     if estimate.low is not None:
         text += f" [{fmt_number(estimate.low, precision)}, {fmt_number(estimate.high, precision)}]"
     return text
@@ -221,15 +225,29 @@ class Html:
         return self.text
 
 
-def profile_note(profile: str, model: str | None = None) -> Html:
+def configurations_line(configurations: Mapping[str, str], descriptions: Mapping[str, str]) -> str:
+    """One sentence naming the FHS configuration behind each dataset's numbers."""
+    parts = [f"{html.escape(dataset)}: <code>{html.escape(name)}</code>"
+             + (f" ({html.escape(descriptions[name])})" if name in descriptions else "")
+             for dataset, name in configurations.items()]
+    return "FHS configuration per dataset: " + "; ".join(parts) + "."
+
+
+def profile_note(profile: str, model: str | None = None,
+                 configurations: Mapping[str, str] | None = None,
+                 descriptions: Mapping[str, str] | None = None) -> Html:
     """The admonition each chapter shows above its numbers, so no reader mistakes a
-    tiny-model number for the paper's. ``model=None``: the numbers involve no LLM."""
+    tiny-model number for the paper's. ``model=None``: the numbers involve no LLM.
+    ``configurations`` (dataset -> named FHS configuration) adds a line saying which
+    configuration produced each dataset's numbers; ``descriptions`` explains the names."""
     if model is None:
         kind, text = NO_MODEL_NOTE
     else:
         kind, text = PROFILE_NOTES.get(
             profile, ("note", "Numbers from the <b>{profile}</b> profile ({model})."))
     body = text.format(model=html.escape(model or ""), profile=html.escape(profile))
+    if configurations:
+        body += " " + configurations_line(configurations, descriptions or {})
     title = "Where these numbers come from"
     markup = (f'<div class="admonition {kind}"><p class="admonition-title">{title}</p>'
               f"<p>{body}</p></div>")

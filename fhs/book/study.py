@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from fhs.book.fingerprint import facts_fingerprint, model_fingerprint, taxonomy_fingerprint
 from fhs.data.facts import Fact
 from fhs.data.sampling import sample_by_context
-from fhs.method.config import FHSConfig
+from fhs.method.config import DEFAULT_CONFIG, FHSConfig
 from fhs.method.context import MethodContext
-from fhs.run.evaluate import metric_interval
+from fhs.run.evaluate import RunsEstimate, metric_interval, runs_estimate
 from fhs.run.inputs import Experiment, ModelChoice, cached_retriever, load_experiment, retrieval_config
 from fhs.run.profiles import Profile, get_profile
 from fhs.run.records import read_records
@@ -39,12 +40,19 @@ class Run:
         return metric_interval(self.records, metric, rank_key=rank_key, **kw)
 
 
+def over_runs(runs: list[Run], metric: str, rank_key: str = "rank", **kw) -> RunsEstimate:
+    """``metric`` over seeded runs: the mean, its bootstrap interval from the same runs, the std across runs."""
+    return runs_estimate([run.records for run in runs], metric, rank_key=rank_key, **kw)
+
+
 @dataclass
 class Study:
     profile: Profile
     root: Path = Path("runs")
     data: str | Path | None = None
     progress: bool = True
+    # dataset -> named FHS configuration (FHSConfig.named); a dataset not listed gets the paper's
+    configurations: dict[str, str] = field(default_factory=dict)
     _experiments: dict[str, Experiment] = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -61,13 +69,37 @@ class Study:
         target = self.profile.llm_facts if llm else self.profile.retrieval_facts
         return sample_by_context(self.experiment(dataset).facts, target, seed=seed)
 
+    def input_fingerprints(self, facts: dict[str, list[Fact]], model: ModelChoice | None = None) -> dict[str, str]:
+        """What a chapter's expected values depend on: per dataset the facts it used and the
+        taxonomy, and the model file (for a served model, its name); ``fhs.book.check`` records them."""
+        out: dict[str, str] = {}
+        for dataset, used in facts.items():
+            out[f"{dataset}/facts"] = facts_fingerprint(used)
+            out[f"{dataset}/taxonomy"] = taxonomy_fingerprint(self.experiment(dataset).taxonomy)
+        if model is not None:
+            path = None
+            if model.backend == "llama_cpp":
+                from fhs.llm.models import model_path
+
+                path = model_path(model.model)
+            out["model"] = model_fingerprint(model.backend, model.model, path)
+        return out
+
+    def configuration(self, dataset: str) -> str:
+        """The named FHS configuration this study uses on ``dataset`` (``paper`` unless set)."""
+        return self.configurations.get(dataset, DEFAULT_CONFIG)
+
     def run_llm(self, dataset: str, method: str, model: ModelChoice, *, config: FHSConfig | None = None,
                 tag: str = "", facts: list[Fact] | None = None, w_cov: float | None = None) -> Run:
         """Run an LLM method (or ``direct`` with the shared selector) with ``model`` on the profile's sample.
 
         Records live in ``<dataset>/<method>[-tag]-seed<seed>``; the model, the
         seed and every FHS knob are part of the run's recorded configuration.
+        Without ``config`` the profile's budgets carry the dataset's named
+        configuration (:meth:`configuration`).
         """
+        if config is None and self.configuration(dataset) != DEFAULT_CONFIG:
+            config = model.profile.fhs_config().with_named(self.configuration(dataset))
         experiment = self.experiment(dataset)
         retriever = cached_retriever(experiment.taxonomy, retrieval_config(experiment.spec.taxonomy, w_cov=w_cov))
         scoped = Experiment(experiment.spec, experiment.taxonomy, experiment.facts, retriever)
@@ -109,3 +141,19 @@ class Study:
         records = [r for r in read_records(path / "records.jsonl") if r["id"] in wanted]
         return Run(dataset, method, path, records, result)
 
+
+
+def llm_study(profile: str, runs_dir: str | Path, *, llm_limit: int | None = None, backend: str | None = None,
+              model: str | None = None, base_url: str | None = None, cache_dir: str | Path = ".fhs-cache",
+              seed: int = 0) -> tuple[Study, ModelChoice]:
+    """A chapter's study and model from its parameters cell, with the cache chapter 2 uses.
+
+    Chapters that share this cache and sample (``runs_dir``/``cache_dir``) share FHS's calls.
+    """
+    study = Study.for_profile(profile, runs_dir, progress=False)
+    if llm_limit is not None:
+        study.profile = replace(study.profile, llm_facts=int(llm_limit))
+    choice = ModelChoice.resolve(profile, backend=backend, model=model,
+                                 base_urls=base_url.split(",") if base_url else None,
+                                 seed=seed, cache=Path(cache_dir) / "responses.sqlite")
+    return study, choice

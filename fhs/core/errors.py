@@ -52,3 +52,10 @@ def choose(registry: Mapping[str, T], name: str, what: str) -> T:
     except KeyError:
         raise InputError(f"unknown {what} {name!r}", field=what,
                          fix=f"choose one of {', '.join(registry)}") from None
+
+
+def warn(message: str) -> None:
+    """One line on stderr that a run goes on despite something the user should know."""
+    import sys
+
+    print(f"fhs: warning: {message}", file=sys.stderr, flush=True)

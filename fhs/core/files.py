@@ -57,3 +57,17 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
     with atomic_write(path) as handle:
         handle.write(text)
     return Path(path)
+
+
+def utf8_error(path: str | os.PathLike):
+    """The InputError for a file that is not UTF-8: its first bad byte, by offset and line."""
+    from fhs.core.errors import InputError
+
+    data = Path(path).read_bytes()
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        return InputError(f"not UTF-8 text (byte offset {error.start}: {data[error.start:error.start + 1]!r})",
+                          path=path, line=line, fix="save the file as UTF-8")
+    return InputError("not UTF-8 text", path=path, fix="save the file as UTF-8")

@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from fhs.core.errors import InputError
+from fhs.core.files import utf8_error
 from fhs.core.text import camel_split, normalize_token, token_set, tokenize
 from fhs.data.taxonomy import Concept
 
@@ -129,15 +130,20 @@ def available_domains() -> list[str]:
     return sorted(path.stem for path in DOMAINS_DIR.glob("*.yaml"))
 
 
-def load_domain(name_or_path: str | Path) -> Domain:
-    """Load a bundled domain by name (``us-gaap``, ``icd-10-cm``) or any domain YAML by path."""
+def domain_path(name_or_path: str | Path) -> Path:
+    """The YAML file of a bundled domain name or of a path (what a run stamp hashes)."""
     path = Path(name_or_path)
     if not (path.suffix in (".yaml", ".yml") or path.is_file()):
         path = DOMAINS_DIR / f"{name_or_path}.yaml"
         if not path.is_file():
             raise InputError(f"unknown domain {str(name_or_path)!r}",
                              fix=f"use one of {available_domains()} or the path of a domain YAML file")
-    return _load_domain_file(str(path.resolve()))
+    return path.resolve()
+
+
+def load_domain(name_or_path: str | Path) -> Domain:
+    """Load a bundled domain by name (``us-gaap``, ``icd-10-cm``) or any domain YAML by path."""
+    return _load_domain_file(str(domain_path(name_or_path)))
 
 
 @lru_cache(maxsize=None)
@@ -147,6 +153,8 @@ def _load_domain_file(path_text: str) -> Domain:
         raise InputError("no such domain file", path=path, fix="pass a YAML file like fhs/data/domains/us-gaap.yaml")
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise utf8_error(path) from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         raise InputError(f"not valid YAML ({getattr(error, 'problem', error)})", path=path,

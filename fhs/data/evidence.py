@@ -38,18 +38,33 @@ def direct_query(fact: Fact, context_chars: int = CONTEXT_CHARS) -> str:
     return f"{prefix(fact)} {clip_middle(fact.context, context_chars)}".strip()
 
 
-def evidence_block(fact: Fact, context_chars: int = CONTEXT_CHARS) -> str:
-    """The evidence every prompt shows, in the authors' order."""
+def _same_text(a: str, b: str) -> bool:
+    return " ".join(a.split()) == " ".join(b.split())
+
+
+def _field(text: str, limit: int | None) -> str:
+    return text if limit is None or len(text) <= limit else clip_middle(text, limit)
+
+
+def evidence_block(fact: Fact, context_chars: int = CONTEXT_CHARS, field_chars: int | None = None) -> str:
+    """The evidence every prompt shows, in the authors' order.
+
+    A text fact's sentence gets its own line only when it adds something: where
+    the source context is the sentence itself (CodiEsp's context is the
+    relocated English sentence), the line would repeat it word for word.
+    ``field_chars`` also cuts value, datatype, headers and sentence (only the
+    last-resort budget rungs set it, so a prompt that fits is never changed).
+    """
     lines = [
-        f"Value: {fact.value}",
-        f"Datatype: {fact.datatype}",
+        f"Value: {_field(fact.value, field_chars)}",
+        f"Datatype: {_field(fact.datatype, field_chars)}",
         f"Input type: {fact.modality}",
     ]
     if fact.row_header:
-        lines.append(f"Row context: {fact.row_header}")
+        lines.append(f"Row context: {_field(fact.row_header, field_chars)}")
     if fact.column_header:
-        lines.append(f"Column context: {fact.column_header}")
-    if fact.sentence and fact.modality == "text":
-        lines.append(f"Sentence: {fact.sentence}")
+        lines.append(f"Column context: {_field(fact.column_header, field_chars)}")
+    if fact.sentence and fact.modality == "text" and not _same_text(fact.sentence, fact.context):
+        lines.append(f"Sentence: {_field(fact.sentence, field_chars)}")
     lines.append(f"Source context: {clip_middle(fact.context, context_chars)}")
     return "\n".join(lines)

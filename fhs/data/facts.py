@@ -8,6 +8,7 @@ bring their own file of located facts.
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
@@ -61,6 +62,13 @@ _OPTIONAL = ("row_header", "column_header", "sentence", "metadata")
 
 def fact_from_dict(record: Mapping[str, Any], *, path: str | Path | None = None, line: int | None = None) -> Fact:
     """Build a ``Fact`` from a JSON object, naming the file, line and field on bad input."""
+    unknown = [name for name in record if name not in _REQUIRED + _OPTIONAL]
+    if unknown:
+        name = str(unknown[0])
+        close = difflib.get_close_matches(name, _REQUIRED + _OPTIONAL, n=1, cutoff=0.5)
+        hint = f"did you mean '{close[0]}'? " if close else ""
+        raise InputError("unknown field", path=path, line=line, field=name,
+                         fix=f"{hint}fields are {', '.join(_REQUIRED + _OPTIONAL)}; put anything else under metadata")
     for name in _REQUIRED:
         if name not in record:
             raise InputError("missing required field", path=path, line=line, field=name,
@@ -77,6 +85,9 @@ def fact_from_dict(record: Mapping[str, Any], *, path: str | Path | None = None,
         if name in record and not isinstance(record[name], (str, int, float)):
             raise InputError(f"expected a string, got {type(record[name]).__name__}",
                              path=path, line=line, field=name)
+    if not str(record["value"]).strip() and not str(record["context"]).strip():
+        raise InputError("value and context are both empty, so there is nothing to locate", path=path, line=line,
+                         field="value", fix="give the cell value or mention text, and the visible context")
     metadata = record.get("metadata") or {}
     if not isinstance(metadata, dict):
         raise InputError("expected an object", path=path, line=line, field="metadata")
@@ -108,6 +119,8 @@ def read_facts(path: str | Path) -> list[Fact]:
             raise InputError(f"duplicate fact id {fact.id!r}", path=path, line=number, field="id")
         seen.add(fact.id)
         facts.append(fact)
+    if not facts:
+        raise InputError("no facts in file", path=path, fix="write one JSON fact per line (see fhs/data/facts.py)")
     return facts
 
 

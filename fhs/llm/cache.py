@@ -28,6 +28,9 @@ CREATE TABLE IF NOT EXISTS responses (
     created REAL NOT NULL
 )
 """
+# Answers a stage could not parse, kept apart from ``responses`` so older readers of the
+# file see the same table as before.
+_UNPARSED_SQL = "CREATE TABLE IF NOT EXISTS unparsed (key TEXT PRIMARY KEY, marked REAL NOT NULL)"
 
 
 @dataclass(frozen=True)
@@ -59,24 +62,27 @@ class ResponseCache:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute(_SCHEMA_SQL)
+            self._db.execute(_UNPARSED_SQL)
             self._db.commit()
         except sqlite3.DatabaseError as error:
             raise InputError(f"not a usable response cache ({error})", path=self.path,
                              fix="delete the file or pass another cache_path") from None
 
-    def get_many(self, keys: Sequence[str]) -> dict[str, Response]:
+    def get_many(self, keys: Sequence[str], *, unparsed: bool = True) -> dict[str, Response]:
+        """Stored answers by key; ``unparsed=False`` leaves out those marked unparseable."""
         with self._lock:
-            return self._get_many(keys)
+            return self._get_many(keys, unparsed)
 
-    def _get_many(self, keys: Sequence[str]) -> dict[str, Response]:
+    def _get_many(self, keys: Sequence[str], unparsed: bool = True) -> dict[str, Response]:
         found: dict[str, Response] = {}
         unique = list(dict.fromkeys(keys))
+        skip = "" if unparsed else " AND key NOT IN (SELECT key FROM unparsed)"
         for start in range(0, len(unique), 500):
             chunk = unique[start : start + 500]
             marks = ",".join("?" * len(chunk))
             rows = self._db.execute(
                 f"SELECT key, text, tokens_in, tokens_out, seconds, model "
-                f"FROM responses WHERE key IN ({marks})", chunk)
+                f"FROM responses WHERE key IN ({marks}){skip}", chunk)
             for key, text, tokens_in, tokens_out, seconds, model in rows:
                 found[key] = Response(text=text, tokens_in=tokens_in, tokens_out=tokens_out,
                                       seconds=seconds, cached=True, model=model)
@@ -90,6 +96,18 @@ class ResponseCache:
                 "INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [(key, kind, model, purpose, r.text, r.tokens_in, r.tokens_out, r.seconds, now)
                  for key, kind, model, purpose, r in entries])
+            # a new answer is innocent until its stage says otherwise
+            self._db.executemany("DELETE FROM unparsed WHERE key = ?", [(e[0],) for e in entries])
+
+    def mark_unparsed(self, key: str) -> None:
+        """Remember that the answer under ``key`` could not be parsed by the stage that asked."""
+        with self._lock, self._db:
+            self._db.execute("INSERT OR REPLACE INTO unparsed VALUES (?, ?)", (key, time.time()))
+
+    def unparsed_count(self) -> int:
+        with self._lock:
+            return int(self._db.execute(
+                "SELECT COUNT(*) FROM unparsed WHERE key IN (SELECT key FROM responses)").fetchone()[0])
 
     def __len__(self) -> int:
         return int(self._db.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
@@ -121,13 +139,14 @@ def _chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
 class CachedLLM:
     """Any backend behind the persistent cache: a repeated request never reaches the model.
 
-    Misses go to the backend in batches of ``batch_size`` (each batch committed
+    Answers a stage marked unparseable (``mark_unparsed``) count as misses
+    unless ``replay_unparsed``. Misses go to the backend in batches of ``batch_size`` (each batch committed
     as it returns); identical requests within one call are sent once. Hits come
     back with ``cached=True``. ``stats`` tallies every response served.
     """
 
     def __init__(self, backend: Any, cache: ResponseCache, *, batch_size: int = 64,
-                 stats: CallStats | None = None) -> None:
+                 stats: CallStats | None = None, replay_unparsed: bool = False) -> None:
         self.backend = backend
         self.cache = cache
         self.batch_size = max(1, batch_size)
@@ -136,13 +155,21 @@ class CachedLLM:
         self.kind = getattr(backend, "kind", type(backend).__name__)
         self.model = getattr(backend, "model", getattr(backend, "name", ""))
         self.name = getattr(backend, "name", f"{self.kind}:{self.model}")
+        self.replay_unparsed = replay_unparsed
+        # Where the answers come from, beyond kind and model: a server backend's URLs, so that
+        # another server's answers are never replayed as this one's (in-process engines: none).
+        self.provenance = str(getattr(backend, "provenance", "") or "")
 
     def key(self, request: Request) -> str:
-        return cache_key(self.kind, self.model, request)
+        return cache_key(self.kind, self.model, request, provenance=self.provenance)
+
+    def mark_unparsed(self, request: Request) -> None:
+        """The stage could not use this answer: the next run asks again (unless ``replay_unparsed``)."""
+        self.cache.mark_unparsed(self.key(request))
 
     def complete(self, requests: Sequence[Request]) -> list[Response]:
         keys = [self.key(r) for r in requests]
-        found = self.cache.get_many(keys)
+        found = self.cache.get_many(keys, unparsed=self.replay_unparsed)
         results: list[Response | None] = [found.get(k) for k in keys]
         first_index: dict[str, int] = {}
         for index, key in enumerate(keys):

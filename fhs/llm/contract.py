@@ -55,6 +55,10 @@ class Response:
     seconds: float = 0.0
     cached: bool = False
     model: str = ""
+    # Where the backend can tell (llama.cpp in process): prompt tokens actually evaluated
+    # after reusing the KV cache of the previous call, and the seconds that took.
+    prompt_evaluated: int | None = None
+    prompt_seconds: float | None = None
 
 
 class LLM(Protocol):
@@ -92,6 +96,13 @@ class BackendError(RuntimeError):
     """A backend could not answer: server unreachable or failing, engine not installed."""
 
 
+class RequestRefused(BackendError):
+    """The server refused this one request for good (a non-retryable 4xx, e.g. a prompt over its window).
+
+    Other requests may well succeed, so the runner records the fact as failed and goes on.
+    """
+
+
 def derive_seed(seed: int, sample_index: int = 0, attempt: int = 0) -> int:
     """The seed a backend actually uses, one per (run seed, sample, attempt).
 
@@ -119,8 +130,12 @@ def chat_messages(request: Request) -> list[dict[str, str]]:
 CACHE_KEY_VERSION = 1
 
 
-def cache_key(kind: str, model: str, request: Request) -> str:
-    """SHA-256 over everything that changes the answer; ``purpose`` is only a label."""
+def cache_key(kind: str, model: str, request: Request, *, provenance: str = "") -> str:
+    """SHA-256 over everything that changes the answer; ``purpose`` is only a label.
+
+    ``provenance`` names where answers come from when kind and model do not
+    (a server's base URLs); empty leaves the key as it always was.
+    """
     payload = {
         "v": CACHE_KEY_VERSION,
         "kind": kind,
@@ -134,5 +149,7 @@ def cache_key(kind: str, model: str, request: Request) -> str:
         "attempt": int(request.attempt),
         "schema": plain(request.schema) if request.schema is not None else None,
     }
+    if provenance:
+        payload["provenance"] = provenance
     text = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()

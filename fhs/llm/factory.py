@@ -26,6 +26,7 @@ def make_llm(
     base_urls: Sequence[str] | None = None,
     cache_path: str | os.PathLike | None = None,
     cache_dir: str | os.PathLike | None = None,
+    replay_unparsed: bool = False,
     **kw: Any,
 ) -> LLM:
     """The one way the command line and the notebooks get a model.
@@ -38,7 +39,8 @@ def make_llm(
     - ``vllm``: ``model`` is a Hugging Face id or local folder; ``kw`` are
       engine arguments (see ``PAPER_VLLM_ENGINE_ARGS``).
 
-    With ``cache_path`` every call goes through the persistent cache.
+    With ``cache_path`` every call goes through the persistent cache; an answer a stage
+    marked unparseable is asked again unless ``replay_unparsed``.
     """
     if backend == "openai":
         urls = list(base_urls or [])
@@ -61,4 +63,4 @@ def make_llm(
                          fix=f"use one of {', '.join(BACKENDS)}")
     if cache_path is None:
         return engine
-    return CachedLLM(engine, ResponseCache(cache_path))
+    return CachedLLM(engine, ResponseCache(cache_path), replay_unparsed=replay_unparsed)

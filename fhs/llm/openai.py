@@ -6,12 +6,13 @@ import asyncio
 import concurrent.futures
 import itertools
 import json
+import math
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from fhs.core.errors import InputError
-from fhs.llm.contract import BackendError, Request, Response, chat_messages, derive_seed, plain
+from fhs.core.errors import InputError, warn
+from fhs.llm.contract import BackendError, Request, RequestRefused, Response, chat_messages, derive_seed, plain
 from fhs.llm.llama_cpp import json_schema_grammar
 
 
@@ -68,6 +69,7 @@ class OpenAIBackend:
         extra_body: Mapping[str, Any] | None = None,
         max_retries: int = 4,
         backoff_s: float = 1.0,
+        any_server: bool = False,
     ) -> None:
         if isinstance(base_urls, str):
             base_urls = [base_urls]
@@ -93,6 +95,9 @@ class OpenAIBackend:
         # How the schema is enforced changes the answer, so it is part of the cache identity.
         self.kind = "openai" if structured == "json_schema" else f"openai-{structured}"
         self.name = f"openai:{model}"
+        # Part of the cache key (fhs/llm/cache.py): another server may serve other weights under
+        # the same model name. ``any_server`` shares answers across servers on purpose.
+        self.provenance = "" if any_server else ",".join(sorted(self.base_urls))
         self._round_robin = itertools.count()
         self._grammar_texts: dict[str, str] = {}
 
@@ -138,7 +143,10 @@ class OpenAIBackend:
         limits = httpx.Limits(max_connections=self.max_in_flight,
                               max_keepalive_connections=self.max_in_flight)
         gate = asyncio.Semaphore(self.max_in_flight)
-        async with httpx.AsyncClient(timeout=self.timeout, headers=headers, limits=limits) as client:
+        # A proxy from the environment must not intercept a server on this machine.
+        local = all(_is_loopback(u) for u in self.base_urls)
+        async with httpx.AsyncClient(timeout=self.timeout, headers=headers, limits=limits,
+                                     trust_env=not local) as client:
             tasks = [asyncio.ensure_future(self._one(client, gate, r, s))
                      for r, s in zip(requests, slots)]
             try:
@@ -172,13 +180,16 @@ class OpenAIBackend:
                 if reply.status_code < 400:
                     return self._response(url, reply, seconds)
                 if reply.status_code not in _RETRY_STATUS:
-                    raise BackendError(
+                    raise RequestRefused(
                         f"{url} refused the request with HTTP {reply.status_code}: "
-                        f"{reply.text[:300]}"
+                        f"{' '.join(reply.text[:300].split())}"
                     )
-                last_problem = f"HTTP {reply.status_code}: {reply.text[:200]}"
+                last_problem = f"HTTP {reply.status_code}: {' '.join(reply.text[:200].split())}"
             if attempt < self.max_retries:
-                await asyncio.sleep(self.backoff_s * (2**attempt))
+                wait = self.backoff_s * (2**attempt)
+                if not unreachable:
+                    wait = max(wait, _retry_after(reply.headers.get("retry-after")))
+                await asyncio.sleep(wait)
         where = ", ".join(tried)
         if unreachable:
             raise BackendError(
@@ -196,20 +207,78 @@ class OpenAIBackend:
         try:
             data = reply.json()
             choice = data["choices"][0]
-            text = choice["message"].get("content") or ""
+            text = content_text(choice["message"].get("content"))
         except (ValueError, KeyError, IndexError, TypeError, AttributeError) as error:
             raise BackendError(
                 f"{url} answered with something that is not a chat completion "
-                f"({type(error).__name__}): {reply.text[:300]}"
+                f"({type(error).__name__}): {' '.join(reply.text[:300].split())}"
             ) from None
-        usage = data.get("usage") or {}
+        usage = data.get("usage") if isinstance(data.get("usage"), Mapping) else {}
         return Response(
             text=text,
-            tokens_in=int(usage.get("prompt_tokens") or 0),
-            tokens_out=int(usage.get("completion_tokens") or 0),
+            tokens_in=_token_count(usage, "prompt_tokens", url),
+            tokens_out=_token_count(usage, "completion_tokens", url),
             seconds=seconds,
             model=str(data.get("model") or self.model),
         )
+
+
+MAX_RETRY_AFTER_S = 60.0  # a server's Retry-After is honoured up to this many seconds per wait
+
+
+def _retry_after(value: str | None) -> float:
+    """Seconds from a ``Retry-After`` header (seconds or an HTTP date), bounded; 0 when absent or odd."""
+    if not value:
+        return 0.0
+    try:
+        seconds = float(value)
+    except ValueError:
+        from email.utils import parsedate_to_datetime
+
+        try:
+            seconds = parsedate_to_datetime(value).timestamp() - time.time()
+        except (TypeError, ValueError, IndexError, OverflowError):
+            return 0.0
+    if seconds != seconds:  # NaN
+        return 0.0
+    return min(max(seconds, 0.0), MAX_RETRY_AFTER_S)
+
+
+def _is_loopback(url: str) -> bool:
+    from urllib.parse import urlsplit
+
+    host = (urlsplit(url if "//" in url else f"http://{url}").hostname or "").lower()
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
+def content_text(content: Any) -> str:
+    """A message's text: a string, ``None`` (nothing), or a list of parts whose text parts are joined."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(part.get("text") or "") if isinstance(part, Mapping) else str(part)
+                       for part in content
+                       if not isinstance(part, Mapping) or part.get("type", "text") in ("text", "output_text"))
+    raise TypeError(f"content is a {type(content).__name__}")
+
+
+_WARNED_USAGE: set[str] = set()
+
+
+def _token_count(usage: Mapping[str, Any], name: str, url: str) -> int:
+    """A token count from ``usage``; anything but a non-negative integer is unknown (0), with one warning."""
+    value = usage.get(name)
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or value < 0 or value != int(value):
+        if url not in _WARNED_USAGE:
+            _WARNED_USAGE.add(url)
+            warn(f"{url} reported usage.{name} = {value!r}, not a token count; token counts from it are unknown (0)")
+        return 0
+    return int(value)
 
 
 # --- llama.cpp in process -----------------------------------------------------------------

@@ -13,6 +13,12 @@ differ, the default follows the paper and the code's choice is a named option:
   (paper, Appendix B.4); ``"kept"`` = over the K kept after truncation (code).
 - ``fill``: ``"mean"`` (paper, Eq. 2) or ``"zero"`` (the code's AblationConfig
   default and FHS-Seq's choice).
+
+Named configurations (``NAMED_CONFIGS``, ``FHSConfig.named``, ``fhs run --config``)
+bundle the settings of a documented run: ``paper`` is the default;
+``codiesp-authors`` is what the authors' CodiEsp runs used (their vendored CodiEsp
+pipeline: a plain top-10 window by fused rank, support counted over all six
+dimensions with abstentions as non-support, zero fill; see book/deviations.md).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from fhs.core.errors import choose
 from fhs.retrieval.bm25 import RetrievalConfig
 
 RENDERINGS = ("label", "definition")
@@ -33,11 +40,35 @@ NORMALIZE_OVER = ("union", "kept")
 
 
 @dataclass(frozen=True)
+class NamedConfig:
+    """A documented bundle of FHS settings, applied over a profile's budgets."""
+
+    name: str
+    description: str
+    settings: Mapping[str, Any]
+
+
+DEFAULT_CONFIG = "paper"
+NAMED_CONFIGS: dict[str, NamedConfig] = {
+    named.name: named
+    for named in (
+        NamedConfig("paper", "the paper's deployed FHS (Section 4, Appendix B): profile-diverse window, "
+                             "support over resolved dimensions, mean fill", {}),
+        NamedConfig("codiesp-authors", "the authors' CodiEsp runs: plain top-10 window by fused rank, "
+                                       "support = supports / all six dimensions, zero fill",
+                    {"window": "rank", "k_v": 10, "scoring": "strict", "fill": "zero"}),
+    )
+}
+
+
+@dataclass(frozen=True)
 class FHSConfig:
     """One FHS run's settings (paper defaults; see the module docstring for variants)."""
 
     # Hypothesis generation (Section 4.1)
     num_hypotheses: int = 2  # J
+    # Search with only the hypothesis of this sample index (Table 6's "- ensemble": J = 1 rows)
+    only_hypothesis: int | None = None
     temperature: float = 0.8
     top_p: float = 1.0
     json_schema: bool = True  # attach a JSON schema to requests ("decoding is structured")
@@ -73,6 +104,10 @@ class FHSConfig:
     verifier_prompt_chars: int = 120_000  # about 30,000 tokens
     selector_prompt_chars: int = 120_000
     hypothesis_retries: int = 1
+    # Output formats (book/deviations.md, "Output formats"): the verifier answers one code
+    # letter per dimension per candidate and the selector leaves out the echoed id;
+    # False restores the verbose JSON (an object with id and six words per candidate).
+    compact_outputs: bool = True
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -92,6 +127,9 @@ class FHSConfig:
         for name in ("num_hypotheses", "k", "kappa", "k_v", "scan", "selector_candidates"):
             if getattr(self, name) < 1:
                 raise ValueError(f"FHSConfig.{name} must be at least 1, got {getattr(self, name)!r}")
+        if self.only_hypothesis is not None and not 0 <= self.only_hypothesis < self.num_hypotheses:
+            raise ValueError(f"FHSConfig.only_hypothesis must be a sample index below num_hypotheses "
+                             f"({self.num_hypotheses}), got {self.only_hypothesis!r}")
         if self.beta < 0:
             raise ValueError(f"FHSConfig.beta must be >= 0, got {self.beta!r}")
 
@@ -107,6 +145,15 @@ class FHSConfig:
         base: dict[str, Any] = dict(num_hypotheses=1, temperature=0.0, top_p=1.0, beta=0.0)
         base.update(overrides)
         return cls(**base)
+
+    @classmethod
+    def named(cls, name: str, **overrides: Any) -> "FHSConfig":
+        """A named configuration from ``NAMED_CONFIGS`` over the defaults, then ``overrides``."""
+        return cls().with_named(name).replace(**overrides)
+
+    def with_named(self, name: str) -> "FHSConfig":
+        """This configuration with a named configuration's settings on top (budgets are kept)."""
+        return self.replace(**choose(NAMED_CONFIGS, name, "FHS configuration").settings)
 
     # ---- conversions ----------------------------------------------------------
     @property

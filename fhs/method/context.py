@@ -20,6 +20,7 @@ from fhs.data.facts import Fact
 from fhs.data.taxonomy import Taxonomy
 from fhs.llm.contract import LLM, Request, Response
 from fhs.method.config import FHSConfig
+from fhs.method.ledger import VerdictLedger
 from fhs.method.selector import select
 from fhs.retrieval.bm25 import Retriever
 
@@ -38,6 +39,8 @@ class MethodContext:
     domain: Domain | None = None
     config: FHSConfig = field(default_factory=FHSConfig)
     options: dict[str, Any] = field(default_factory=dict)
+    # Verdicts already known (fhs.method.ledger): re-scoring variants ask the verifier only for new candidates
+    ledger: VerdictLedger | None = None
 
     def require_llm(self, method: str) -> tuple[LLM, Domain]:
         if self.llm is None or self.domain is None:
@@ -49,7 +52,15 @@ class MethodContext:
 Method = Callable[[Fact, MethodContext], dict]
 
 
-def call_record(request: Request, response: Response, parsed: bool) -> dict[str, Any]:
+def call_record(request: Request, response: Response, parsed: bool, llm: LLM | None = None) -> dict[str, Any]:
+    """A call's line in the record; an unparseable answer is also marked in ``llm``'s response cache.
+
+    The stage that parsed the answer is the only one that knows it was unusable,
+    so it tells the cache (``mark_unparsed``): the next run asks the model again
+    instead of replaying the failure as if it were a good answer.
+    """
+    if not parsed and llm is not None and hasattr(llm, "mark_unparsed"):
+        llm.mark_unparsed(request)
     return {
         "purpose": request.purpose,
         "sample_index": request.sample_index,
@@ -70,5 +81,5 @@ def with_selector(fact: Fact, ctx: MethodContext, record: dict) -> dict:
     record["selection"] = selection.to_dict() if selection is not None else None
     record["selected"] = selected_ids[0]
     record["llm_calls"] = record.get("llm_calls", []) + [
-        call_record(req, resp, selection is not None) for req, resp in calls]
+        call_record(req, resp, selection is not None, ctx.llm) for req, resp in calls]
     return record

@@ -13,7 +13,8 @@ The record never contains the fact's gold ids.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any, Protocol
 
 from fhs.data.domain import Domain
@@ -22,12 +23,14 @@ from fhs.data.taxonomy import Taxonomy
 from fhs.llm.contract import LLM
 from fhs.method.config import FHSConfig
 from fhs.method.context import MethodContext, call_record
-from fhs.method.hypotheses import Hypothesis, RenderedQuery, generate_hypotheses, parse_hypothesis, queries_for
+from fhs.method.hypotheses import (Hypothesis, RenderedQuery, fallback_hypothesis, generate_hypotheses,
+                                   parse_hypothesis, queries_for)
 from fhs.method.selector import select
 from fhs.retrieval.bm25 import Ranking
 from fhs.retrieval.fusion import FusedPool, fuse
-from fhs.method.verifier import (build_window, consensus, fill_support, fill_value, final_scores,
-                          parse_verdicts, support, verifier_request)
+from fhs.method.ledger import VerdictLedger, hypothesis_key, verifier_scope
+from fhs.method.verifier import (Verdicts, Window, build_window, consensus, fill_support, fill_value,
+                                 final_scores, read_verdicts, support, verifier_request)
 
 
 class Searcher(Protocol):
@@ -48,31 +51,53 @@ def verify_pool(
     taxonomy: Taxonomy | None,
     domain: Domain,
     config: FHSConfig,
+    ledger: VerdictLedger | None = None,
 ) -> dict[str, Any]:
     """Window, one verifier call per hypothesis (one batch), support, fill, consensus, Eq. 3.
 
     Under ``paper`` scoring a hypothesis that resolved nothing cannot support
     or contradict anything, so its call is skipped (its v_j is the fill, 0).
+    With a ``ledger``, verdicts already known for (fact, hypothesis, candidate)
+    are reused: a hypothesis whose window is fully known makes no call, one
+    partly known is asked about only the unjudged candidates, and one with
+    nothing known sends exactly the request it would send without a ledger.
     """
     window = build_window(pool, taxonomy, domain, config.k_v, config.scan, config.window)
-    asks = [j for j, h in enumerate(hypotheses) if h.resolved or config.scoring != "paper"]
-    requests = [verifier_request(fact, hypotheses[j], window, taxonomy, domain, config) for j in asks]
-    responses = llm.complete(requests) if requests else []
-    by_hypothesis = dict(zip(asks, responses))
     names = domain.dimension_names
+    asks = [j for j, h in enumerate(hypotheses) if h.resolved or config.scoring != "paper"]
+    scope = verifier_scope(getattr(llm, "name", type(llm).__name__), config)
+    known: dict[int, dict] = {}
+    for j in asks:
+        known[j] = ledger.lookup(scope, fact.id, hypothesis_key(hypotheses[j]), window.ids) if ledger else {}
+    sub_windows = {j: unjudged_window(window, known[j]) for j in asks}
+    pending = [j for j in asks if sub_windows[j].ids]
+    requests = [verifier_request(fact, hypotheses[j], sub_windows[j], taxonomy, domain, config) for j in pending]
+    responses = llm.complete(requests) if requests else []
+    by_hypothesis = dict(zip(pending, zip(requests, responses)))
     calls, verdict_records, per_hypothesis, fills, judged_counts = [], [], [], [], []
     for j, hypothesis in enumerate(hypotheses):
-        response = by_hypothesis.get(j)
-        verdicts = parse_verdicts(response.text, window.ids, names) if response is not None else {}
-        if response is not None:
-            calls.append(call_record(requests[asks.index(j)], response, bool(verdicts)))
+        verdicts: dict[str, Verdicts] = {}
+        malformed = 0
+        if j in known:
+            verdicts = {cid: Verdicts.from_dict(cid, entry, names) for cid, entry in known[j].items() if entry}
+        asked = by_hypothesis.get(j)
+        if asked is not None:
+            request, response = asked
+            fresh, malformed = read_verdicts(response.text, sub_windows[j].ids, names)
+            calls.append(call_record(request, response, bool(fresh), llm))
+            verdicts.update(fresh)
+            if ledger is not None and fresh:  # an unparseable answer is asked again next run
+                ledger.record(scope, fact.id, hypothesis_key(hypothesis),
+                              {cid: fresh[cid].to_dict() if cid in fresh else None for cid in sub_windows[j].ids})
         judged = support(verdicts, hypothesis, config.scoring)
         per_hypothesis.append(fill_support(judged, pool.ids, config.fill))
         fills.append(fill_value(judged, config.fill))
         judged_counts.append(len(judged))
         verdict_records.append({
-            "asked": response is not None,
+            "asked": j in known,
             "parsed": bool(verdicts),
+            "from_ledger": len(known.get(j, {})),
+            "malformed": malformed,  # codes that named no verdict per dimension: their candidates take the fill
             "entries": {cid: v.to_dict() for cid, v in verdicts.items()},
         })
     vbar = consensus(per_hypothesis, pool.ids)
@@ -94,6 +119,14 @@ def verify_pool(
     }
 
 
+def unjudged_window(window: Window, known: Mapping[str, Any]) -> Window:
+    """The window's candidates never judged under this hypothesis, in the window's order."""
+    keep = [i for i, cid in enumerate(window.ids) if cid not in known]
+    if len(keep) == len(window.ids):
+        return window
+    return replace(window, ids=tuple(window.ids[i] for i in keep), profiles=tuple(window.profiles[i] for i in keep))
+
+
 def run_fhs_fact(
     fact: Fact,
     retriever: Searcher,
@@ -103,10 +136,13 @@ def run_fhs_fact(
     config: FHSConfig,
     *,
     hypotheses: Sequence[Hypothesis] | None = None,
+    ledger: VerdictLedger | None = None,
 ) -> dict[str, Any]:
     """Run FHS (or any configured variant) on one fact and return its JSON-able record.
 
-    ``hypotheses`` replays logged hypotheses instead of generating new ones.
+    ``hypotheses`` replays logged hypotheses instead of generating new ones;
+    ``ledger`` supplies verdicts already known (see :func:`verify_pool`).
+    ``config.only_hypothesis`` keeps one sampled hypothesis (Table 6's J = 1 rows).
     Record keys: fact_id, context_id, modality, hypotheses, queries, rankings
     (full id lists, one per query), pool (ids, scores, normalized,
     contributions, union_size), verifier (window, verdicts, support, fill,
@@ -118,9 +154,9 @@ def run_fhs_fact(
     if hypotheses is None:
         hypotheses, generated = generate_hypotheses(fact, llm, config, domain)
         names, operators = domain.dimension_names, domain.operator_names
-        calls += [call_record(req, resp, parse_hypothesis(resp.text, names, operators) is not None)
+        calls += [call_record(req, resp, parse_hypothesis(resp.text, names, operators) is not None, llm)
                   for req, resp in generated]
-    hypotheses = list(hypotheses)
+    hypotheses = keep_hypothesis(fact, list(hypotheses), config, domain)
     queries = [q for j, h in enumerate(hypotheses) for q in queries_for(fact, h, config, j)]
     rankings = retrieve(fact, queries, retriever)
     pool = fuse(rankings, kappa=config.kappa, k=config.k, method=config.fusion,
@@ -128,7 +164,7 @@ def run_fhs_fact(
 
     verifier_record = None
     if config.verify and len(pool):
-        verified = verify_pool(fact, hypotheses, pool, llm, taxonomy, domain, config)
+        verified = verify_pool(fact, hypotheses, pool, llm, taxonomy, domain, config, ledger)
         calls += verified["calls"]
         verifier_record = verified["record"]
         final = verified["ranking"]
@@ -138,7 +174,7 @@ def run_fhs_fact(
     selection_record, selected_ids = None, list(final.ids)
     if config.selector and final.ids:
         selected_ids, selection, selector_calls = select(fact, final.ids, llm, taxonomy, domain, config)
-        calls += [call_record(req, resp, selection is not None) for req, resp in selector_calls]
+        calls += [call_record(req, resp, selection is not None, llm) for req, resp in selector_calls]
         selection_record = selection.to_dict() if selection is not None else None
 
     return {
@@ -158,10 +194,18 @@ def run_fhs_fact(
     }
 
 
+def keep_hypothesis(fact: Fact, hypotheses: list[Hypothesis], config: FHSConfig, domain: Domain) -> list[Hypothesis]:
+    """All hypotheses, or only the one sampled as ``config.only_hypothesis`` (the fallback if it failed)."""
+    if config.only_hypothesis is None:
+        return hypotheses
+    kept = [h for h in hypotheses if h.sample_index == config.only_hypothesis and h.source == "model"]
+    return kept or [fallback_hypothesis(fact, domain.dimension_names)]
+
+
 def run_method(fact: Fact, ctx: MethodContext, config: FHSConfig, method: str) -> dict:
     """``run_fhs_fact`` as a method: the stage record under the names the runner reads."""
     llm, domain = ctx.require_llm(method)
-    stages = run_fhs_fact(fact, ctx.retriever, llm, domain, ctx.taxonomy, config)
+    stages = run_fhs_fact(fact, ctx.retriever, llm, domain, ctx.taxonomy, config, ledger=ctx.ledger)
     for key in ("fact_id", "context_id", "modality"):
         stages.pop(key)
     stages["ranking"] = stages.pop("final_ids")

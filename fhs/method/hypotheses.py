@@ -19,10 +19,10 @@ from fhs.core.text import join_tokens
 from fhs.data.domain import Domain
 from fhs.data.evidence import direct_query, evidence_block, prefixed
 from fhs.data.facts import Fact
-from fhs.llm.contract import LLM, Message, Request, Response
+from fhs.llm.contract import LLM, Request, Response
 from fhs.llm.jsonout import parse_object
 from fhs.method.config import FHSConfig
-from fhs.method.prompting import fit_to_budget, render
+from fhs.method.prompting import LAST_RESORT, fact_messages, fit_to_budget, render
 
 UNRESOLVED = "UNRESOLVED"
 DEFAULT_DIMENSIONS = ("FAMILY", "ROLE", "EVENT", "QUALIFIER", "SCOPE", "TEMPORAL")
@@ -213,7 +213,7 @@ def hypothesis_schema(domain: Domain) -> dict[str, Any]:
     }
 
 
-def generator_prompt(fact: Fact, domain: Domain, context_chars: int) -> str:
+def generator_prompt(fact: Fact, domain: Domain, context_chars: int, field_chars: int | None = None) -> str:
     """The user message: evidence, the dimensions with one-line glosses, and the rules."""
     dimension_lines = "\n".join(
         f"- {d.name}: {d.gloss}" + (f" (e.g. {'; '.join(d.examples)})" if d.examples else "")
@@ -229,7 +229,7 @@ def generator_prompt(fact: Fact, domain: Domain, context_chars: int) -> str:
         dimension_lines=dimension_lines,
         operator_lines=operator_lines,
         query_guidance=domain.query_guidance,
-        evidence=evidence_block(fact, context_chars),
+        evidence=evidence_block(fact, context_chars, field_chars),
         dimension_skeleton=skeleton,
     )
 
@@ -237,9 +237,11 @@ def generator_prompt(fact: Fact, domain: Domain, context_chars: int) -> str:
 def hypothesis_requests(fact: Fact, config: FHSConfig, domain: Domain) -> list[Request]:
     """The J identical-prompt requests, told apart by sample_index (so they sample differently)."""
     ladder = [{"context_chars": c} for c in CONTEXT_LADDER if c <= config.context_chars] or [{"context_chars": config.context_chars}]
-    user, _ = fit_to_budget(lambda context_chars: generator_prompt(fact, domain, context_chars), ladder,
-                            config.generator_prompt_chars)
-    messages = (Message("system", render("generator_system")), Message("user", user))
+    ladder += [{"context_chars": r["context_chars"], "field_chars": r["field_chars"]} for r in LAST_RESORT]
+    user, _ = fit_to_budget(lambda context_chars, field_chars=None: generator_prompt(fact, domain, context_chars,
+                                                                                     field_chars),
+                            ladder, config.generator_prompt_chars)
+    messages = fact_messages(user)
     schema = hypothesis_schema(domain) if config.json_schema else None
     return [
         Request(messages=messages, temperature=config.temperature, top_p=config.top_p,

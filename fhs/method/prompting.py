@@ -18,6 +18,8 @@ from pathlib import Path
 from string import Template
 from typing import Any
 
+from fhs.llm.contract import Message
+
 PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
 
 
@@ -33,6 +35,17 @@ def render(name: str, **fields: str) -> str:
     return load_template(name).substitute(**fields).strip() + "\n"
 
 
+def fact_messages(user: str) -> tuple[Message, Message]:
+    """Every call about a fact: the one shared system message, then a user message that opens
+    with the fact's evidence block and states the stage's task after it.
+
+    llama.cpp reuses the KV cache of the previous call for the longest common token
+    prefix, so one fact's generator, verifier and selector calls evaluate the system
+    message and the evidence once (``fhs bench llm`` shows the tokens reused).
+    """
+    return Message("system", render("system")), Message("user", user)
+
+
 def fit_to_budget(build: Callable[..., str], ladder: Sequence[dict[str, Any]], max_chars: int) -> tuple[str, dict[str, Any]]:
     """Build a prompt with the first setting of ``ladder`` whose result fits ``max_chars``.
 
@@ -46,6 +59,13 @@ def fit_to_budget(build: Callable[..., str], ladder: Sequence[dict[str, Any]], m
         if len(prompt) <= max_chars:
             break
     return prompt, used
+
+
+# Rungs tried after a stage's own ladder, for a fact whose value, headers or candidates are
+# themselves too long: they cut every field, not only the context. A prompt that fitted
+# one of the earlier rungs never reaches these, so it stays byte for byte what it was.
+LAST_RESORT = ({"context_chars": 2_500, "field_chars": 1_000, "label_chars": 400},
+               {"context_chars": 1_000, "field_chars": 200, "label_chars": 120})
 
 
 def clip(text: str, limit: int) -> str:

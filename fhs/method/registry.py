@@ -10,21 +10,37 @@ from __future__ import annotations
 
 from fhs.core.errors import choose
 from fhs.method.context import Method
+from fhs.method.decomposed import decomposed
 from fhs.method.direct import direct
+from fhs.method.feedback_refine import feedback_refine
 from fhs.method.fhs import fhs
+from fhs.method.fhs_seq import fhs_seq
+from fhs.method.free_text import free_text
 from fhs.method.oracle import oracle
+from fhs.method.parallel import parallel, parallel_instructed
+from fhs.method.parallel_diverse import parallel_diverse
+from fhs.method.self_refine import self_refine
 from fhs.method.structured import structured
 
 
 METHODS: dict[str, Method] = {
     "direct": direct,
     "oracle": oracle,
+    "free-text": free_text,
     "structured": structured,
+    "parallel": parallel,
+    "parallel-instructed": parallel_instructed,  # the authors' CodiEsp wording of parallel sampling
+    "parallel-diverse": parallel_diverse,
+    "decomposed": decomposed,
+    "self-refine": self_refine,
+    "feedback-refine": feedback_refine,
     "fhs": fhs,
+    "fhs-seq": fhs_seq,
 }
 
 # Methods that cannot run without a model (direct only uses one for the selector).
-LLM_METHODS = frozenset({"structured", "fhs"})
+LLM_METHODS = frozenset({"free-text", "structured", "parallel", "parallel-instructed", "parallel-diverse",
+                         "decomposed", "self-refine", "feedback-refine", "fhs", "fhs-seq"})
 
 
 def get_method(name: str) -> Method:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from fhs.core.errors import InputError
 from fhs.core.text import tokenize
 from fhs.data.evidence import direct_query
 from fhs.retrieval.bm25 import BM25Index, top_k_order
@@ -41,6 +42,10 @@ def bench_retrieval(dataset: str, *, data: str | Path | None = None, limit: int 
                     n_queries: int = 2000, n_reference: int = 50) -> dict:
     """Time our BM25 and rank-bm25 on one dataset's direct queries over its largest datatype index."""
     from fhs.run.inputs import load_experiment
+
+    for name, value in (("queries", n_queries), ("reference-queries", n_reference)):
+        if value < 1:
+            raise InputError(f"must be at least 1, got {value}", field=name, fix="time at least one query")
 
     experiment = load_experiment(dataset, data=data, limit=limit)
     taxonomy = experiment.taxonomy

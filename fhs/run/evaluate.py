@@ -5,6 +5,12 @@ Everything here reads plain records (``{"rank": int | None, "modality": str,
 instead of re-running methods. Conventions follow the paper:
 rank is the 1-based position of the first gold id in a list of depth 200,
 MRR is 1/rank (0 when absent), and every aggregate is fact-weighted.
+
+Accuracy ("Acc.") has one definition, used by the runner's metrics.json and by
+the chapters: the shared listwise selector's pick is a gold id (the paper's
+"top-1 after the shared selector", Appendix B.5). A record the selector did not
+run on is scored by rank 1 of its final list instead, and :func:`accuracy_basis`
+names which of the two a figure is, so a table can label it.
 """
 
 from __future__ import annotations
@@ -40,11 +46,35 @@ def per_fact(rank: int | None, metric: str) -> float:
     raise ValueError(f"unknown metric {metric!r}")
 
 
+SELECTOR, RANK1, MIXED = "selector", "rank-1", "mixed"
+ACCURACY_BASES = {
+    SELECTOR: "Acc. = the shared selector's pick is gold",
+    RANK1: "Acc. = rank 1 of the final list is gold (no selector ran)",
+    MIXED: "Acc. = the selector's pick where it ran, rank 1 of the final list elsewhere",
+}
+
+
 def record_value(record: Mapping, metric: str, rank_key: str = "rank") -> float:
     """One record's contribution to ``metric``; "accuracy" reads the selector's verdict when present."""
     if metric == "accuracy" and "correct" in record:
         return float(bool(record["correct"]))
     return per_fact(record.get(rank_key), metric)
+
+
+def accuracy_basis(records: Iterable[Mapping]) -> str:
+    """Which definition of Acc. a set of records gets: ``selector``, ``rank-1`` or ``mixed``."""
+    judged = {"correct" in record for record in records}
+    if judged == {True}:
+        return SELECTOR
+    if judged == {True, False}:
+        return MIXED
+    return RANK1
+
+
+def accuracy(records: Sequence[Mapping], rank_key: str = "rank") -> float:
+    """Acc. over every record (the module docstring has the definition); 0.0 for no records."""
+    values = [record_value(record, "accuracy", rank_key) for record in records]
+    return float(np.mean(values)) if values else 0.0
 
 
 def metric_names(cutoffs: Sequence[int] = CUTOFFS) -> list[str]:
@@ -60,11 +90,18 @@ def summarize(ranks: Sequence[int | None], cutoffs: Sequence[int] = CUTOFFS) -> 
     return out
 
 
+def _block(records: Sequence[Mapping], rank_key: str, cutoffs: Sequence[int]) -> dict:
+    block = summarize([r.get(rank_key) for r in records], cutoffs)
+    block["accuracy"] = accuracy(records, rank_key)
+    block["accuracy_basis"] = accuracy_basis(records)
+    return block
+
+
 def metrics(records: Sequence[Mapping], rank_key: str = "rank", cutoffs: Sequence[int] = CUTOFFS) -> dict:
-    """Pooled metrics plus one block per modality (``by_modality``)."""
-    result = summarize([r.get(rank_key) for r in records], cutoffs)
+    """Pooled metrics plus one block per modality (``by_modality``), each with its Acc. and basis."""
+    result = _block(records, rank_key, cutoffs)
     result["by_modality"] = {
-        modality: summarize([r.get(rank_key) for r in records if r.get("modality") == modality], cutoffs)
+        modality: _block([r for r in records if r.get("modality") == modality], rank_key, cutoffs)
         for modality in sorted({r.get("modality") for r in records if r.get("modality")})
     }
     return result
@@ -124,6 +161,52 @@ def metric_interval(records: Sequence[Mapping], metric: str, rank_key: str = "ra
     """Bootstrap interval of one metric over a run's records."""
     values = [record_value(r, metric, rank_key) for r in records]
     return clustered_bootstrap(values, [r["context_id"] for r in records], **kw)
+
+
+@dataclass(frozen=True)
+class RunsEstimate:
+    """A metric over several seeded runs of one method: mean, interval and std across runs.
+
+    ``estimate`` is the mean over the runs (the paper's "mean of three runs");
+    ``low``/``high`` are the context-clustered bootstrap interval of that same
+    mean (each fact's value averaged over the runs, then resampled by context),
+    so point and interval come from the same runs; ``std`` is the sample
+    standard deviation (ddof 1) of the per-run values, None for a single run.
+    """
+
+    estimate: float
+    low: float
+    high: float
+    std: float | None
+    runs: int
+    per_run: tuple[float, ...]
+
+    @property
+    def value(self) -> float:  # read by fhs.book.report.as_estimate
+        return self.estimate
+
+    def __str__(self) -> str:
+        spread = "" if self.std is None else f" ± {self.std:.3f}"
+        return f"{self.estimate:.3f}{spread} [{self.low:.3f}, {self.high:.3f}]"
+
+
+def runs_estimate(runs: Sequence[Sequence[Mapping]], metric: str, rank_key: str = "rank", **kw) -> RunsEstimate:
+    """``metric`` over seeded runs of one method on the same facts (see :class:`RunsEstimate`).
+
+    Only facts every run holds count, so a run that stopped early cannot
+    shift the mean; with no shared fact the result is NaN.
+    """
+    if not runs:
+        raise ValueError("runs_estimate needs at least one run")
+    shared = set.intersection(*({r["id"] for r in records} for records in runs))
+    by_id = [{r["id"]: r for r in records if r["id"] in shared} for records in runs]
+    order = [r["id"] for r in runs[0] if r["id"] in shared]
+    per_run = tuple(float(np.mean([record_value(run[i], metric, rank_key) for i in order])) if order
+                    else float("nan") for run in by_id)
+    per_fact_mean = [float(np.mean([record_value(run[i], metric, rank_key) for run in by_id])) for i in order]
+    interval = clustered_bootstrap(per_fact_mean, [by_id[0][i]["context_id"] for i in order], **kw)
+    std = float(np.std(per_run, ddof=1)) if len(runs) > 1 else None
+    return RunsEstimate(interval.estimate, interval.low, interval.high, std, len(runs), per_run)
 
 
 def paired_difference(

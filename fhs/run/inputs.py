@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from fhs.core.errors import InputError, warn
 from fhs.core.files import cache_dir
 from fhs.data.datadir import data_dir
 from fhs.data.datasets import DatasetSpec, dataset_spec, load_facts
@@ -18,6 +19,7 @@ from fhs.method.config import FHSConfig
 from fhs.method.context import MethodContext
 from fhs.retrieval.bm25 import RetrievalConfig, Retriever
 from fhs.run.profiles import Profile, get_profile
+from fhs.run.stamp import facts_digest, file_digest, files_digest, taxonomy_digest
 
 # Per-taxonomy retrieval settings that differ from the defaults (the authors' per-benchmark settings):
 # CodiEsp rescored the BM25 top 200 x 10 with Eq. 6 rather than the whole index.
@@ -35,12 +37,24 @@ class Experiment:
     retriever: Retriever
     domain: str | None = None  # a domain name or YAML path overriding the dataset's own
 
+    def fingerprint(self, *, llm: bool) -> dict[str, str]:
+        """SHA-256 digests of what a run reads (the run stamp's ``inputs``, see fhs/run/stamp.py)."""
+        from fhs.data.domain import domain_path
+        from fhs.method.prompting import PROMPTS_DIR
+
+        inputs = {"facts": facts_digest(self.facts), "taxonomy": taxonomy_digest(self.taxonomy)}
+        if llm:
+            inputs["domain"] = file_digest(domain_path(self.domain or self.spec.domain))
+            inputs["prompts"] = files_digest(PROMPTS_DIR.glob("*.txt"))
+        return inputs
+
     def llm_context(self, model: "ModelChoice", config: FHSConfig | None = None, **kw) -> MethodContext:
         """A method context with a model, the dataset's domain and the profile's FHS knobs."""
         from fhs.data.domain import load_domain
 
         config = (config or model.profile.fhs_config()).replace(
             k=self.retriever.config.top_k, w_cov=self.retriever.config.w_cov, seed=model.seed)
+        kw.setdefault("ledger", model.ledger())
         return self.method_context(llm=model.llm(), domain=load_domain(self.domain or self.spec.domain),
                                    config=config, **kw)
 
@@ -80,6 +94,12 @@ def load_experiment(
     root = data_dir(data)
     taxonomy = load_taxonomy(spec.taxonomy, root)
     facts = load_facts(dataset, root, taxonomy, progress=progress)
+    if spec.expected_facts and len(facts) < spec.expected_facts:
+        warn(f"dataset {dataset} has {len(facts)} facts, the release has {spec.expected_facts}: "
+             f"its file under {root} may be truncated or edited")
+    if not facts:
+        raise InputError(f"dataset {dataset} has no facts", path=root, field="dataset",
+                         fix="check its files (see book/data.md)")
     if limit is not None:
         facts = facts[:limit]
     config = retrieval_config(spec.taxonomy, w_cov=w_cov, **retrieval_overrides)
@@ -105,6 +125,7 @@ def load_experiment_from_files(
     from fhs.data.datasets import DATASETS
     from fhs.data.facts import read_facts
     from fhs.data.taxonomies import TAXONOMIES, load_taxonomy, load_taxonomy_file
+    from fhs.data.taxonomies.ids import align_gold
 
     name = str(taxonomy_path)
     if name in TAXONOMIES:
@@ -113,7 +134,7 @@ def load_experiment_from_files(
     else:
         taxonomy = load_taxonomy_file(taxonomy_path)
         own_domain = "us-gaap"
-    facts = read_facts(facts_path)
+    facts = align_gold(read_facts(facts_path), taxonomy)
     spec = DatasetSpec(Path(facts_path).stem, "", "", taxonomy.name, f"facts from {facts_path}",
                        domain=domain or own_domain)
     config = retrieval_config(taxonomy.name, w_cov=w_cov, **retrieval_overrides)
@@ -134,17 +155,21 @@ class ModelChoice:
     # How an OpenAI-compatible server gets the JSON schema: "json_schema" (vLLM), "json_object"
     # or "gbnf" (llama.cpp's server; gbnf also blocks raw control characters), or "none".
     structured: str | None = None
+    replay_unparsed: bool = False  # serve cached answers a stage could not parse instead of asking again
+    any_server: bool = False  # replay answers cached from another server URL (same model name)
     _llm: object = None
+    _ledger: object = None
 
     @classmethod
     def resolve(cls, profile: str | Profile, *, backend: str | None = None, model: str | None = None,
                 base_urls=None, seed: int = 0, cache: str | Path | None = None,
-                structured: str | None = None) -> "ModelChoice":
+                structured: str | None = None, replay_unparsed: bool = False,
+                any_server: bool = False) -> "ModelChoice":
         chosen = get_profile(profile) if isinstance(profile, str) else profile
         urls = tuple(base_urls or ()) or (chosen.base_urls if (backend or chosen.backend) == "openai" else ())
         return cls(profile=chosen, backend=backend or chosen.backend, model=model or chosen.model,
                    base_urls=urls, seed=seed, cache_path=Path(cache) if cache else default_llm_cache(),
-                   structured=structured)
+                   structured=structured, replay_unparsed=replay_unparsed, any_server=any_server)
 
     def llm(self):
         """The cached model client (built once; every call goes through the response cache)."""
@@ -154,13 +179,46 @@ class ModelChoice:
             options: dict = {"n_threads": 2} if self.backend == "llama_cpp" else {}
             if self.backend == "openai" and self.structured:
                 options["structured"] = self.structured
+            if self.backend == "openai" and self.any_server:
+                options["any_server"] = True
             self._llm = make_llm(self.backend, self.model, base_urls=list(self.base_urls) or None,
-                                 cache_path=self.cache_path, **options)
+                                 cache_path=self.cache_path, replay_unparsed=self.replay_unparsed, **options)
         return self._llm
+
+    def fingerprint(self) -> dict[str, object]:
+        """What identifies the model's weights: the GGUF's SHA-256, or the server's model and URLs."""
+        if self.backend == "llama_cpp":
+            from fhs.llm.models import MODELS, model_path
+
+            info = MODELS.get(self.model)
+            return {"sha256": info.sha256 if info and info.sha256 else _gguf_digest(model_path(self.model))}
+        if self.backend == "openai":
+            return {"model": self.model, "base_urls": list(self.base_urls)}
+        return {"model": self.model}
+
+    def ledger(self):
+        """The verdict ledger beside the response cache (``verdicts.sqlite``), opened once."""
+        if self._ledger is None:
+            from fhs.method.ledger import ledger_beside
+
+            self._ledger = ledger_beside(self.cache_path)
+        return self._ledger
 
     def describe(self) -> dict:
         return {"backend": self.backend, "model": self.model, "seed": self.seed,
                 "structured": self.structured}
+
+
+_GGUF_DIGESTS: dict[tuple[str, int, int], str] = {}
+
+
+def _gguf_digest(path: Path) -> str:
+    """A model file's SHA-256, computed once per process and file version."""
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    if key not in _GGUF_DIGESTS:
+        _GGUF_DIGESTS[key] = file_digest(path)
+    return _GGUF_DIGESTS[key]
 
 
 def default_llm_cache() -> Path:

@@ -2,9 +2,10 @@
 
 A run directory holds ``records.jsonl`` (one JSON object per finished fact,
 flushed and fsynced as it is written) and ``metrics.json`` (written atomically
-at the end). A killed run leaves every finished fact's record intact; at most
-the line being written is cut off, and the next run drops that fragment and
-continues with the facts it has not seen.
+at the end), stamped by ``run-config.json`` (settings and input digests,
+``fhs.run.stamp``). A killed run leaves every finished fact's record intact;
+at most the line being written is cut off, and the next run drops that
+fragment with a warning and continues with the facts it has not seen.
 """
 
 from __future__ import annotations
@@ -15,8 +16,12 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from fhs.core.errors import InputError
+from fhs.core.errors import InputError, warn
 from fhs.core.files import atomic_write, write_text_atomic
+from fhs.run.lock import RunLock
+from fhs.run.stamp import differences
+
+STAMP_NAME = "run-config.json"
 
 
 def write_json_atomic(path: str | Path, payload: Any) -> None:
@@ -26,60 +31,103 @@ def write_json_atomic(path: str | Path, payload: Any) -> None:
         handle.write("\n")
 
 
+def _parse_lines(path: Path) -> tuple[list[dict], bool]:
+    """Records of ``path`` and whether a torn last line (a killed write) was dropped.
+
+    Lines are decoded one by one, so a write cut inside a multi-byte character
+    only loses its own line. A damaged line anywhere but at the end is not a
+    fragment of a killed write: it is an error naming the line, and nothing is
+    rewritten.
+    """
+    lines = path.read_bytes().split(b"\n")
+    last = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
+    records: list[dict] = []
+    torn = False
+    for index, raw in enumerate(lines):
+        if not raw.strip():
+            continue
+        try:
+            record = json.loads(raw.decode("utf-8"))
+            if not isinstance(record, dict) or not isinstance(record.get("id"), str):
+                raise ValueError("not a record")
+        except ValueError:  # JSONDecodeError and UnicodeDecodeError included
+            if index == last:
+                torn = True
+                break
+            raise InputError("not a record (a JSON object with an 'id')", path=path, line=index + 1,
+                             fix=f"repair or remove line {index + 1}; the other records are kept") from None
+        records.append(record)
+    return records, torn
+
+
 def read_records(path: str | Path) -> list[dict]:
-    """All complete records of a ``records.jsonl`` (a cut-off last line is ignored)."""
+    """All complete records of a ``records.jsonl`` (a torn last line is ignored)."""
     path = Path(path)
     if not path.exists():
         return []
-    records = []
-    with path.open(encoding="utf-8") as handle:
-        lines = handle.read().split("\n")
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            if number == len(lines) or (number == len(lines) - 1 and not lines[-1]):
-                break  # the fragment a killed run left behind
-            raise InputError("not valid JSON", path=path, line=number,
-                             fix="the records file is corrupt; delete it to recompute") from None
-    return records
+    return _parse_lines(path)[0]
 
 
 class RecordWriter:
-    """Appends finished records to ``records.jsonl``, resuming where a previous run stopped."""
+    """Appends finished records to ``records.jsonl``, resuming where a previous run stopped.
 
-    def __init__(self, path: str | Path, config: Mapping[str, Any] | None = None) -> None:
+    Holds the run directory's lock while open. ``fresh`` discards the records
+    (and the stamp) of an earlier run instead of resuming from them.
+    """
+
+    def __init__(self, path: str | Path, config: Mapping[str, Any] | None = None, *, fresh: bool = False) -> None:
         self.path = Path(path)
+        if self.path.parent.exists() and not self.path.parent.is_dir():
+            raise InputError("is a file, not a run directory", path=self.path.parent,
+                             fix="pass a directory to --out")
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._check_config(config)
-        existing = read_records(self.path)
-        self._rewrite_clean(existing)
-        self.done: dict[str, dict] = {record["id"]: record for record in existing}
-        self._handle = self.path.open("a", encoding="utf-8")
+        self._lock = RunLock(self.path.parent).acquire()
+        try:
+            if fresh:
+                for name in (self.path.name, "metrics.json", STAMP_NAME):
+                    (self.path.parent / name).unlink(missing_ok=True)
+            existing, torn = _parse_lines(self.path) if self.path.exists() else ([], False)
+            self._check_config(config, bool(existing))
+            if torn:
+                warn(f"{self.path}: dropped a torn last line (a run was stopped while writing it); "
+                     f"{len(existing)} finished records are kept")
+            self._rewrite_clean(existing)
+            self.done: dict[str, dict] = {record["id"]: record for record in existing}
+            self._handle = self.path.open("a", encoding="utf-8")
+        except BaseException:
+            self._lock.release()
+            raise
 
-    def _check_config(self, config: Mapping[str, Any] | None) -> None:
-        """Refuse to mix records of different settings in one directory."""
+    def _check_config(self, config: Mapping[str, Any] | None, has_records: bool) -> None:
+        """Refuse to mix records of different settings or inputs in one directory."""
         if config is None:
             return
-        stamp = self.path.with_name("run-config.json")
-        if stamp.exists() and self.path.exists():
-            previous = json.loads(stamp.read_text(encoding="utf-8"))
-            if previous != json.loads(json.dumps(config)):
+        stamp = self.path.with_name(STAMP_NAME)
+        fix = "use another --out directory, or pass --fresh to discard the old records"
+        if has_records and not stamp.exists():
+            raise InputError(f"holds records but no {STAMP_NAME}, so nothing says what they were made from",
+                             path=self.path.parent, fix=fix)
+        if has_records:
+            try:
+                previous = json.loads(stamp.read_text(encoding="utf-8"))
+            except (ValueError, UnicodeDecodeError):
+                raise InputError("not valid JSON", path=stamp, fix=fix) from None
+            changed = differences(previous, json.loads(json.dumps(config)))
+            if changed:
+                inputs = [name for name in changed if name.startswith("inputs.")]
+                what = "inputs" if inputs else "settings"
                 raise InputError(
-                    "this run directory holds records made with other settings",
-                    path=self.path.parent,
-                    fix="use a new --out directory, or delete the old one to recompute",
-                )
+                    f"this run directory holds records made with other {what} "
+                    f"({', '.join(changed[:6])}{', ...' if len(changed) > 6 else ''} changed)",
+                    path=self.path.parent, fix=fix)
         write_json_atomic(stamp, dict(config))
 
     def _rewrite_clean(self, records: list[dict]) -> None:
-        """Drop a cut-off trailing fragment so appends start on a fresh line."""
+        """Drop a torn trailing fragment so appends start on a fresh line."""
         if not self.path.exists():
             return
-        text = self.path.read_text(encoding="utf-8")
-        if text and not text.endswith("\n"):
+        data = self.path.read_bytes()
+        if data and not data.endswith(b"\n"):
             write_text_atomic(self.path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
 
     def __contains__(self, fact_id: str) -> bool:
@@ -92,7 +140,10 @@ class RecordWriter:
         self.done[record["id"]] = dict(record)
 
     def close(self) -> None:
-        self._handle.close()
+        try:
+            self._handle.close()
+        finally:
+            self._lock.release()
 
     def __enter__(self) -> "RecordWriter":
         return self

@@ -16,9 +16,12 @@ from typing import Any
 from tqdm import tqdm  # plain text bars: no ipywidgets warning inside notebooks
 
 from fhs.data.facts import Fact
+from fhs.data.taxonomies.ids import unknown_gold
+from fhs.llm.contract import RequestRefused
 from fhs.method.context import MethodContext
 from fhs.method.registry import get_method
 from fhs.run.evaluate import gold_rank, metrics
+from fhs.run.health import failed, failed_facts, stage_health, warn_about
 from fhs.run.records import RecordWriter, write_json_atomic
 
 
@@ -37,10 +40,16 @@ def call_totals(records: Sequence[Mapping]) -> dict[str, float]:
     }
 
 
-def accuracy(records: Sequence[Mapping]) -> float | None:
-    """Top-1 after the shared selector ("Acc."), over records where the selector ran."""
-    judged = [r for r in records if "correct" in r]
-    return sum(bool(r["correct"]) for r in judged) / len(judged) if judged else None
+def _guarded(function):
+    """``function`` where a request the server refused for good fails only its own fact."""
+
+    def run(fact: Fact, ctx: MethodContext) -> dict:
+        try:
+            return function(fact, ctx)
+        except RequestRefused as error:
+            return {"ranking": [], "failed": " ".join(str(error).split())}
+
+    return run
 
 
 def _results(facts: Sequence[Fact], function, ctx: MethodContext, workers: int):
@@ -65,6 +74,19 @@ def _results(facts: Sequence[Fact], function, ctx: MethodContext, workers: int):
                 future.cancel()
 
 
+def _timed(function):
+    """The method with its wall-clock seconds on the fact added to the record (Table 19).
+
+    A fact is recorded once, so the figure is the first run's, cached replays aside.
+    """
+    def timed(fact: Fact, ctx: MethodContext) -> dict:
+        started = time.perf_counter()
+        stage = function(fact, ctx)
+        stage.setdefault("wall_seconds", round(time.perf_counter() - started, 3))
+        return stage
+    return timed
+
+
 def run_method(
     facts: Sequence[Fact],
     method: str,
@@ -74,19 +96,22 @@ def run_method(
     run_config: Mapping[str, Any] | None = None,
     progress: bool = True,
     workers: int = 1,
+    fresh: bool = False,
 ) -> dict:
     """Run ``method`` on every fact not yet recorded in ``out_dir``; return metrics.json's content.
 
     ``llm_calls``/``cache_hits``/tokens count what THIS invocation did (a fact
     recorded by an earlier run costs nothing now); ``per_fact`` averages the
-    cost over every record, cached or not, for the cost tables.
+    cost over every record, cached or not, for the cost tables. A fact whose
+    request the server refused is recorded as failed (and retried by the next
+    run); the metrics leave it out and say how many were left out.
     """
     out_dir = Path(out_dir)
-    function = get_method(method)
+    function = _timed(_guarded(get_method(method)))
     started = time.perf_counter()
     new_records: list[dict] = []
-    with RecordWriter(out_dir / "records.jsonl", config=run_config) as writer:
-        todo = [fact for fact in facts if fact.id not in writer]
+    with RecordWriter(out_dir / "records.jsonl", config=run_config, fresh=fresh) as writer:
+        todo = [fact for fact in facts if fact.id not in writer or failed(writer.done[fact.id])]
         bar = tqdm(total=len(todo), desc=method, unit="fact", disable=not progress or not todo, leave=False)
         for fact, stage in _results(todo, function, ctx, workers):
             bar.update()
@@ -105,13 +130,10 @@ def run_method(
             writer.write(record)
             new_records.append(record)
         bar.close()
-        records = writer.records_in_order(fact.id for fact in facts)
+        everything = writer.records_in_order(fact.id for fact in facts)
+    records = [r for r in everything if not failed(r)]
+    # Acc. and its basis (selector pick or rank 1) come from fhs.run.evaluate, as in the chapters
     result: dict[str, Any] = {"method": method, **metrics(records)}
-    acc = accuracy(records)
-    if acc is not None:
-        result["accuracy"] = acc
-        for modality, block in result["by_modality"].items():
-            block["accuracy"] = accuracy([r for r in records if r["modality"] == modality])
     totals = call_totals(records)
     result.update(call_totals(new_records))
     result["n_new"] = len(new_records)
@@ -123,6 +145,14 @@ def run_method(
         "tokens_out": totals["tokens_out"] / n,
         "model_seconds": totals["recorded_seconds"] / n,
     }
+    stages = stage_health(everything)
+    result["parse_failures"] = {name: block["parse_failures"] for name, block in stages.items()}
+    result["fallbacks"] = {name: block["fallbacks"] for name, block in stages.items()}
+    result["stages"] = stages
+    result["failed_facts"] = failed_facts(everything)
+    unknown = unknown_gold(facts, ctx.taxonomy)
+    result["unknown_gold"] = {"count": len(unknown), "ids": unknown[:50]}
+    warn_about(stages, result["failed_facts"], len(everything))
     if run_config:
         result["config"] = dict(run_config)
     write_json_atomic(out_dir / "metrics.json", result)

@@ -27,13 +27,14 @@ class DatasetSpec:
     # definition on CodiEsp (as in the authors' runs); the oracle method follows the same split.
     oracle_with_id: bool = False
     domain: str = "us-gaap"  # the dimension set and category profiles (fhs/data/domains/<domain>.yaml)
+    expected_facts: int | None = None  # a fixed-size release: fewer facts means a damaged file
 
 
 DATASETS: dict[str, DatasetSpec] = {
     spec.name: spec
     for spec in (
         DatasetSpec("fincl", "fhs.data.datasets.fincl", "load", "us-gaap-2024",
-                    "FinTagging FinCL eval subset: 500 located facts (tables and text)"),
+                    "FinTagging FinCL eval subset: 500 located facts (tables and text)", expected_facts=500),
         DatasetSpec("ixbrl", "fhs.data.datasets.ixbrl", "load_test", "us-gaap-2024",
                     "SEC inline-XBRL filings tagged with us-gaap 2024/2025 (test)"),
         DatasetSpec("ixbrl-dev", "fhs.data.datasets.ixbrl", "load_dev", "us-gaap-2024",

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import csv
 import gzip
+import zlib
 import hashlib
 import json
 import os
@@ -378,7 +379,11 @@ def extract_filing(path: str | Path, cache_dir: str | os.PathLike | None = None,
         hit = _read_cache(cached)
         if hit is not None:
             return hit
-    data = gzip.decompress(raw) if path.name.endswith(".gz") else raw
+    try:
+        data = gzip.decompress(raw) if path.name.endswith(".gz") else raw
+    except (EOFError, OSError, zlib.error) as error:
+        raise InputError(f"truncated or damaged gzip file ({' '.join(str(error).split()) or type(error).__name__})",
+                         path=path, fix="download the filing again (MANIFEST.tsv lists its sha256)") from None
     try:
         root = parse_document(data)
     except (etree.LxmlError, ValueError) as error:
@@ -449,6 +454,10 @@ def read_manifest(folder: Path) -> list[Filing]:
                 raise InputError("empty file name", path=path, line=line, field="file")
             if not re.fullmatch(r"\d{4}", version):
                 raise InputError(f"expected a year, got {version!r}", path=path, line=line, field="us_gaap_version")
+            inside = folder.resolve()
+            if inside not in (folder / name).resolve().parents:
+                raise InputError(f"file name {name!r} points outside the data folder", path=path, line=line,
+                                 field="file", fix=f"list plain file names of {folder}")
             candidates = [folder / name, folder / f"{name}.gz"]
             found = next((c for c in candidates if c.is_file()), None)
             if found is None:

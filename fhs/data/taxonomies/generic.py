@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import csv
 import json
+from dataclasses import replace
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from fhs.core.errors import InputError
+from fhs.core.files import utf8_error
 from fhs.core.jsonl import iter_objects
+from fhs.data.taxonomies.ids import id_kind, normalizer
 from fhs.data.taxonomy import Concept, Taxonomy
 
 REQUIRED_FIELDS = ("id", "label")
@@ -42,10 +45,12 @@ def load_generic(path: str | Path, name: str | None = None) -> Taxonomy:
     if not path.is_file():
         raise InputError("taxonomy file not found", path=path)
     rows = _jsonl_rows(path) if kind == "jsonl" else _table_rows(path, "\t" if kind == "tsv" else ",")
+    built = [(line, concept_from_record(record, path=path, line=line)) for line, record in rows]
+    normalize = normalizer(id_kind(concept.id for _, concept in built))
     concepts: list[Concept] = []
     first_line: dict[str, int] = {}
-    for line, record in rows:
-        concept = concept_from_record(record, path=path, line=line)
+    for line, concept in built:
+        concept = replace(concept, id=normalize(concept.id))
         if concept.id in first_line:
             raise InputError(
                 f"duplicate id {concept.id!r} (first seen on line {first_line[concept.id]})",
@@ -106,9 +111,24 @@ def _jsonl_rows(path: Path) -> Iterator[tuple[int, Mapping[str, Any]]]:
     return iter_objects(path)
 
 
+# Long definitions are legitimate; the csv module's default cap (128 KiB per field) is not a rule of
+# the format. Beyond this cap a field is almost surely a quote that was never closed.
+FIELD_LIMIT = 16 * 1024 * 1024
+
+
 def _table_rows(path: Path, delimiter: str) -> Iterator[tuple[int, Mapping[str, Any]]]:
-    with path.open(encoding="utf-8-sig", newline="") as handle:
-        reader = csv.DictReader(handle, delimiter=delimiter)
+    try:
+        with path.open(encoding="utf-8-sig", newline="") as handle:
+            yield from _checked_rows(path, handle, delimiter)
+    except UnicodeDecodeError:
+        raise utf8_error(path) from None
+
+
+def _checked_rows(path: Path, handle: Any, delimiter: str) -> Iterator[tuple[int, Mapping[str, Any]]]:
+    csv.field_size_limit(max(csv.field_size_limit(), FIELD_LIMIT))
+    reader = csv.DictReader(handle, delimiter=delimiter, strict=True)
+    started = 1
+    try:
         header = reader.fieldnames or []
         missing = [name for name in REQUIRED_FIELDS if name not in header]
         if missing:
@@ -119,7 +139,11 @@ def _table_rows(path: Path, delimiter: str) -> Iterator[tuple[int, Mapping[str, 
         duplicated = sorted({name for name in header if header.count(name) > 1})
         if duplicated:
             raise InputError(f"header repeats column(s) {', '.join(duplicated)}", path=path, line=1)
-        for row in reader:
+        while True:
+            started = reader.line_num + 1
+            row = next(reader, None)
+            if row is None:
+                return
             line = reader.line_num  # the row's last physical line (rows may span lines in quotes)
             if None in row:
                 raise InputError(
@@ -129,6 +153,14 @@ def _table_rows(path: Path, delimiter: str) -> Iterator[tuple[int, Mapping[str, 
             if not any((value or "").strip() for value in row.values()):
                 continue
             yield line, {key: ("" if value is None else value) for key, value in row.items()}
+    except csv.Error as error:
+        problem = str(error)
+        if "field larger than field limit" in problem:
+            problem = f"a field is longer than {FIELD_LIMIT // (1024 * 1024)} MiB (probably an unclosed quote)"
+        elif "unexpected end of data" in problem:
+            problem = "a quote opened here is never closed"
+        raise InputError(problem, path=path, line=started,
+                         fix="close the quote, or quote a field that holds the delimiter") from None
 
 
 def write_generic(taxonomy: Taxonomy, path: str | Path) -> Path:

@@ -1,0 +1,110 @@
+"""A table of bad inputs fed to ``fhs run`` as a user would: exit 2, one line naming where, no traceback, nothing lost."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CONCEPTS = ("id,label,definition,datatype\n"
+            "Revenues,Revenues,Amount of revenue recognized.,monetaryItemType\n"
+            "CostOfRevenue,Cost Of Revenue,Cost of goods sold.,monetaryItemType\n")
+GOOD = {"id": "f1", "context_id": "c1", "modality": "table", "value": "10", "datatype": "monetaryItemType",
+        "context": "Total revenues 10 9", "gold": ["Revenues"], "row_header": "Total revenues"}
+
+
+def line(**changes) -> str:
+    record = {**GOOD, **changes}
+    return json.dumps({k: v for k, v in record.items() if v is not None}) + "\n"
+
+
+def fhs(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "fhs.cli", *args], capture_output=True, text=True, cwd=cwd,
+                          env=env, timeout=120)
+
+
+# Each case: (name, how it damages the inputs, extra arguments, what the one line must name)
+def _facts(text):
+    return lambda d: (d / "facts.jsonl").write_text(GOOD_FACTS + text)
+
+
+GOOD_FACTS = line() + line(id="f2", value="9")
+CASES = [
+    ("facts not UTF-8", lambda d: (d / "facts.jsonl").write_bytes(GOOD_FACTS.encode() + b'{"id": "\xff"}\n'),
+     [], ["facts.jsonl:3", "not UTF-8"]),
+    ("taxonomy not UTF-8", lambda d: (d / "concepts.csv").write_bytes(CONCEPTS.encode() + b"X,\xe9t\xe9\n"),
+     [], ["concepts.csv:4", "not UTF-8"]),
+    ("CSV unclosed quote", lambda d: (d / "concepts.csv").write_text(
+        CONCEPTS.replace("Cost of goods sold.", '"Cost of goods sold.') + "Assets,Assets,Things owned.,x\n"),
+     [], ["concepts.csv:3", "never closed"]),
+    ("CSV field over the limit", lambda d: (d / "concepts.csv").write_text(
+        CONCEPTS + 'Big,Big,"' + "x" * (17 * 1024 * 1024) + '",x\n'),
+     [], ["concepts.csv:4", "MiB"]),
+    ("unknown fact field", _facts(line(id="f3", row_header=None, row="Total revenues")),
+     [], ["facts.jsonl:3", "field 'row'", "row_header"]),
+    ("empty facts file", lambda d: (d / "facts.jsonl").write_text("\n"), [], ["facts.jsonl", "no facts"]),
+    ("empty value and context", _facts(line(id="f3", value="", context=" ")),
+     [], ["facts.jsonl:3", "field 'value'"]),
+    ("gold never known", lambda d: (d / "facts.jsonl").write_text(line(gold=["Sales"]) + line(id="f2", gold=["X"])),
+     ["--fresh"], ["field 'gold'", "Sales"]),
+    ("limit -1", None, ["--limit", "-1"], ["--limit", "at least 1"]),
+    ("sample 0", None, ["--sample", "0"], ["--sample", "at least 1"]),
+    ("wcov nan", None, ["--wcov", "nan"], ["--wcov", "finite"]),
+    ("out is a file", lambda d: (d / "plain").write_text("x"), ["--out", "plain"], ["plain", "not a run directory"]),
+    ("out under a file", lambda d: (d / "plain").write_text("x"), ["--out", "plain/run"], ["plain"]),
+    ("records with a non-record line", lambda d: (d / "out" / "records.jsonl").write_text(
+        (d / "out" / "records.jsonl").read_text().replace("\n", "\nnot a record\n", 1)),
+     [], ["records.jsonl:2", "not a record"]),
+    ("run held by another process", lambda d: (d / "out" / "run.lock").write_text(
+        json.dumps({"pid": os.getpid(), "host": os.uname().nodename, "started": "now"})),
+     [], ["pid", "holds this run directory"]),
+]
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """A run directory with two finished records, made once."""
+    base = tmp_path_factory.mktemp("finished")
+    (base / "concepts.csv").write_text(CONCEPTS)
+    (base / "facts.jsonl").write_text(GOOD_FACTS)
+    done = fhs("run", "--facts", "facts.jsonl", "--taxonomy", "concepts.csv", "--method", "direct",
+               "--out", "out", "--quiet", cwd=base)
+    assert done.returncode == 0, done.stderr
+    return base
+
+
+@pytest.mark.parametrize("name, damage, extra, named", CASES, ids=[c[0] for c in CASES])
+def test_bad_input_is_one_line_exit_2_and_loses_nothing(name, damage, extra, named, finished, tmp_path):
+    work = tmp_path / "w"
+    subprocess.run(["cp", "-r", str(finished), str(work)], check=True)
+    if damage is not None:
+        damage(work)
+    before = (work / "out" / "records.jsonl").read_bytes()
+    args = ["run", "--facts", "facts.jsonl", "--taxonomy", "concepts.csv", "--method", "direct", "--out", "out",
+            "--quiet", *extra]
+    done = fhs(*args, cwd=work)
+    errors = [l for l in done.stderr.strip().splitlines() if not l.startswith("fhs: warning:")]
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert len(errors) == 1 and errors[0].startswith("fhs: error: "), done.stderr
+    for part in named:
+        assert part in errors[0], errors[0]
+    assert (work / "out" / "records.jsonl").read_bytes() == before  # no finished record lost
+
+
+def test_a_torn_records_tail_is_dropped_with_a_warning_and_the_run_finishes(finished, tmp_path):
+    work = tmp_path / "w"
+    subprocess.run(["cp", "-r", str(finished), str(work)], check=True)
+    records = work / "out" / "records.jsonl"
+    kept = records.read_text().splitlines()[0] + "\n"
+    records.write_text(kept + '{"id": "f2", "ra')
+    done = fhs("run", "--facts", "facts.jsonl", "--taxonomy", "concepts.csv", "--method", "direct", "--out", "out",
+               "--quiet", cwd=work)
+    assert done.returncode == 0 and "dropped a torn last line" in done.stderr
+    assert json.loads(done.stdout)["n_new"] == 1 and records.read_text().startswith(kept)
