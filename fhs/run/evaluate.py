@@ -20,16 +20,26 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fhs.data.facts import matches_gold
+
 CUTOFFS = (1, 10, 50, 200)
 BOOTSTRAP_SEED = 20260724
 BOOTSTRAP_RESAMPLES = 2000
 
 
-def gold_rank(ranked_ids: Sequence[str], gold: Iterable[str]) -> int | None:
-    """1-based position of the first gold id in ``ranked_ids`` (any gold counts), else None."""
-    wanted = set(gold)
+def gold_rank(ranked_ids: Sequence[str], gold: Iterable[str], match: str = "exact") -> int | None:
+    """1-based position of the first gold id in ``ranked_ids`` (any gold counts), else None.
+
+    ``match`` is the fact's gold-match rule (``fhs.data.facts.GOLD_MATCHES``):
+    ``exact`` compares ids; ``prefix`` reads each gold id as a node of a
+    hierarchical code, so the first ranked id *under* it (starting with it) is
+    the hit. A CodiEsp-P gold ``0DT9`` is thus found by ``0DT90ZZ`` or any other
+    of the codes below ``0DT9``; a full-length gold under ``prefix`` still needs
+    the id itself, since no other id starts with it.
+    """
+    gold = tuple(gold)
     for position, concept_id in enumerate(ranked_ids, start=1):
-        if concept_id in wanted:
+        if matches_gold(concept_id, gold, match):
             return position
     return None
 
