@@ -37,6 +37,17 @@ class Experiment:
     retriever: Retriever
     domain: str | None = None  # a domain name or YAML path overriding the dataset's own
 
+    def domain_name(self) -> str:
+        """The domain LLM methods use: the one given, else the dataset's; an error when there is none."""
+        chosen = self.domain or self.spec.domain
+        if not chosen:
+            from fhs.data.domain import available_domains
+
+            raise InputError(f"no domain for the facts of {self.spec.description}", field="domain",
+                             fix=f"LLM methods need the taxonomy's dimensions: pass --domain FILE.yaml (check it "
+                                 f"with `fhs domain check FILE.yaml`) or one of {', '.join(available_domains())}")
+        return chosen
+
     def fingerprint(self, *, llm: bool) -> dict[str, str]:
         """SHA-256 digests of what a run reads (the run stamp's ``inputs``, see fhs/run/stamp.py)."""
         from fhs.data.domain import domain_path
@@ -44,7 +55,7 @@ class Experiment:
 
         inputs = {"facts": facts_digest(self.facts), "taxonomy": taxonomy_digest(self.taxonomy)}
         if llm:
-            inputs["domain"] = file_digest(domain_path(self.domain or self.spec.domain))
+            inputs["domain"] = file_digest(domain_path(self.domain_name()))
             inputs["prompts"] = files_digest(PROMPTS_DIR.glob("*.txt"))
         return inputs
 
@@ -54,7 +65,7 @@ class Experiment:
 
         config = (config or model.profile.fhs_config()).replace(
             k=self.retriever.config.top_k, w_cov=self.retriever.config.w_cov, seed=model.seed)
-        return self.method_context(llm=model.llm(), domain=load_domain(self.domain or self.spec.domain),
+        return self.method_context(llm=model.llm(), domain=load_domain(self.domain_name()),
                                    config=config, **kw)
 
     def method_context(self, **kw) -> MethodContext:
@@ -113,7 +124,12 @@ def load_experiment_from_files(
     w_cov: float | None = None,
     **retrieval_overrides,
 ) -> Experiment:
-    """An adapter's own run: located facts (JSONL) against a taxonomy file, searched with the default index."""
+    """An adapter's own run: located facts (JSONL) against a taxonomy file, searched with the default index.
+
+    ``domain`` (a bundled name or a YAML path) is required by LLM methods only;
+    without it they stop with an error rather than borrow another taxonomy's
+    dimensions (``Experiment.domain_name``).
+    """
     from fhs.data.facts import read_facts
     from fhs.data.taxonomies.ids import align_gold
     from fhs.data.taxonomies import load_taxonomy_file
@@ -121,7 +137,7 @@ def load_experiment_from_files(
     taxonomy = load_taxonomy_file(taxonomy_path)
     facts = align_gold(read_facts(facts_path), taxonomy)
     spec = DatasetSpec(Path(facts_path).stem, "", "", taxonomy.name, f"facts from {facts_path}",
-                       domain=domain or "us-gaap")
+                       domain=domain or "")
     config = retrieval_config(taxonomy.name, w_cov=w_cov, **retrieval_overrides)
     return Experiment(spec=spec, taxonomy=taxonomy, facts=facts,
                       retriever=cached_retriever(taxonomy, config), domain=domain)
