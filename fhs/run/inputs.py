@@ -76,11 +76,14 @@ class Experiment:
 _RETRIEVERS: dict[tuple[int, RetrievalConfig], tuple[Taxonomy, Retriever]] = {}
 
 
-def cached_retriever(taxonomy: Taxonomy, config: RetrievalConfig) -> Retriever:
-    """Index a taxonomy once per process and configuration (keyed on the object itself)."""
+def cached_retriever(taxonomy: Taxonomy, config: RetrievalConfig, cache_key: str | None = None) -> Retriever:
+    """Index a taxonomy once per process and configuration (keyed on the object itself).
+
+    ``cache_key`` (a digest of the taxonomy file) also keeps the index on disk across runs.
+    """
     key = (id(taxonomy), config)
     if key not in _RETRIEVERS:
-        _RETRIEVERS[key] = (taxonomy, Retriever(taxonomy, config))  # holding it keeps id() unique
+        _RETRIEVERS[key] = (taxonomy, Retriever(taxonomy, config, cache_key))  # holding it keeps id() unique
     return _RETRIEVERS[key][1]
 
 
@@ -140,7 +143,7 @@ def load_experiment_from_files(
                        domain=domain or "")
     config = retrieval_config(taxonomy.name, w_cov=w_cov, **retrieval_overrides)
     return Experiment(spec=spec, taxonomy=taxonomy, facts=facts,
-                      retriever=cached_retriever(taxonomy, config), domain=domain)
+                      retriever=cached_retriever(taxonomy, config, file_digest(taxonomy_path)), domain=domain)
 
 
 @dataclass
