@@ -6,6 +6,12 @@ instead of re-running methods. Conventions follow the paper:
 rank is the 1-based position of the first gold id in a list of depth 200,
 MRR is 1/rank (0 when absent), and every aggregate is fact-weighted.
 
+"Gold id" follows the fact's gold-match rule (``fhs.data.facts.GOLD_MATCHES``):
+``exact`` by default; ``prefix`` for a hierarchical gold such as a CodiEsp-P
+4-character ICD-10-PCS code, where any ranked id that starts with the gold is a
+hit. The runner records the rule on the record (``gold_match``) and computes
+``rank`` and ``correct`` with it, so every metric below reads them as they are.
+
 Accuracy ("Acc.") has one definition, used by the runner's metrics.json and by
 the chapters: the shared listwise selector's pick is a gold id (the paper's
 "top-1 after the shared selector", Appendix B.5). A record the selector did not
