@@ -102,3 +102,20 @@ def test_a_malformed_lexicon_line_is_named(tmp_path):
         read_lexicon_file(words)
     with pytest.raises(InputError, match="no such lexicon file"):
         DeterministicRelocator(extra_lexicon=tmp_path / "missing.txt")
+
+
+def test_the_facts_builder_writes_a_facts_file_fhs_run_reads(tmp_path, capsys):
+    from fhs.data.datasets.codiesp import main
+    from fhs.data.facts import read_facts
+
+    concepts = tmp_path / "concepts.tsv"
+    concepts.write_text("id\tlabel\tdatatype\n" + "".join(f"{c.id}\t{c.label}\tprocedure\n" for c in TAXONOMY))
+    words = tmp_path / "words.txt"
+    words.write_text("ecografia: ultrasound\n", encoding="utf-8")
+    out = tmp_path / "facts.jsonl"
+    main(["--data", str(corpus(tmp_path)), "--track", "procedure", "--pieces", "--lexicon", str(words),
+          "--taxonomy", str(concepts), "--out", str(out)])
+    facts = read_facts(out)
+    assert sorted(f.value for f in facts) == ["abdominal ultrasound", "sigmoid colon underwent a resection"]
+    assert {f.metadata.get("gold_match") for f in facts} == {"prefix", None}
+    assert '"found_by_pieces": 1' in capsys.readouterr().out
