@@ -103,3 +103,26 @@ def test_llm_methods_on_own_files_need_a_domain(tmp_path, capsys):
                      "--profile", "smoke", "--out", str(tmp_path / method)])
         err = capsys.readouterr().err
         assert code == 2 and "field 'domain'" in err and "--domain" in err
+
+
+@pytest.mark.model
+def test_fhs_runs_on_own_procedure_files_with_the_adapters_domain(tmp_path, capsys):
+    """The PCS domain file of examples/ drives a real model through `fhs run` (SmolLM2, smoke profile)."""
+    domain = Path(__file__).resolve().parents[1] / "examples" / "icd-10-pcs" / "icd-10-pcs.yaml"
+    concepts = tmp_path / "concepts.tsv"
+    concepts.write_text("id\tlabel\tdatatype\tsection_name\n"
+                        "0DT60ZZ\tResection of Stomach, Open Approach\tprocedure\tMedical and Surgical\n"
+                        "0DTJ4ZZ\tResection of Appendix, Percutaneous Endoscopic Approach\tprocedure\t"
+                        "Medical and Surgical\n"
+                        "BW40ZZZ\tUltrasonography of Abdomen\tprocedure\tImaging\n")
+    facts = tmp_path / "facts.jsonl"
+    facts.write_text(json.dumps({"id": "f", "context_id": "c", "modality": "text", "value": "laparoscopic appendectomy",
+                                 "datatype": "procedure", "context": "A laparoscopic appendectomy was performed.",
+                                 "gold": ["0DTJ"], "metadata": {"gold_match": "prefix"}}) + "\n")
+    code = main(["run", "--facts", str(facts), "--taxonomy", str(concepts), "--domain", str(domain),
+                 "--method", "fhs", "--profile", "smoke", "--quiet", "--out", str(tmp_path / "run"),
+                 "--cache", str(tmp_path / "llm.sqlite")])
+    assert code == 0, capsys.readouterr().err
+    record = json.loads((tmp_path / "run" / "records.jsonl").read_text().splitlines()[0])
+    assert record["gold_match"] == "prefix" and record["rank"] is not None  # three concepts, all ranked
+    assert record["llm_calls"]  # the hypotheses, verifier and selector asked the model
