@@ -251,7 +251,8 @@ assert report.ok
 out_root = Path(runs_dir) / profile / "08_procedures_pcs"
 
 
-def fhs_run(method: str, *extra: str) -> dict:
+def fhs_run(method: str, *extra: str, facts_used: list | None = None) -> dict:
+    """``fhs run`` on the adapter's files; the records of ``facts_used`` (default: every fact)."""
     out = out_root / method
     argv = ["run", "--facts", str(facts_file), "--taxonomy", str(taxonomy_file), "--domain", domain_file,
             "--method", method, "--out", str(out), "--quiet", *extra]
@@ -259,7 +260,8 @@ def fhs_run(method: str, *extra: str) -> dict:
         code = fhs_main(argv)
     if code != 0:
         raise RuntimeError(f"fhs {' '.join(argv)} exited with {code}")
-    return {"records": read_records(out / "records.jsonl"),
+    wanted = {f.id for f in (facts_used or facts)}  # a larger earlier sample may have left more records
+    return {"records": [r for r in read_records(out / "records.jsonl") if r["id"] in wanted],
             "metrics": json.loads((out / "metrics.json").read_text(encoding="utf-8"))}
 
 
@@ -274,8 +276,8 @@ sample = sample_by_context(facts, llm_facts)
 runs = {
     "direct": fhs_run("direct", "--selector", "off"),
     "oracle": fhs_run("oracle"),
-    "structured": fhs_run("structured", "--sample", str(llm_facts), *model_args),
-    "fhs": fhs_run("fhs", "--sample", str(llm_facts), *model_args),
+    "structured": fhs_run("structured", "--sample", str(llm_facts), *model_args, facts_used=sample),
+    "fhs": fhs_run("fhs", "--sample", str(llm_facts), *model_args, facts_used=sample),
 }
 sample_ids = {f.id for f in sample}
 assert {r["id"] for r in runs["fhs"]["records"]} == sample_ids  # the CLI drew the same sample
