@@ -1,4 +1,4 @@
-"""The ``fhs`` command line: run a method on a dataset, or benchmark retrieval.
+"""The ``fhs`` command line: run a method on a dataset, check a domain file, or benchmark retrieval.
 
 Bad input of any kind ends in one line on stderr that names the file, line or
 field and the fix, and exit status 2.
@@ -128,6 +128,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--replay-from-any-server", action="store_true",
                      help="reuse cached answers made by another server URL for the same model name")
 
+    domain = commands.add_parser("domain", help="check a domain file (dimensions, glosses, category profiles)")
+    domain.add_argument("action", choices=["check"])
+    domain.add_argument("file", help="domain YAML file (see fhs/data/domains/us-gaap.yaml)")
+    domain.add_argument("--taxonomy", default=None,
+                        help="concept file: also report categories that match no concept, and the profile count")
+
     bench = commands.add_parser("bench", help="benchmarks that print ratios measured side by side")
     bench.add_argument("what", choices=["retrieval", "llm"])
     bench.add_argument("--dataset", action="append", default=None,
@@ -250,6 +256,10 @@ def cmd_run(args: argparse.Namespace) -> dict:
     selector = args.selector == "on" if args.selector else args.method in LLM_METHODS
     uses_model = args.method in LLM_METHODS or selector
     model = None
+    if uses_model and (args.facts or args.taxonomy) and not args.domain:
+        raise InputError(f"--method {args.method} asks a model, which needs the taxonomy's domain", field="domain",
+                         fix="pass --domain FILE.yaml (check it with `fhs domain check FILE.yaml`) or one of "
+                             + ", ".join(available_domains()))
     if uses_model:
         model = ModelChoice.resolve(args.profile or "cpu", backend=args.backend, model=args.model,
                                     base_urls=args.base_url, seed=args.seed, cache=args.cache,
@@ -321,6 +331,18 @@ def _experiment(args: argparse.Namespace):
     return load_experiment(args.dataset, data=args.data, w_cov=args.wcov, progress=not args.quiet)
 
 
+def cmd_domain(args: argparse.Namespace) -> int:
+    """Print the check's errors and warnings, one line each; exit status 1 when there are errors."""
+    from fhs.data.domain_check import check_domain
+    from fhs.data.taxonomies import load_taxonomy_file
+
+    taxonomy = load_taxonomy_file(args.taxonomy) if args.taxonomy else None
+    report = check_domain(args.file, taxonomy)
+    for line in report.lines():
+        print(line, file=sys.stdout if line.startswith(("warning", args.file)) else sys.stderr)
+    return 0 if report.ok else 1
+
+
 def cmd_bench(args: argparse.Namespace) -> dict:
     if args.what == "llm":
         return cmd_bench_llm(args)
@@ -367,6 +389,8 @@ def main(argv: list[str] | None = None) -> int:
             cmd_taxonomy(args)
         elif args.command == "facts":
             cmd_facts(args)
+        elif args.command == "domain":
+            return cmd_domain(args)
     except InputError as error:
         print(f"fhs: error: {error}", file=sys.stderr)
         return 2

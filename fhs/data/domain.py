@@ -151,15 +151,54 @@ def _load_domain_file(path_text: str) -> Domain:
     path = Path(path_text)
     if not path.is_file():
         raise InputError("no such domain file", path=path, fix="pass a YAML file like fhs/data/domains/us-gaap.yaml")
+    data, tree = read_domain_yaml(path)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        return domain_from_dict(data, path=path)
+    except InputError as error:
+        raise with_line(error, tree) from None
+
+
+def read_domain_yaml(path: Path) -> tuple[Any, yaml.Node | None]:
+    """The parsed file and its node tree (which knows every key's line); YAML errors name the line."""
+    try:
+        text = path.read_text(encoding="utf-8")
+        return yaml.safe_load(text), yaml.compose(text, Loader=yaml.SafeLoader)
     except UnicodeDecodeError:
         raise utf8_error(path) from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         raise InputError(f"not valid YAML ({getattr(error, 'problem', error)})", path=path,
                          line=None if mark is None else mark.line + 1) from None
-    return domain_from_dict(data, path=path)
+
+
+_FIELD_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+
+
+def line_of(tree: yaml.Node | None, field: str | None) -> int | None:
+    """The 1-based line of a key path such as ``dimensions[2].gloss`` (or of its nearest parent)."""
+    if tree is None:
+        return None
+    node, line = tree, tree.start_mark.line + 1
+    for key, index in _FIELD_PART.findall(field or ""):
+        if isinstance(node, yaml.MappingNode) and key:
+            found = next(((k, v) for k, v in node.value if str(k.value) == key), None)
+            if found is None:
+                break
+            line, node = found[0].start_mark.line + 1, found[1]
+        elif isinstance(node, yaml.SequenceNode) and index and int(index) < len(node.value):
+            node = node.value[int(index)]
+            line = node.start_mark.line + 1
+        else:
+            break
+    return line
+
+
+def with_line(error: InputError, tree: yaml.Node | None) -> InputError:
+    """The same error, with the line its key path sits on."""
+    if error.line is not None or tree is None:
+        return error
+    return InputError(error.problem, path=error.path, line=line_of(tree, error.field), field=error.field,
+                      fix=error.fix)
 
 
 def domain_from_dict(data: Any, *, path: str | Path | None = None) -> Domain:

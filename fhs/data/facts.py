@@ -20,6 +20,26 @@ from fhs.core.files import atomic_write
 from fhs.core.jsonl import iter_objects
 
 MODALITIES = ("table", "text")
+# How a gold id is compared with a taxonomy id (``metadata["gold_match"]`` of a fact):
+# "exact" - the ids are equal; "prefix" - the gold id names a node of a hierarchical code
+# (ICD-10-PCS ``0DT``, ICD-10-CM ``K35``) and any taxonomy id that starts with it counts.
+GOLD_MATCHES = ("exact", "prefix")
+
+
+def gold_match_of(fact: "Fact") -> str:
+    """The fact's gold-match rule (``GOLD_MATCHES``); ``exact`` unless its metadata says otherwise."""
+    return str((fact.metadata or {}).get("gold_match") or "exact")
+
+
+def matches_gold(concept_id: str, gold: Iterable[str], match: str = "exact") -> bool:
+    """Whether ``concept_id`` is one of ``gold`` under the rule ``match`` (see ``GOLD_MATCHES``)."""
+    if not isinstance(concept_id, str):  # e.g. a selector that picked nothing
+        return False
+    if match == "prefix":
+        return any(concept_id.startswith(g) for g in gold)
+    if match == "exact":
+        return concept_id in set(gold)
+    raise ValueError(f"gold_match must be one of {GOLD_MATCHES}, got {match!r}")
 
 
 @dataclass(frozen=True)
@@ -91,6 +111,10 @@ def fact_from_dict(record: Mapping[str, Any], *, path: str | Path | None = None,
     metadata = record.get("metadata") or {}
     if not isinstance(metadata, dict):
         raise InputError("expected an object", path=path, line=line, field="metadata")
+    if metadata.get("gold_match", "exact") not in GOLD_MATCHES:
+        raise InputError(f"expected one of {GOLD_MATCHES}, got {metadata['gold_match']!r}", path=path, line=line,
+                         field="metadata.gold_match",
+                         fix="prefix: any taxonomy id that starts with a gold id counts; exact: ids must be equal")
     return Fact(
         id=str(record["id"]),
         context_id=str(record["context_id"]),

@@ -8,8 +8,10 @@ live in ``fhs.data.taxonomies``; every loader returns a ``Taxonomy``.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from types import MappingProxyType
 
 
@@ -77,6 +79,27 @@ class Taxonomy:
     def position(self, concept_id: str) -> int:
         """Index of a concept in ``concepts`` (the document number in the BM25 index)."""
         return self._by_id[concept_id]
+
+    @cached_property
+    def _sorted_ids(self) -> tuple[str, ...]:
+        return tuple(sorted(self._by_id))
+
+    def under(self, prefix: str) -> tuple[Concept, ...]:
+        """Every concept whose id starts with ``prefix``, in id order.
+
+        A hierarchical code system spells a node of its tree as a prefix of the
+        codes below it (an ICD-10-PCS ``0DT`` stands for every "Resection" of the
+        gastrointestinal system); this is that node's set of codes. An empty
+        prefix is every concept; an unknown prefix is none.
+        """
+        ids = self._sorted_ids
+        start = bisect.bisect_left(ids, prefix)
+        found = []
+        for concept_id in ids[start:]:
+            if not concept_id.startswith(prefix):
+                break
+            found.append(self[concept_id])
+        return tuple(found)
 
     def datatypes(self) -> list[str]:
         """Distinct datatypes in first-seen order."""

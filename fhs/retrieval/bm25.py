@@ -24,6 +24,7 @@ from scipy import sparse
 
 from fhs.core.text import tokenize
 from fhs.data.taxonomy import Taxonomy
+from fhs.retrieval.index_cache import index_path, read_index, write_index
 
 
 @dataclass(frozen=True)
@@ -143,9 +144,13 @@ class _Partition:
 class Retriever:
     """BM25 + label coverage over a taxonomy, searched within the fact's datatype."""
 
-    def __init__(self, taxonomy: Taxonomy, config: RetrievalConfig = RetrievalConfig()) -> None:
+    def __init__(self, taxonomy: Taxonomy, config: RetrievalConfig = RetrievalConfig(),
+                 cache_key: str | None = None) -> None:
+        """``cache_key``: a digest of the taxonomy's content; with it, built indexes are kept on
+        disk and read back by later runs (``fhs.retrieval.index_cache``)."""
         self.taxonomy = taxonomy
         self.config = config
+        self.cache_key = cache_key
         self._partitions: dict[str | None, _Partition] = {}
         self._building = threading.Lock()  # facts run in threads may ask for the same index at once
         self._groups: dict[str, list[int]] = {}
@@ -194,6 +199,13 @@ class Retriever:
         with self._building:
             if key in self._partitions:
                 return self._partitions[key]
+            path = None
+            if self.cache_key:
+                path = index_path(self.cache_key, self.config.k1, self.config.b, key)
+                cached = read_index(path)
+                if isinstance(cached, _Partition) and len(cached.ids) == len(self._groups.get(key, self.taxonomy)):
+                    self._partitions[key] = cached
+                    return cached
             if key is None:
                 positions = list(range(len(self.taxonomy)))
                 texts = self._global_texts()
@@ -201,6 +213,8 @@ class Retriever:
                 positions = self._groups[key]
                 texts = [self.taxonomy.concepts[p].index_text for p in positions]
             self._partitions[key] = self._build(positions, texts)
+            if path is not None:
+                write_index(path, self._partitions[key])
             return self._partitions[key]
 
     def warm_up(self) -> "Retriever":

@@ -6,6 +6,12 @@ instead of re-running methods. Conventions follow the paper:
 rank is the 1-based position of the first gold id in a list of depth 200,
 MRR is 1/rank (0 when absent), and every aggregate is fact-weighted.
 
+"Gold id" follows the fact's gold-match rule (``fhs.data.facts.GOLD_MATCHES``):
+``exact`` by default; ``prefix`` for a hierarchical gold such as a CodiEsp-P
+4-character ICD-10-PCS code, where any ranked id that starts with the gold is a
+hit. The runner records the rule on the record (``gold_match``) and computes
+``rank`` and ``correct`` with it, so every metric below reads them as they are.
+
 Accuracy ("Acc.") has one definition, used by the runner's metrics.json and by
 the chapters: the shared listwise selector's pick is a gold id (the paper's
 "top-1 after the shared selector", Appendix B.5). A record the selector did not
@@ -20,16 +26,26 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fhs.data.facts import matches_gold
+
 CUTOFFS = (1, 10, 50, 200)
 BOOTSTRAP_SEED = 20260724
 BOOTSTRAP_RESAMPLES = 2000
 
 
-def gold_rank(ranked_ids: Sequence[str], gold: Iterable[str]) -> int | None:
-    """1-based position of the first gold id in ``ranked_ids`` (any gold counts), else None."""
-    wanted = set(gold)
+def gold_rank(ranked_ids: Sequence[str], gold: Iterable[str], match: str = "exact") -> int | None:
+    """1-based position of the first gold id in ``ranked_ids`` (any gold counts), else None.
+
+    ``match`` is the fact's gold-match rule (``fhs.data.facts.GOLD_MATCHES``):
+    ``exact`` compares ids; ``prefix`` reads each gold id as a node of a
+    hierarchical code, so the first ranked id *under* it (starting with it) is
+    the hit. A CodiEsp-P gold ``0DT9`` is thus found by ``0DT90ZZ`` or any other
+    of the codes below ``0DT9``; a full-length gold under ``prefix`` still needs
+    the id itself, since no other id starts with it.
+    """
+    gold = tuple(gold)
     for position, concept_id in enumerate(ranked_ids, start=1):
-        if concept_id in wanted:
+        if matches_gold(concept_id, gold, match):
             return position
     return None
 

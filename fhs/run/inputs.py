@@ -37,6 +37,17 @@ class Experiment:
     retriever: Retriever
     domain: str | None = None  # a domain name or YAML path overriding the dataset's own
 
+    def domain_name(self) -> str:
+        """The domain LLM methods use: the one given, else the dataset's; an error when there is none."""
+        chosen = self.domain or self.spec.domain
+        if not chosen:
+            from fhs.data.domain import available_domains
+
+            raise InputError(f"no domain for the facts of {self.spec.description}", field="domain",
+                             fix=f"LLM methods need the taxonomy's dimensions: pass --domain FILE.yaml (check it "
+                                 f"with `fhs domain check FILE.yaml`) or one of {', '.join(available_domains())}")
+        return chosen
+
     def fingerprint(self, *, llm: bool) -> dict[str, str]:
         """SHA-256 digests of what a run reads (the run stamp's ``inputs``, see fhs/run/stamp.py)."""
         from fhs.data.domain import domain_path
@@ -44,7 +55,7 @@ class Experiment:
 
         inputs = {"facts": facts_digest(self.facts), "taxonomy": taxonomy_digest(self.taxonomy)}
         if llm:
-            inputs["domain"] = file_digest(domain_path(self.domain or self.spec.domain))
+            inputs["domain"] = file_digest(domain_path(self.domain_name()))
             inputs["prompts"] = files_digest(PROMPTS_DIR.glob("*.txt"))
         return inputs
 
@@ -55,7 +66,7 @@ class Experiment:
         config = (config or model.profile.fhs_config()).replace(
             k=self.retriever.config.top_k, w_cov=self.retriever.config.w_cov, seed=model.seed)
         kw.setdefault("ledger", model.ledger())
-        return self.method_context(llm=model.llm(), domain=load_domain(self.domain or self.spec.domain),
+        return self.method_context(llm=model.llm(), domain=load_domain(self.domain_name()),
                                    config=config, **kw)
 
     def method_context(self, **kw) -> MethodContext:
@@ -66,11 +77,14 @@ class Experiment:
 _RETRIEVERS: dict[tuple[int, RetrievalConfig], tuple[Taxonomy, Retriever]] = {}
 
 
-def cached_retriever(taxonomy: Taxonomy, config: RetrievalConfig) -> Retriever:
-    """Index a taxonomy once per process and configuration (keyed on the object itself)."""
+def cached_retriever(taxonomy: Taxonomy, config: RetrievalConfig, cache_key: str | None = None) -> Retriever:
+    """Index a taxonomy once per process and configuration (keyed on the object itself).
+
+    ``cache_key`` (a digest of the taxonomy file) also keeps the index on disk across runs.
+    """
     key = (id(taxonomy), config)
     if key not in _RETRIEVERS:
-        _RETRIEVERS[key] = (taxonomy, Retriever(taxonomy, config))  # holding it keeps id() unique
+        _RETRIEVERS[key] = (taxonomy, Retriever(taxonomy, config, cache_key))  # holding it keeps id() unique
     return _RETRIEVERS[key][1]
 
 
@@ -119,8 +133,10 @@ def load_experiment_from_files(
 
     A built-in taxonomy (``us-gaap-2024``, ``icd-10-cm``: the ``TAXONOMIES``
     registry) brings its own retrieval settings and the domain of the datasets
-    that use it; a concept file gets the default index and the ``us-gaap`` domain
-    unless ``domain`` says otherwise.
+    that use it; a concept file gets the default index (kept on disk, keyed by the
+    file's digest) and no domain: LLM methods then need ``domain`` (a bundled
+    name or a YAML path) and stop with an error rather than borrow another
+    taxonomy's dimensions (``Experiment.domain_name``).
     """
     from fhs.data.datasets import DATASETS
     from fhs.data.facts import read_facts
@@ -133,13 +149,15 @@ def load_experiment_from_files(
         own_domain = next((spec.domain for spec in DATASETS.values() if spec.taxonomy == name), "us-gaap")
     else:
         taxonomy = load_taxonomy_file(taxonomy_path)
-        own_domain = "us-gaap"
+        own_domain = ""
     facts = align_gold(read_facts(facts_path), taxonomy)
     spec = DatasetSpec(Path(facts_path).stem, "", "", taxonomy.name, f"facts from {facts_path}",
                        domain=domain or own_domain)
     config = retrieval_config(taxonomy.name, w_cov=w_cov, **retrieval_overrides)
     return Experiment(spec=spec, taxonomy=taxonomy, facts=facts,
-                      retriever=cached_retriever(taxonomy, config), domain=domain)
+                      retriever=cached_retriever(taxonomy, config,
+                                                 None if name in TAXONOMIES else file_digest(taxonomy_path)),
+                      domain=domain)
 
 
 @dataclass

@@ -15,7 +15,7 @@ from typing import Any
 
 from tqdm import tqdm  # plain text bars: no ipywidgets warning inside notebooks
 
-from fhs.data.facts import Fact
+from fhs.data.facts import Fact, gold_match_of, matches_gold
 from fhs.data.taxonomies.ids import unknown_gold
 from fhs.llm.contract import RequestRefused
 from fhs.method.context import MethodContext
@@ -122,11 +122,13 @@ def run_method(
                 "modality": fact.modality,
                 "gold": list(fact.gold),
                 "method": method,
-                "rank": gold_rank(ranking, fact.gold),
+                "rank": gold_rank(ranking, fact.gold, gold_match_of(fact)),
                 **stage,
             }
+            if gold_match_of(fact) != "exact":
+                record["gold_match"] = gold_match_of(fact)
             if "selected" in stage:
-                record["correct"] = stage["selected"] in fact.gold
+                record["correct"] = matches_gold(stage["selected"], fact.gold, gold_match_of(fact))
             writer.write(record)
             new_records.append(record)
         bar.close()

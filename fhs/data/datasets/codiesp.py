@@ -1,8 +1,10 @@
-"""CodiEsp-D: diagnosis mentions of Spanish clinical cases, relocated into English.
+"""CodiEsp: diagnosis (or procedure) mentions of Spanish clinical cases, relocated into English.
 
 The corpus (CLEF eHealth 2020, Zenodo 3837305) annotates ICD-10 diagnosis
-codes on Spanish text; ``{split}X.tsv`` gives each mention's text and offsets.
-A fact here is one DIAGNOSTICO row whose code is in the inventory, deduplicated
+codes (track ``diagnosis``, CodiEsp-D, the paper's benchmark) and ICD-10-PCS
+procedure codes (track ``procedure``, CodiEsp-P) on Spanish text;
+``{split}X.tsv`` gives each mention's text and offsets.
+A fact here is one row of the track's label whose code is in the inventory, deduplicated
 on (document, offsets, code), with its mention relocated into the English
 machine translation (``fhs.data.relocate``). Only English text reaches ``value``,
 ``context`` and ``sentence``: the codes of the ``.tsv`` files are gold and stay
@@ -11,6 +13,10 @@ in ``gold``.
 ``load`` keeps the exactly relocated facts (the paper's "exact relocation"
 set); ``keep="all"`` also returns the rest, with the Spanish mention as value,
 for probes that do not read the value (the oracle sanity check).
+
+CodiEsp-P golds are often 4-character prefixes of 7-character PCS codes; the
+procedure track marks such a fact ``metadata["gold_match"] = "prefix"`` (any
+code under it counts, see ``fhs.data.facts.GOLD_MATCHES``).
 """
 
 from __future__ import annotations
@@ -22,20 +28,43 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fhs.core.errors import InputError
+from fhs.core.errors import InputError, choose
 from fhs.data.datadir import SOURCES
 from fhs.data.facts import Fact
 from fhs.data.relocate.align import ALIGN_METHODS, AlignConfig
-from fhs.data.relocate.cache import relocate_cached, relocation_cache_path
+from fhs.data.relocate.cache import relocation_cache_path
+from fhs.data.relocate.pieces import MAX_COVER_WORDS, relocate_mentions
+from fhs.data.relocate.pieces import Mention as PieceMention
 from fhs.data.relocate.deterministic import DeterministicRelocator
 from fhs.data.relocate.sentences import english_lines, split_spanish_sentences
 from fhs.data.relocate.tasks import AlignedDocument, Relocation, RelocationTask, Relocator
 from fhs.data.taxonomies.icd10cm import normalize_icd_code
+from fhs.data.taxonomies.ids import gold_known
 from fhs.data.taxonomy import Taxonomy
 
 SPLITS = ("train", "dev", "test")
 LABELS = ("DIAGNOSTICO", "PROCEDIMIENTO")
 KEEP = ("exact", "all")
+
+
+@dataclass(frozen=True)
+class Track:
+    """One CodiEsp track: which rows it reads and how its facts are named and typed.
+
+    ``code_length``: the length of a full code; a shorter gold is a prefix
+    (scored with the prefix rule). ``None``: golds are scored exactly.
+    """
+
+    label: str
+    datatype: str
+    id_prefix: str  # fact ids and relocation cache files start with it
+    code_length: int | None = None
+
+
+TRACKS = {
+    "diagnosis": Track("DIAGNOSTICO", "diagnosis", "codiesp"),
+    "procedure": Track("PROCEDIMIENTO", "procedure", "codiesp-P", code_length=7),
+}
 _FIELDS = ("articleID", "label", "code", "reference", "offsets")
 
 
@@ -159,26 +188,34 @@ def load_split(
     align: AlignConfig = AlignConfig(),
     cache: bool | str | os.PathLike = True,
     documents: Collection[str] | None = None,
+    track: str = "diagnosis",
+    pieces: bool = False,
+    max_cover_words: int = MAX_COVER_WORDS,
 ) -> CodiespSplit:
     """Facts of one CodiEsp split with their relocation; see ``load``.
 
     ``documents`` restricts the split to those document ids (a sample for an
-    expensive relocator).
+    expensive relocator). ``track``: ``diagnosis`` (DIAGNOSTICO rows) or
+    ``procedure`` (PROCEDIMIENTO rows), see ``TRACKS``. ``pieces``: retry a
+    discontinuous mention piece by piece when the whole is not found
+    (``fhs.data.relocate.pieces``; off by default, the paper's chapters relocate
+    whole mentions only); ``max_cover_words`` bounds the covering stretch.
 
-    ``taxonomy=None`` applies no inventory filter (every DIAGNOSTICO code is kept).
+    ``taxonomy=None`` applies no inventory filter (every code of the track is kept).
     ``cache``: ``True`` for the default cache file under ``$FHS_CACHE`` (or
     ``~/.cache/fhs``), ``False`` for none, or a path.
     """
     started = time.perf_counter()
+    chosen = choose(TRACKS, track, "track")
     folder = codiesp_dir(data_dir, split)
     relocator = relocator or DeterministicRelocator()
     tsv = folder / f"{split}X.tsv"
-    rows = [mention for mention in read_mentions(tsv) if mention.label == "DIAGNOSTICO"
+    rows = [mention for mention in read_mentions(tsv) if mention.label == chosen.label
             and (documents is None or mention.document_id in documents)]
     kept: list[Mention] = []
     seen: set[tuple[str, str, str]] = set()
     for mention in rows:
-        if taxonomy is not None and mention.code not in taxonomy:
+        if taxonomy is not None and not gold_known(mention.code, taxonomy, _gold_match(chosen, mention.code)):
             continue
         key = (mention.document_id, mention.offsets, mention.code)
         if key in seen:
@@ -188,6 +225,7 @@ def load_split(
 
     documents: dict[str, AlignedDocument] = {}
     tasks: list[RelocationTask] = []
+    located: list[PieceMention] = []
     for mention in kept:
         document = documents.get(mention.document_id)
         if document is None:
@@ -199,14 +237,15 @@ def load_split(
             tasks.append(document.task(mention.reference, mention.spans))
         except ValueError as error:
             raise InputError(str(error), path=tsv, line=mention.line, field="offsets") from None
+        located.append(PieceMention(tasks[-1], mention.spans, document.spanish))
 
     if cache is True:
-        cache_path: Path | None = relocation_cache_path(f"codiesp-{split}-{align.method}", relocator)
+        cache_path: Path | None = relocation_cache_path(f"{chosen.id_prefix}-{split}-{align.method}", relocator)
     elif cache is False:
         cache_path = None
     else:
         cache_path = Path(cache)
-    relocations = relocate_cached(tasks, relocator, cache_path)
+    relocations = relocate_mentions(located, relocator, cache_path, pieces=pieces, max_cover_words=max_cover_words)
 
     facts: list[Fact] = []
     unrelocated: list[Fact] = []
@@ -215,18 +254,23 @@ def load_split(
     for mention, task, relocation in zip(kept, tasks, relocations):
         document = documents[mention.document_id]
         position = (mention.document_id, mention.offsets)
-        fact = _fact(split, mention, task, relocation, document, repeats[position])
+        fact = _fact(split, chosen, mention, task, relocation, document, repeats[position])
         repeats[position] += 1
-        (facts if relocation.exact else unrelocated).append(fact)
+        (facts if relocation.located else unrelocated).append(fact)
         all_facts.append(fact)
 
     scopes = Counter(task.scope for task in tasks)
+    discontinuous = [relocation for mention, relocation in zip(kept, relocations) if len(mention.spans) > 1]
     stats = {
-        "diagnosis_rows": len(rows),
+        f"{chosen.datatype}_rows": len(rows),
+        "rows": len(rows),
         "facts": len(kept),
         "documents": len({mention.document_id for mention in kept}),
         "exact": len(facts),
         "unrelocated": len(unrelocated),
+        "discontinuous": len(discontinuous),
+        "discontinuous_located": sum(r.located for r in discontinuous),
+        "found_by_pieces": sum(bool(r.pieces) for r in discontinuous if r.located),
         "sentence_scope": scopes["sentence"],
         "document_scope": scopes["document"],
         "documents_aligned": sum(1 for document in documents.values() if document.alignment is not None),
@@ -235,19 +279,28 @@ def load_split(
     return CodiespSplit(facts, unrelocated, all_facts, stats)
 
 
-def _fact(split: str, mention: Mention, task: RelocationTask, relocation: Relocation,
+def _gold_match(track: Track, code: str) -> str:
+    return "prefix" if track.code_length is not None and len(code) < track.code_length else "exact"
+
+
+def _fact(split: str, track: Track, mention: Mention, task: RelocationTask, relocation: Relocation,
           document: AlignedDocument, repeat: int) -> Fact:
     # The id names the document and the Spanish offsets, never the code; a second code on
     # the same mention gets a running number.
     offsets = mention.offsets.replace(" ", "-").replace(";", "+")
-    fact_id = f"codiesp-{split}:{mention.document_id}:{offsets}" + (f":{repeat + 1}" if repeat else "")
-    value = relocation.english if relocation.exact else mention.reference
+    fact_id = f"{track.id_prefix}-{split}:{mention.document_id}:{offsets}" + (f":{repeat + 1}" if repeat else "")
+    value = relocation.english if relocation.located else mention.reference
+    extra: dict = {}
+    if relocation.pieces:
+        extra["pieces"] = [list(span) for span in relocation.pieces]
+    if _gold_match(track, mention.code) != "exact":
+        extra["gold_match"] = _gold_match(track, mention.code)
     return Fact(
         id=fact_id,
         context_id=mention.document_id,
         modality="text",
         value=value or "",
-        datatype="diagnosis",
+        datatype=track.datatype,
         context=task.candidate,
         gold=(mention.code,),
         sentence=task.candidate,
@@ -259,10 +312,11 @@ def _fact(split: str, mention: Mention, task: RelocationTask, relocation: Reloca
             "spanish_context": task.spanish_context,
             "relocation_status": relocation.status,
             "relocation_method": relocation.method,
-            "relocated": relocation.exact,
+            "relocated": relocation.located,
             "candidate_scope": task.scope,
             "alignment": document.alignment.method if document.alignment is not None else "none",
             "span": [relocation.start, relocation.end] if relocation.exact else None,
+            **extra,
         },
     )
 
@@ -276,8 +330,10 @@ def load(
     *,
     align: AlignConfig = AlignConfig(),
     cache: bool | str | os.PathLike = True,
+    track: str = "diagnosis",
+    pieces: bool = False,
 ) -> list[Fact]:
-    """CodiEsp-D facts of ``split`` ("test" for reporting; "train"/"dev" for tuning).
+    """CodiEsp facts of ``split`` ("test" for reporting; "train"/"dev" for tuning).
 
     ``taxonomy``: the ICD-10-CM inventory; rows whose code it lacks are dropped.
     ``None`` means no inventory filter.
@@ -286,10 +342,11 @@ def load(
     ``keep``: ``"exact"`` returns only facts relocated to an exact English
     substring; ``"all"`` appends the others, whose value is the Spanish mention
     and whose ``metadata["relocated"]`` is False.
+    ``track``/``pieces``: see ``load_split`` (default: CodiEsp-D, whole mentions).
     """
     if keep not in KEEP:
         raise InputError(f"unknown keep option {keep!r}", field="keep", fix=f"choose one of {', '.join(KEEP)}")
-    result = load_split(data_dir, taxonomy, split, relocator, align=align, cache=cache)
+    result = load_split(data_dir, taxonomy, split, relocator, align=align, cache=cache, track=track, pieces=pieces)
     return result.facts if keep == "exact" else result.all_facts
 
 
@@ -312,20 +369,45 @@ def alignment_summary(data_dir: str | os.PathLike, split: str = "test") -> dict[
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m fhs.data.datasets.codiesp --split test``: the counts reported for a split."""
+    """``python -m fhs.data.datasets.codiesp --split test``: the counts reported for a split.
+
+    With ``--out FILE`` it also writes the located facts as a facts JSONL file
+    (``fhs/data/facts.py``) that ``fhs run --facts`` reads: the procedure
+    track's facts builder is ``--track procedure --pieces --lexicon WORDS.txt
+    --taxonomy CONCEPTS.jsonl --out facts.jsonl``.
+    """
     import argparse
     import json
 
     from fhs.data.datadir import data_dir as resolve_data_dir
+    from fhs.data.facts import write_facts
+    from fhs.data.taxonomies import load_taxonomy_file
 
-    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser = argparse.ArgumentParser(description=main.__doc__.split("\n\n")[0])
     parser.add_argument("--data", default=None, help="data directory (default: $FHS_DATA)")
     parser.add_argument("--split", default="test", choices=SPLITS)
     parser.add_argument("--align", default="dp", choices=ALIGN_METHODS)
     parser.add_argument("--no-cache", action="store_true")
+    parser.add_argument("--track", default="diagnosis", choices=list(TRACKS))
+    parser.add_argument("--pieces", action="store_true",
+                        help="retry discontinuous mentions piece by piece (fhs/data/relocate/pieces.py)")
+    parser.add_argument("--max-cover-words", type=int, default=MAX_COVER_WORDS)
+    parser.add_argument("--lexicon", default=None,
+                        help="extra 'spanish: english ...' words for the relocator (fhs/data/relocate/user_lexicon.py)")
+    parser.add_argument("--taxonomy", default=None, help="concept file: keep only facts whose gold it holds")
+    parser.add_argument("--keep", default="exact", choices=KEEP, help="facts written by --out")
+    parser.add_argument("--out", default=None, help="write the facts here (JSONL)")
     args = parser.parse_args(argv)
-    root = resolve_data_dir(args.data)
-    result = load_split(root, None, args.split, align=AlignConfig(method=args.align), cache=not args.no_cache)
+    try:
+        root = resolve_data_dir(args.data)
+        taxonomy = load_taxonomy_file(args.taxonomy) if args.taxonomy else None
+        result = load_split(root, taxonomy, args.split, DeterministicRelocator(extra_lexicon=args.lexicon),
+                            align=AlignConfig(method=args.align), cache=not args.no_cache, track=args.track,
+                            pieces=args.pieces, max_cover_words=args.max_cover_words)
+    except InputError as error:
+        raise SystemExit(f"error: {error}") from None
+    if args.out:
+        write_facts(result.facts if args.keep == "exact" else result.all_facts, args.out)
     statuses = Counter(fact.metadata["relocation_status"] for fact in result.all_facts)
     report = dict(result.stats, statuses=dict(statuses),
                   exact_rate=round(len(result.facts) / max(1, len(result.all_facts)), 4),

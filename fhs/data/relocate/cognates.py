@@ -10,6 +10,7 @@ cognates (``dolor``/``pain``).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -146,19 +147,44 @@ def _key_similarity(a: str, b: str, config: MatchConfig) -> float:
 
 
 @lru_cache(maxsize=100_000)
+def lexicon_forms(word: str) -> tuple[str, ...]:
+    """The forms a Spanish word is looked up under: as written, without accents, singular, masculine."""
+    base = strip_accents(word.lower())
+    forms: dict[str, None] = {}
+    for form in dict.fromkeys((word.lower(), base, _spanish_singular(base))):
+        forms[form] = None
+        if form.endswith("a"):
+            forms[form[:-1] + "o"] = None
+        if form.endswith("as"):
+            forms[form[:-2] + "os"] = None
+    return tuple(forms)
+
+
+@lru_cache(maxsize=100_000)
 def lexicon_translations(word: str) -> frozenset[str]:
     """English renderings of a Spanish word, trying it as written, singular and masculine."""
-    base = strip_accents(word.lower())
     found: set[str] = set()
-    for form in dict.fromkeys((word.lower(), base, _spanish_singular(base))):
-        variants = {form}
-        if form.endswith("a"):
-            variants.add(form[:-1] + "o")
-        if form.endswith("as"):
-            variants.add(form[:-2] + "os")
-        for variant in variants:
-            found |= _LEXICON_ENGLISH.get(variant, frozenset())
+    for variant in lexicon_forms(word):
+        found |= _LEXICON_ENGLISH.get(variant, frozenset())
     return frozenset(found)
+
+
+def english_table(entries: Mapping[str, Iterable[str]]) -> dict[str, frozenset[str]]:
+    """A lexicon (Spanish key -> English words) keyed and valued as ``lexicon_translations`` looks them up."""
+    table: dict[str, frozenset[str]] = {}
+    for spanish, values in entries.items():
+        english = frozenset(_english_base(value) for value in values)
+        for key in (spanish.lower(), strip_accents(spanish.lower())):
+            table[key] = table.get(key, frozenset()) | english
+    return table
+
+
+def table_match(table: Mapping[str, frozenset[str]], spanish: str, english: str) -> bool:
+    """Whether ``english`` renders ``spanish`` according to an extra lexicon ``english_table``."""
+    found: set[str] = set()
+    for variant in lexicon_forms(spanish):
+        found |= table.get(variant, frozenset())
+    return bool(found) and (_english_base(english) in found or english.lower() in found)
 
 
 _LEXICON_ENGLISH: dict[str, frozenset[str]] = {

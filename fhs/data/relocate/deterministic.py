@@ -5,15 +5,16 @@ from __future__ import annotations
 import hashlib
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from fhs.data.relocate import cognates, lexicon
-from fhs.data.relocate.cognates import MatchConfig, content_words, word_match, words
+from fhs.data.relocate.cognates import MatchConfig, content_words, english_table, table_match, word_match, words
 from fhs.data.relocate.lexicon import ENGLISH_STOPWORDS, OPTIONAL_WORDS
 from fhs.data.relocate.sentences import strip_accents
 from fhs.data.relocate.tasks import Relocation, RelocationTask, accept_span
+from fhs.data.relocate.user_lexicon import lexicon_digest, read_lexicon_file
 
 
 @dataclass(frozen=True)
@@ -56,14 +57,29 @@ class DeterministicRelocator:
 
     method = "deterministic"
 
-    def __init__(self, config: DeterministicConfig = DeterministicConfig()) -> None:
+    def __init__(self, config: DeterministicConfig = DeterministicConfig(),
+                 extra_lexicon: Mapping[str, Iterable[str]] | str | Path | None = None) -> None:
+        """``extra_lexicon``: more Spanish -> English words (a mapping, or a lexicon file read with
+        ``fhs.data.relocate.user_lexicon.read_lexicon_file``), used beside the bundled lexicon."""
         self.config = config
+        if isinstance(extra_lexicon, (str, Path)):
+            extra_lexicon = read_lexicon_file(extra_lexicon)
+        self.extra = english_table(extra_lexicon or {})
         # The cache name changes with the configuration and with the code and lexicon
         # (their source text), so an edited rule never reads stale cached answers.
         digest = hashlib.sha1(repr(config).encode("utf-8"))
         for module in (cognates, lexicon, sys.modules[__name__]):
             digest.update(Path(module.__file__).read_bytes())
         self.name = f"deterministic-{digest.hexdigest()[:10]}"
+        if extra_lexicon:
+            self.name += f"-lex-{lexicon_digest(extra_lexicon)}"
+
+    def match(self, spanish: str, english: str) -> float:
+        """How surely ``english`` renders ``spanish``: the bundled rules, or 1.0 from the extra lexicon."""
+        score = word_match(spanish, english, self.config.match)
+        if score < 1.0 and self.extra and table_match(self.extra, spanish, english):
+            return 1.0
+        return score
 
     def relocate(self, tasks: Sequence[RelocationTask]) -> list[Relocation]:
         return [self.relocate_one(task) for task in tasks]
@@ -95,7 +111,7 @@ class DeterministicRelocator:
             if english.lower() in ENGLISH_STOPWORDS and not english.isdigit():
                 continue
             for w, word in enumerate(spanish):
-                score = word_match(word, english, config.match)
+                score = self.match(word, english)
                 if score > 0:
                     scores[w][t] = score
         n = len(spanish) - len(optional)

@@ -23,7 +23,7 @@ from fhs.data.relocate.sentences import (
     split_spanish_sentences,
 )
 
-STATUSES = ("exact", "fallback-sentence", "fallback-document", "failed")
+STATUSES = ("exact", "exact-pieces", "fallback-sentence", "fallback-document", "failed")
 METHODS = ("deterministic", "llm")
 SCOPES = ("sentence", "document")
 
@@ -128,7 +128,11 @@ class Relocation:
     """The English counterpart of one Spanish mention.
 
     ``status``: ``exact`` when ``english`` was accepted as an exact substring of
-    the candidate (``start``/``end`` index the candidate); otherwise
+    the candidate (``start``/``end`` index the candidate); ``exact-pieces`` when
+    a discontinuous mention was found piece by piece and the pieces lie too far
+    apart to quote as one stretch: each piece is an exact substring (``pieces``
+    holds their spans), ``english`` joins them with " … " and is not one
+    (``fhs.data.relocate.pieces``); otherwise
     ``fallback-sentence`` or ``fallback-document`` (nothing accepted; the fact
     can still fall back to its candidate text, whose scope the name gives) or
     ``failed`` (there was no English text to search).
@@ -142,8 +146,10 @@ class Relocation:
     method: str
     scope: str
     note: str = ""
+    pieces: tuple[tuple[int, int], ...] = ()  # spans of the pieces of a discontinuous mention, if found so
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "pieces", tuple((int(a), int(b)) for a, b in self.pieces))
         if self.status not in STATUSES:
             raise ValueError(f"status must be one of {STATUSES}, got {self.status!r}")
         if self.method not in METHODS:
@@ -151,7 +157,13 @@ class Relocation:
 
     @property
     def exact(self) -> bool:
+        """The answer is one exact substring of the candidate."""
         return self.status == "exact"
+
+    @property
+    def located(self) -> bool:
+        """The answer is English text of the candidate: one exact substring, or exact pieces."""
+        return self.status in ("exact", "exact-pieces")
 
     @classmethod
     def accepted(cls, task: RelocationTask, start: int, end: int, method: str, note: str = "") -> "Relocation":

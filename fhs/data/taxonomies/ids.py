@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 
 from fhs.core.errors import InputError, warn
-from fhs.data.facts import Fact
+from fhs.data.facts import Fact, gold_match_of
 from fhs.data.taxonomy import Taxonomy
 from fhs.data.taxonomies.icd10cm import normalize_icd_code
 
@@ -59,9 +59,17 @@ def align_gold(facts: Sequence[Fact], taxonomy: Taxonomy) -> list[Fact]:
             for f in facts]
 
 
+def gold_known(gold_id: str, taxonomy: Taxonomy, match: str = "exact") -> bool:
+    """Whether a gold id can be hit at all: it is a taxonomy id, or (``prefix``) some id starts with it."""
+    return gold_id in taxonomy or (match == "prefix" and bool(taxonomy.under(gold_id)))
+
+
 def unknown_gold(facts: Iterable[Fact], taxonomy: Taxonomy) -> list[str]:
-    """Distinct gold ids that are not in the taxonomy (each one is a certain miss), in first-seen order."""
-    return list(dict.fromkeys(g for f in facts for g in f.gold if g not in taxonomy))
+    """Distinct gold ids that are not in the taxonomy (each one is a certain miss), in first-seen order.
+
+    A fact whose gold-match rule is ``prefix`` knows a gold id when any taxonomy id starts with it.
+    """
+    return list(dict.fromkeys(g for f in facts for g in f.gold if not gold_known(g, taxonomy, gold_match_of(f))))
 
 
 def check_gold(facts: Sequence[Fact], taxonomy: Taxonomy, where: str) -> list[str]:
@@ -69,7 +77,7 @@ def check_gold(facts: Sequence[Fact], taxonomy: Taxonomy, where: str) -> list[st
     unknown = unknown_gold(facts, taxonomy)
     if not unknown:
         return unknown
-    known = [g for f in facts for g in f.gold if g in taxonomy]
+    known = [g for f in facts for g in f.gold if gold_known(g, taxonomy, gold_match_of(f))]
     examples = ", ".join(repr(g) for g in unknown[:3])
     if not known:
         raise InputError(f"none of the gold ids is in taxonomy {taxonomy.name!r} (e.g. {examples})",

@@ -1,0 +1,60 @@
+"""The on-disk BM25 index of a user's concept file, keyed by its content."""
+
+from __future__ import annotations
+
+import pytest
+
+from fhs.retrieval.bm25 import RetrievalConfig, Retriever
+from fhs.run.inputs import load_experiment_from_files
+from fhs.run.stamp import file_digest
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("FHS_CACHE", str(tmp_path / "cache"))
+
+
+def concepts(tmp_path, extra=""):
+    path = tmp_path / "concepts.csv"
+    path.write_text("id,label,datatype\n0DT60ZZ,Resection of Stomach,procedure\n"
+                    "0DB60ZZ,Excision of Stomach,procedure\nBW40ZZZ,Ultrasonography of Abdomen,procedure\n" + extra)
+    return path
+
+
+def test_a_second_run_reads_the_index_instead_of_building_it(tmp_path, monkeypatch):
+    path = concepts(tmp_path)
+    from fhs.data.taxonomies import load_taxonomy_file
+
+    taxonomy = load_taxonomy_file(path)
+    first = Retriever(taxonomy, RetrievalConfig(), cache_key=file_digest(path))
+    expected = first.search("stomach resection", "procedure")
+    assert list((tmp_path / "cache" / "indexes").glob("*.pkl"))
+
+    def no_build(*args, **kwargs):
+        raise AssertionError("the index should come from the cache")
+
+    monkeypatch.setattr(Retriever, "_build", no_build)
+    second = Retriever(taxonomy, RetrievalConfig(), cache_key=file_digest(path))
+    assert second.search("stomach resection", "procedure") == expected
+    with pytest.raises(AssertionError):  # other parameters, other index
+        Retriever(taxonomy, RetrievalConfig(k1=1.2), cache_key=file_digest(path)).search("stomach", "procedure")
+
+
+def test_an_edited_file_gets_a_new_index_and_a_damaged_one_is_rebuilt(tmp_path):
+    path = concepts(tmp_path)
+    facts = tmp_path / "facts.jsonl"
+    facts.write_text('{"id": "f", "context_id": "c", "modality": "text", "value": "stomach resection", '
+                     '"datatype": "procedure", "context": "x", "gold": ["0DT60ZZ"]}\n')
+    load_experiment_from_files(facts, path).retriever.search("stomach", "procedure")
+    files = set((tmp_path / "cache" / "indexes").glob("*.pkl"))
+    assert len(files) == 1
+    concepts(tmp_path, "0DTJ4ZZ,Resection of Appendix,procedure\n")
+    load_experiment_from_files(facts, path).retriever.search("stomach", "procedure")
+    assert len(set((tmp_path / "cache" / "indexes").glob("*.pkl"))) == 2
+    damaged = next(iter(files))
+    damaged.write_bytes(b"not a pickle")
+    from fhs.data.taxonomies import load_taxonomy_file
+
+    concepts(tmp_path)
+    ranking = Retriever(load_taxonomy_file(path), RetrievalConfig(), file_digest(path)).search("stomach", "procedure")
+    assert ranking.ids[0] in {"0DT60ZZ", "0DB60ZZ"}
