@@ -281,12 +281,12 @@ def cmd_run(args: argparse.Namespace) -> dict:
         "retrieval": asdict(experiment.retriever.config),
         "inputs": inputs,
     }
-    if args.facts:  # where the inputs came from, so `fhs show` can find them again
+    if args.facts:  # where the inputs came from, so `fhs show` can find them again (not part of the stamp)
         from pathlib import Path
 
         taxonomy = args.taxonomy if args.taxonomy in TAXONOMIES else str(Path(args.taxonomy).resolve())
-        run_config.update(facts=str(Path(args.facts).resolve()), taxonomy=taxonomy,
-                          domain=args.domain or experiment.spec.domain)
+        run_config["sources"] = {"facts": str(Path(args.facts).resolve()), "taxonomy": taxonomy,
+                                 "domain": args.domain or experiment.spec.domain}
     if model is not None:
         ctx = experiment.llm_context(model)
         ctx.config = _with_knobs(ctx.config.with_named(args.config).replace(selector=selector), args)

@@ -74,7 +74,7 @@ def test_own_facts_against_a_built_in_taxonomy_by_name(tmp_path, capsys):
     (record,) = read_records(out / "records.jsonl")
     assert record["rank"] is not None and record["rank"] <= 10
     config = json.loads((out / "run-config.json").read_text())
-    assert config["taxonomy"] == "icd-10-cm" and config["domain"] == "icd-10-cm"
+    assert config["sources"]["taxonomy"] == "icd-10-cm" and config["sources"]["domain"] == "icd-10-cm"
     assert config["retrieval"]["pool_multiplier"] == 10  # CodiEsp's retrieval setting comes with the name
     capsys.readouterr()
     assert main(["show", str(out), "--fact", "m1", "--out", str(tmp_path / "p.html")]) == 0

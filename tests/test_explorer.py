@@ -47,7 +47,7 @@ def runs(tmp_path):
     write_generic(TAXONOMY, taxonomy)
     retriever = OverlapRetriever(TAXONOMY)
     config = FHSConfig()
-    inputs = {"dataset": "toy", "facts": str(facts), "taxonomy": str(taxonomy)}
+    inputs = {"dataset": "toy", "sources": {"facts": str(facts), "taxonomy": str(taxonomy)}}
     ctx = MethodContext(taxonomy=TAXONOMY, retriever=retriever, llm=llm(), domain=DOMAIN, config=config)
     run_method([TABLE, TEXT], "fhs", ctx, tmp_path / "fhs", progress=False,
                run_config={**inputs, "method": "fhs", "fhs": config.to_dict()})

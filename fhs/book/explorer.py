@@ -93,8 +93,9 @@ def _inputs(config: dict, data) -> tuple[list[Fact], Taxonomy | None, str]:
     from fhs.data.taxonomies import TAXONOMIES, load_taxonomy, load_taxonomy_file
     from fhs.run.inputs import load_experiment
 
-    if config.get("facts"):
-        facts_path, name = Path(config["facts"]), config.get("taxonomy", "")
+    sources = config.get("sources") or {}
+    if sources.get("facts"):
+        facts_path, name = Path(sources["facts"]), sources.get("taxonomy", "")
         if not facts_path.is_file():
             return [], None, f"the run's facts file {facts_path} is gone: context not shown"
         taxonomy = load_taxonomy(name, data) if name in TAXONOMIES else \

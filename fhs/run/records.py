@@ -112,7 +112,9 @@ class RecordWriter:
                 previous = json.loads(stamp.read_text(encoding="utf-8"))
             except (ValueError, UnicodeDecodeError):
                 raise InputError("not valid JSON", path=stamp, fix=fix) from None
-            changed = differences(previous, json.loads(json.dumps(config)))
+            # Where the files were read from may move with the folder; their contents are in "inputs".
+            changed = differences({k: v for k, v in previous.items() if k != "sources"},
+                                  {k: v for k, v in json.loads(json.dumps(config)).items() if k != "sources"})
             if changed:
                 inputs = [name for name in changed if name.startswith("inputs.")]
                 what = "inputs" if inputs else "settings"
