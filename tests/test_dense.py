@@ -15,7 +15,8 @@ from fhs.data.taxonomy import Concept, Taxonomy
 from fhs.retrieval.bm25 import Ranking, RetrievalConfig, Retriever
 from fhs.retrieval.dense import DenseRetriever, load_or_build_embeddings, save_npy_atomic, top_k_desc
 from fhs.retrieval.encoders import EXTRA, MODELS, OnnxEncoder, PackagedFile, locate, sha256_file
-from fhs.retrieval.hybrid import HybridRetriever, make_retriever, rrf_fuse
+from fhs.retrieval.hybrid import HybridRetriever, rrf_fuse
+from fhs.retrieval.kinds import make_retriever
 
 WORDS = ["asset", "sale", "revenue", "customer", "tax", "income", "lease", "cash", "debt", "nausea"]
 
@@ -202,7 +203,7 @@ def test_import_does_not_load_the_runtime():
     import subprocess
     import sys
 
-    code = "import sys, fhs, fhs.retrieval.dense, fhs.retrieval.hybrid; print(any(m in sys.modules for m in ('onnxruntime', 'torch', 'tokenizers')))"
+    code = "import sys, fhs, fhs.retrieval.kinds; print(any(m in sys.modules for m in ('onnxruntime', 'torch', 'tokenizers')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
@@ -216,3 +217,32 @@ def test_real_model_ranks_a_handful_of_concepts(tmp_path):
     np.testing.assert_allclose(np.linalg.norm(dense.matrix, axis=1), 1.0, atol=1e-5)
     assert dense.search("sales to clients under contracts", "monetary").ids[0] == "Revenue"
     assert dense.search("patient feels sick and throws up", None).ids[0] == "Nausea"
+
+
+@pytest.mark.model
+def test_fhs_run_with_each_retriever_records_it(tmp_path, monkeypatch, capsys):
+    import json
+
+    from fhs.cli import main
+
+    monkeypatch.setenv("FHS_CACHE", str(tmp_path / "cache"))
+    concepts = tmp_path / "concepts.csv"
+    concepts.write_text("id,label,definition,datatype\n"
+                        "Revenues,Revenues,Amount of revenue recognized.,monetaryItemType\n"
+                        "CostOfRevenue,Cost Of Revenue,Cost of goods sold.,monetaryItemType\n")
+    fact = {"id": "f1", "context_id": "c1", "modality": "table", "value": "10", "datatype": "monetaryItemType",
+            "context": "Total revenues 10 9", "gold": ["Revenues"], "row_header": "Total revenues"}
+    facts = tmp_path / "facts.jsonl"
+    facts.write_text(json.dumps(fact) + "\n")
+    for kind in ("bm25", "dense", "hybrid"):
+        out = tmp_path / kind
+        assert main(["run", "--facts", str(facts), "--taxonomy", str(concepts), "--method", "direct",
+                     "--retriever", kind, "--out", str(out), "--quiet"]) == 0
+        stamp = json.loads((out / "run-config.json").read_text())
+        assert stamp["retriever"] == kind
+        assert stamp["retrieval"]["w_cov"] == (1.0 if kind == "bm25" else 0.0)
+        assert ("retriever" in stamp["inputs"]) == (kind != "bm25")
+        record = json.loads((out / "records.jsonl").read_text().splitlines()[0])
+        assert set(record["ranking"]) == {"Revenues", "CostOfRevenue"}
+    assert list((tmp_path / "cache" / "dense").glob("*.npy"))  # one embedding, shared by dense and hybrid
+    capsys.readouterr()

@@ -143,6 +143,8 @@ class _Partition:
 class Retriever:
     """BM25 + label coverage over a taxonomy, searched within the fact's datatype."""
 
+    kind = "bm25"
+
     def __init__(self, taxonomy: Taxonomy, config: RetrievalConfig = RetrievalConfig()) -> None:
         self.taxonomy = taxonomy
         self.config = config

@@ -6,8 +6,7 @@ hybrid does): the BM25 top-200 with label coverage off and the dense top-200,
     S(c) = sum over the two lists that contain c of 1 / (60 + rank(c)),
 
 ties broken by concept id, range-normalised over the fused list; the optional
-coverage term (``w_cov > 0``) is added after fusion. ``make_retriever`` builds
-any of the three by name.
+coverage term (``w_cov > 0``) is added after fusion.
 """
 
 from __future__ import annotations
@@ -17,7 +16,6 @@ from dataclasses import replace
 
 import numpy as np
 
-from fhs.core.errors import choose
 from fhs.data.taxonomy import Taxonomy
 from fhs.retrieval.bm25 import Ranking, RetrievalConfig, Retriever
 from fhs.retrieval.dense import DenseRetriever, with_coverage
@@ -69,20 +67,3 @@ def rrf_fuse(rankings: Sequence[Ranking], kappa: int = RRF_KAPPA) -> Ranking:
     fused = {cid: sum(1.0 / (kappa + rank) for _, rank in pairs) for cid, pairs in terms.items()}
     ids = sorted(fused, key=lambda cid: (-fused[cid], cid))
     return Ranking(tuple(ids), tuple(range_normalize([fused[c] for c in ids])))
-
-
-RETRIEVERS = {
-    "bm25": "BM25 + label coverage (Eq. 6), the paper's deployed retriever",
-    "dense": "exact cosine over all-MiniLM-L6-v2 embeddings (fhs[dense])",
-    "hybrid": "RRF of the BM25 and dense top-200 (fhs[dense])",
-}
-
-
-def make_retriever(kind: str, taxonomy: Taxonomy, config: RetrievalConfig, **options):
-    """``bm25`` (the deployed default), ``dense`` or ``hybrid`` over one taxonomy."""
-    choose(RETRIEVERS, kind, "retriever")
-    if kind == "bm25":
-        return Retriever(taxonomy, config)
-    if kind == "dense":
-        return DenseRetriever(taxonomy, config, **options)
-    return HybridRetriever(taxonomy, config, **options)

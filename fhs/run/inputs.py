@@ -1,4 +1,4 @@
-"""Everything one run needs, loaded once: facts, taxonomy and a retriever.
+"""Everything one run needs, loaded once: facts, taxonomy and a retriever (bm25, dense or hybrid).
 
 Chapters and the command line both start here, so a notebook and ``fhs run``
 see the same facts, the same index and the same retrieval settings.
@@ -17,7 +17,9 @@ from fhs.data.facts import Fact
 from fhs.data.taxonomy import Taxonomy
 from fhs.method.config import FHSConfig
 from fhs.method.context import MethodContext
-from fhs.retrieval.bm25 import RetrievalConfig, Retriever
+from fhs.retrieval.bm25 import RetrievalConfig
+from fhs.retrieval.encoders import DEFAULT_MODEL
+from fhs.retrieval.kinds import DEFAULT_RETRIEVER, Searcher, make_retriever, retriever_inputs
 from fhs.run.profiles import Profile, get_profile
 from fhs.run.stamp import facts_digest, file_digest, files_digest, taxonomy_digest
 
@@ -34,7 +36,7 @@ class Experiment:
     spec: DatasetSpec
     taxonomy: Taxonomy
     facts: list[Fact]
-    retriever: Retriever
+    retriever: Searcher
     domain: str | None = None  # a domain name or YAML path overriding the dataset's own
 
     def fingerprint(self, *, llm: bool) -> dict[str, str]:
@@ -43,6 +45,8 @@ class Experiment:
         from fhs.method.prompting import PROMPTS_DIR
 
         inputs = {"facts": facts_digest(self.facts), "taxonomy": taxonomy_digest(self.taxonomy)}
+        if retriever_inputs(self.retriever):  # dense/hybrid: the embedding model's files
+            inputs["retriever"] = retriever_inputs(self.retriever)
         if llm:
             inputs["domain"] = file_digest(domain_path(self.domain or self.spec.domain))
             inputs["prompts"] = files_digest(PROMPTS_DIR.glob("*.txt"))
@@ -63,19 +67,34 @@ class Experiment:
         return MethodContext(taxonomy=self.taxonomy, retriever=self.retriever, options=options, **kw)
 
 
-_RETRIEVERS: dict[tuple[int, RetrievalConfig], tuple[Taxonomy, Retriever]] = {}
+_RETRIEVERS: dict[tuple, tuple[Taxonomy, Searcher]] = {}
 
 
-def cached_retriever(taxonomy: Taxonomy, config: RetrievalConfig) -> Retriever:
-    """Index a taxonomy once per process and configuration (keyed on the object itself)."""
-    key = (id(taxonomy), config)
+def cached_retriever(taxonomy: Taxonomy, config: RetrievalConfig, kind: str = DEFAULT_RETRIEVER,
+                     model: str = DEFAULT_MODEL) -> Searcher:
+    """Index a taxonomy once per process, retriever and configuration (keyed on the object itself).
+
+    ``hybrid`` reuses the ``dense`` retriever of the same taxonomy, so the
+    embedding matrix is read once.
+    """
+    key = (id(taxonomy), config, kind, model if kind != "bm25" else None)
     if key not in _RETRIEVERS:
-        _RETRIEVERS[key] = (taxonomy, Retriever(taxonomy, config))  # holding it keeps id() unique
+        options: dict = {}
+        if kind == "dense":
+            options = {"model": model}
+        elif kind == "hybrid":
+            options = {"dense": cached_retriever(taxonomy, replace(config, w_cov=0.0), "dense", model)}
+        # holding the taxonomy keeps id() unique
+        _RETRIEVERS[key] = (taxonomy, make_retriever(kind, taxonomy, config, **options))
     return _RETRIEVERS[key][1]
 
 
-def retrieval_config(taxonomy_name: str, **overrides) -> RetrievalConfig:
+def retrieval_config(taxonomy_name: str, retriever: str = DEFAULT_RETRIEVER, **overrides) -> RetrievalConfig:
+    """The taxonomy's settings; dense and hybrid leave label coverage off unless ``w_cov`` is given
+    (the authors' dense and hybrid retrievers have no coverage term)."""
     base = RETRIEVAL_DEFAULTS.get(taxonomy_name, RetrievalConfig())
+    if retriever != DEFAULT_RETRIEVER:
+        base = replace(base, w_cov=0.0)
     return replace(base, **{k: v for k, v in overrides.items() if v is not None})
 
 
@@ -86,6 +105,8 @@ def load_experiment(
     limit: int | None = None,
     w_cov: float | None = None,
     progress: bool = True,
+    retriever: str = DEFAULT_RETRIEVER,
+    dense_model: str = DEFAULT_MODEL,
     **retrieval_overrides,
 ) -> Experiment:
     from fhs.data.taxonomies import load_taxonomy
@@ -102,8 +123,9 @@ def load_experiment(
                          fix="check its files (see book/data.md)")
     if limit is not None:
         facts = facts[:limit]
-    config = retrieval_config(spec.taxonomy, w_cov=w_cov, **retrieval_overrides)
-    return Experiment(spec=spec, taxonomy=taxonomy, facts=facts, retriever=cached_retriever(taxonomy, config))
+    config = retrieval_config(spec.taxonomy, retriever, w_cov=w_cov, **retrieval_overrides)
+    return Experiment(spec=spec, taxonomy=taxonomy, facts=facts,
+                      retriever=cached_retriever(taxonomy, config, retriever, dense_model))
 
 
 def load_experiment_from_files(
@@ -112,9 +134,11 @@ def load_experiment_from_files(
     *,
     domain: str | None = None,
     w_cov: float | None = None,
+    retriever: str = DEFAULT_RETRIEVER,
+    dense_model: str = DEFAULT_MODEL,
     **retrieval_overrides,
 ) -> Experiment:
-    """An adapter's own run: located facts (JSONL) against a taxonomy file, searched with the default index."""
+    """An adapter's own run: located facts (JSONL) against a taxonomy file, searched with ``retriever``."""
     from fhs.data.facts import read_facts
     from fhs.data.taxonomies.ids import align_gold
     from fhs.data.taxonomies import load_taxonomy_file
@@ -123,9 +147,9 @@ def load_experiment_from_files(
     facts = align_gold(read_facts(facts_path), taxonomy)
     spec = DatasetSpec(Path(facts_path).stem, "", "", taxonomy.name, f"facts from {facts_path}",
                        domain=domain or "us-gaap")
-    config = retrieval_config(taxonomy.name, w_cov=w_cov, **retrieval_overrides)
+    config = retrieval_config(taxonomy.name, retriever, w_cov=w_cov, **retrieval_overrides)
     return Experiment(spec=spec, taxonomy=taxonomy, facts=facts,
-                      retriever=cached_retriever(taxonomy, config), domain=domain)
+                      retriever=cached_retriever(taxonomy, config, retriever, dense_model), domain=domain)
 
 
 @dataclass
