@@ -32,7 +32,7 @@ import numpy as np
 from fhs.core.files import atomic_write, cache_dir
 from fhs.core.text import tokenize
 from fhs.data.taxonomy import Taxonomy
-from fhs.retrieval.bm25 import Ranking, RetrievalConfig, Retriever
+from fhs.retrieval.bm25 import Ranking, RetrievalConfig, Retriever, top_k_order
 from fhs.retrieval.encoders import DEFAULT_MODEL, Encoder, make_encoder
 
 def concept_texts(taxonomy: Taxonomy) -> list[str]:
@@ -90,20 +90,6 @@ def load_or_build_embeddings(taxonomy: Taxonomy, encoder: Encoder, *, cache_root
         save_npy_atomic(path, matrix)
     return matrix, {"cache": "built", "path": str(path), "seconds": seconds,
                     "concepts_per_second": len(texts) / seconds if seconds else None}
-
-
-def top_k_desc(scores: np.ndarray, k: int) -> np.ndarray:
-    """Indices of the k best scores, descending, ties broken by lower index (document order)."""
-    k = min(k, scores.size)
-    if k <= 0:
-        return np.zeros(0, dtype=np.int64)
-    if k < scores.size:
-        kth = np.partition(scores, scores.size - k)[scores.size - k]
-        candidates = np.flatnonzero(scores >= kth)
-    else:
-        candidates = np.arange(scores.size)
-    order = np.lexsort((candidates, -scores[candidates]))
-    return candidates[order[:k]]
 
 
 def _range(values: np.ndarray) -> np.ndarray:
@@ -205,9 +191,9 @@ class DenseRetriever:
         k = self.config.top_k if top_k is None else top_k
         part, cosine = self.scores(query, datatype)
         if self.config.w_cov <= 0:
-            order = top_k_desc(cosine, k)
+            order = top_k_order(cosine, k)
             return Ranking(tuple(part.ids[i] for i in order), tuple(float(s) for s in _range(cosine[order])))
-        pool = top_k_desc(cosine, k * self.config.pool_multiplier) if self.config.pool_multiplier > 0 \
+        pool = top_k_order(cosine, k * self.config.pool_multiplier) if self.config.pool_multiplier > 0 \
             else np.arange(cosine.size)
         return with_coverage(self.lexical(), self.config.w_cov, datatype, query, pool, _range(cosine[pool]), part.ids, k)
 
