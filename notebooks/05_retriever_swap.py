@@ -96,7 +96,6 @@ index_rows = []
 for name in datasets:
     experiment = study.experiment(name)
     dense = cached_retriever(experiment.taxonomy, retrieval_config(experiment.spec.taxonomy, "dense"), "dense")
-    clock = time.perf_counter()
     dense.warm_up()
     info = dense.build_info
     index_rows.append({"taxonomy": experiment.taxonomy.name, "concepts": len(experiment.taxonomy),
@@ -122,7 +121,6 @@ for name in datasets:
     benchmark = PAPER_BENCHMARK.get(name, name)
     for retriever in retrievers:
         for method in ("direct", "oracle"):
-            clock = time.perf_counter()
             run = study.run(name, method, facts=facts, retriever=retriever)
             readiness[(name, retriever, method)] = run
             gap_rows.append({"dataset": name, "retriever": retriever,
