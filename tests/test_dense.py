@@ -119,6 +119,28 @@ def test_a_corrupt_cache_file_is_rebuilt(tmp_path):
     assert again.build_info["cache"] == "built" and encoder.encoded == 6
 
 
+def test_an_interrupted_build_resumes_from_its_checkpoint(tmp_path, monkeypatch):
+    import fhs.retrieval.dense as dense_module
+
+    monkeypatch.setattr(dense_module, "CHECKPOINT_EVERY", 2)
+    reference, _ = load_or_build_embeddings(taxonomy(), FakeEncoder(), use_cache=False, progress=False)
+
+    class Crashes(FakeEncoder):
+        def encode(self, texts, **kw):
+            if self.calls == 2:
+                raise KeyboardInterrupt
+            return super().encode(texts, **kw)
+
+    with pytest.raises(KeyboardInterrupt):
+        load_or_build_embeddings(taxonomy(), Crashes(), cache_root=tmp_path, progress=False)
+    assert [p.name.endswith(".partial.npy") for p in (tmp_path / "dense").iterdir()] == [True]
+    again = FakeEncoder()
+    matrix, info = load_or_build_embeddings(taxonomy(), again, cache_root=tmp_path, progress=False)
+    assert info["resumed_from"] == 4 and again.encoded == 2  # two chunks of two were kept
+    np.testing.assert_allclose(matrix, reference)
+    assert [p.name.endswith(".partial.npy") for p in (tmp_path / "dense").iterdir()] == [False]
+
+
 def test_atomic_write_leaves_no_partial_file(tmp_path):
     target = tmp_path / "x" / "a.npy"
     save_npy_atomic(target, np.arange(3, dtype=np.float32))

@@ -61,35 +61,66 @@ def save_npy_atomic(path: Path, array: np.ndarray) -> None:
         handle.write(buffer.getvalue())
 
 
+CHECKPOINT_EVERY = 4096  # concepts embedded between two saves of a partial build
+
+
+def _load_rows(path: Path, rows: int | None = None) -> np.ndarray | None:
+    """A float32 matrix from ``path`` (with ``rows`` rows when given), or None if unusable."""
+    try:
+        matrix = np.load(path)
+    except (OSError, ValueError, EOFError):
+        return None
+    ok = matrix.ndim == 2 and matrix.dtype == np.float32 and (rows is None or matrix.shape[0] == rows)
+    return matrix if ok else None
+
+
 def load_or_build_embeddings(taxonomy: Taxonomy, encoder: Encoder, *, cache_root: Path | None = None,
                              use_cache: bool = True, progress: bool = True,
                              batch_size: int = 32) -> tuple[np.ndarray, dict]:
-    """The (concepts x dim) unit matrix, from the cache or built once with a progress bar."""
+    """The (concepts x dim) unit matrix, from the cache or built once with a progress bar.
+
+    A long build (ICD-10-CM: 72,621 codes) saves its rows every ``CHECKPOINT_EVERY``
+    concepts to ``<cache file>.partial.npy``; an interrupted build resumes from there.
+    """
     texts = concept_texts(taxonomy)
     path = embedding_cache_path(cache_dir(root=cache_root), taxonomy.name, encoder.key, texts_hash(texts))
+    partial = path.with_name(path.stem + ".partial.npy")
     started = time.perf_counter()
     if use_cache and path.is_file():
-        try:
-            matrix = np.load(path, mmap_mode=None)
-            if matrix.shape[0] == len(texts) and matrix.dtype == np.float32:
-                return matrix, {"cache": "hit", "path": str(path), "seconds": time.perf_counter() - started}
-        except (OSError, ValueError):
-            pass  # unreadable: rebuild
+        matrix = _load_rows(path, len(texts))
+        if matrix is not None:
+            return matrix, {"cache": "hit", "path": str(path), "seconds": time.perf_counter() - started}
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # similar lengths batch with less padding
+    done = _load_rows(partial) if use_cache and partial.is_file() else None
+    if done is not None and done.shape[0] > len(texts):
+        done = None
+    chunks = [done] if done is not None else []
+    resumed = 0 if done is None else done.shape[0]
     bar = None
     if progress:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=len(texts), desc=f"embedding {taxonomy.name} ({encoder.key})", unit="concept")
+        bar = tqdm(total=len(texts), initial=resumed, desc=f"embedding {taxonomy.name} ({encoder.key})",
+                   unit="concept")
     try:
-        matrix = encoder.encode(texts, batch_size=batch_size, progress=bar.update if bar else None)
+        for start in range(resumed, len(texts), CHECKPOINT_EVERY):
+            batch = [texts[i] for i in order[start:start + CHECKPOINT_EVERY]]
+            chunks.append(encoder.encode(batch, batch_size=batch_size, progress=bar.update if bar else None))
+            if use_cache and start + CHECKPOINT_EVERY < len(texts):
+                save_npy_atomic(partial, np.concatenate(chunks))
     finally:
         if bar:
             bar.close()
+    rows = np.concatenate(chunks) if chunks else np.zeros((0, 0), dtype=np.float32)
+    matrix = np.zeros_like(rows)
+    matrix[np.asarray(order, dtype=np.int64)] = rows
     seconds = time.perf_counter() - started
     if use_cache:
         save_npy_atomic(path, matrix)
-    return matrix, {"cache": "built", "path": str(path), "seconds": seconds,
-                    "concepts_per_second": len(texts) / seconds if seconds else None}
+        partial.unlink(missing_ok=True)
+    built = len(texts) - resumed
+    return matrix, {"cache": "built", "path": str(path), "seconds": seconds, "resumed_from": resumed,
+                    "concepts_per_second": built / seconds if seconds else None}
 
 
 def _range(values: np.ndarray) -> np.ndarray:
