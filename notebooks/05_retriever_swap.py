@@ -42,8 +42,8 @@ profile = "cpu"  # smoke | cpu | paper (fhs/run/profiles.py)
 runs_dir = "runs"  # where run records are cached
 datasets = ["fincl", "codiesp"]  # LLM rows and readiness gap
 retrievers = ["bm25", "dense", "hybrid"]
-readiness_limit = None  # facts per dataset for the readiness gap; None = the full test set
-llm_limit = None  # facts per dataset for the LLM rows (chapter 2's sample); None = the profile size
+readiness_limit = None  # facts per dataset for the readiness gap (None: the full test set)
+llm_limit = None  # facts per dataset for the LLM rows, as in chapter 2 (None: the profile size)
 backend = None
 model = None
 base_url = None
