@@ -24,7 +24,7 @@
 # **Our dense model is not the authors'.** They used BAAI/bge-large-en-v1.5 (335M
 # parameters, a 512-token window, a query instruction), which no package installs
 # offline. We use all-MiniLM-L6-v2 (22M parameters, a 256-token window), the int8 ONNX
-# export shipped in a PyPI package (see {doc}`provenance`). So this chapter does not
+# export shipped in a PyPI package (see {doc}`data`; its hash in {doc}`provenance`). So this chapter does not
 # test the paper's retrieval *levels*; it tests the question Table 17 asks: does FHS keep
 # its margin over one-pass when a different retriever answers the same queries?
 #
