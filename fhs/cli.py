@@ -15,6 +15,7 @@ from dataclasses import asdict
 from fhs.core.errors import InputError
 from fhs.data.datasets import DATASETS
 from fhs.data.domain import available_domains
+from fhs.data.taxonomies import TAXONOMIES
 from fhs.llm.contract import BackendError
 from fhs.llm.factory import BACKENDS
 from fhs.llm.openai import STRUCTURED_MODES
@@ -38,7 +39,8 @@ def _add_data_args(parser: argparse.ArgumentParser, own_files: bool = False) -> 
     if own_files:
         parser.add_argument("--facts", default=None, help="your own located facts (JSONL, see fhs/data/facts.py)")
         parser.add_argument("--taxonomy", default=None,
-                            help="your own taxonomy (JSONL/CSV/TSV with id, label[, definition, datatype])")
+                            help=f"with --facts: a built-in taxonomy by name ({_names(TAXONOMIES)}) or your own "
+                                 "concept file (JSONL/CSV/TSV with id, label[, definition, datatype])")
         parser.add_argument("--domain", default=None,
                             help=f"dimension set for LLM methods: {', '.join(available_domains())} or a domain YAML file")
     parser.add_argument("--data", default=None, help="data directory (default: $FHS_DATA)")
@@ -133,15 +135,122 @@ def build_parser() -> argparse.ArgumentParser:
                      help="reuse cached answers made by another server URL for the same model name")
 
     bench = commands.add_parser("bench", help="benchmarks that print ratios measured side by side")
-    bench.add_argument("what", choices=["retrieval"])
-    _add_data_args(bench)
+    bench.add_argument("what", choices=["retrieval", "llm"])
+    bench.add_argument("--dataset", action="append", default=None,
+                       help=f"{_names(DATASETS)}; repeat for several (llm: default fincl and codiesp)")
+    bench.add_argument("--data", default=None, help="data directory (default: $FHS_DATA)")
+    bench.add_argument("--limit", type=int, default=None, help="retrieval: use only the first N facts")
     bench.add_argument("--queries", type=_positive_int("queries"), default=None,
-                       help="queries timed (default 2000 for bm25, 200 for dense and hybrid)")
+                       help="retrieval: queries timed (default 2000 for bm25, 200 for dense and hybrid)")
     bench.add_argument("--reference-queries", type=int, default=50, help="queries timed for rank-bm25")
+    bench.add_argument("--retriever", choices=list(RETRIEVERS), default=DEFAULT_RETRIEVER,
+                       help="retrieval: bm25 (against rank-bm25), or dense/hybrid measured beside BM25")
+    bench.add_argument("--dense-model", choices=list(MODELS), default=DEFAULT_MODEL,
+                       help=f"retrieval: embedding model of dense and hybrid (default {DEFAULT_MODEL})")
     bench.add_argument("--embed-limit", type=_positive_int("embed-limit"), default=None,
                        help="dense/hybrid: time the cold embedding on the first N concepts only "
                             "(default: the whole taxonomy, in a scratch folder)")
+    bench.add_argument("--methods", default="direct,structured,fhs",
+                       help=f"llm: comma-separated, from {_names(METHODS)}")
+    bench.add_argument("--facts", type=int, default=3, help="llm: facts per dataset (whole contexts)")
+    bench.add_argument("--profile", default="cpu", help=f"llm: {_names(PROFILES)}")
+    bench.add_argument("--backend", default=None, help=f"llm: {_names(BACKENDS)} (default: the profile's)")
+    bench.add_argument("--model", default=None, help="llm: model name (default: the profile's)")
+    bench.add_argument("--cache", default=None,
+                       help="llm: a response cache to reuse (default: a fresh temporary one, so the model is measured)")
+    bench.add_argument("--out", default=None, help="llm: also write the result as JSON here")
+
+    show = commands.add_parser("show", help="write an offline HTML page showing what a run did with chosen facts")
+    show.add_argument("run_dir", help="a run directory (the --out of `fhs run`, or one under runs/<profile>/)")
+    show.add_argument("--fact", action="append", default=[], help="a fact id (repeat for several facts on one page)")
+    show.add_argument("--compare", action="append", default=[],
+                      help="another run directory shown side by side (repeat for more)")
+    show.add_argument("--out", default=None, help="the HTML file (default: RUN_DIR/show.html)")
+    show.add_argument("--list", action="store_true", help="print the run's fact ids with their gold rank, and stop")
+    show.add_argument("--data", default=None, help="data directory (default: $FHS_DATA)")
+
+    taxonomy = commands.add_parser("taxonomy", help="built-in taxonomies as files")
+    taxonomy_commands = taxonomy.add_subparsers(dest="taxonomy_command", required=True)
+    export = taxonomy_commands.add_parser("export", help="write a built-in taxonomy as a concept file")
+    export.add_argument("name", help=_names(TAXONOMIES))
+    export.add_argument("--out", required=True, help="the concept file (.jsonl, .csv or .tsv)")
+    export.add_argument("--data", default=None, help="data directory (default: $FHS_DATA)")
+
+    facts = commands.add_parser("facts", help="located facts from your own sources")
+    facts_commands = facts.add_subparsers(dest="facts_command", required=True)
+    from_ixbrl = facts_commands.add_parser("from-ixbrl", help="the located facts of inline-XBRL filings (.htm or .htm.gz)")
+    from_ixbrl.add_argument("filings", nargs="+", help="one or more inline-XBRL filings")
+    from_ixbrl.add_argument("--out", required=True, help="the facts file (JSONL), for `fhs run --facts`")
+    from_ixbrl.add_argument("--taxonomy", default="us-gaap-2024",
+                            help="datatypes come from this taxonomy, and facts whose gold is outside it are "
+                                 "dropped, as the ixbrl dataset does (a name, a concept file, or 'none')")
+    from_ixbrl.add_argument("--keep-unreachable", action="store_true",
+                            help="keep facts whose gold concepts are all outside the taxonomy")
+    from_ixbrl.add_argument("--data", default=None, help="data directory (default: $FHS_DATA)")
     return parser
+
+
+def cmd_show(args: argparse.Namespace) -> None:
+    from pathlib import Path
+
+    from fhs.book.explorer import check_fact_ids, write_explorer
+
+    if args.list:
+        from fhs.run.records import read_records
+
+        lines = [f"{r['id']}\t{r.get('modality', '')}\trank={r.get('rank')}"
+                 for r in read_records(_records_file(args.run_dir))]
+        try:
+            sys.stdout.write("\n".join(lines) + "\n")
+        except BrokenPipeError:  # `fhs show RUN --list | head`
+            sys.stderr.close()
+        return
+    if not args.fact:
+        raise InputError("no fact chosen", field="fact",
+                         fix=f"pass --fact ID; list the run's fact ids with `fhs show {args.run_dir} --list`")
+    runs = [args.run_dir, *args.compare]
+    for run_dir in runs:  # an unknown id fails before any data is loaded
+        check_fact_ids(run_dir, args.fact)
+    out = Path(args.out) if args.out else Path(args.run_dir) / "show.html"
+    write_explorer(runs, args.fact, out, data=args.data)
+    print(out)
+
+
+def _records_file(run_dir: str):
+    from pathlib import Path
+
+    from fhs.book.explorer import check_fact_ids
+
+    check_fact_ids(run_dir, [])  # names a folder that is not a run
+    return Path(run_dir) / "records.jsonl"
+
+
+def cmd_taxonomy(args: argparse.Namespace) -> None:
+    from fhs.core.errors import choose
+    from fhs.data.taxonomies import load_taxonomy
+    from fhs.data.taxonomies.generic import write_generic
+
+    choose(TAXONOMIES, args.name, "taxonomy")
+    taxonomy = load_taxonomy(args.name, args.data)
+    path = write_generic(taxonomy, args.out)
+    print(f"{len(taxonomy):,} concepts of {args.name} -> {path}")
+
+
+def cmd_facts(args: argparse.Namespace) -> None:
+    from fhs.data.datasets.ixbrl import load_filing
+    from fhs.data.facts import write_facts
+    from fhs.data.taxonomies import load_taxonomy, load_taxonomy_file
+
+    name = args.taxonomy
+    taxonomy = None if name == "none" else load_taxonomy(name, args.data) if name in TAXONOMIES \
+        else load_taxonomy_file(name)
+    facts = []
+    for filing in args.filings:
+        facts.extend(load_filing(filing, taxonomy, keep_unreachable=args.keep_unreachable or taxonomy is None))
+    write_facts(facts, args.out)
+    tables = sum(f.modality == "table" for f in facts)
+    print(f"{len(facts):,} located facts ({tables:,} table, {len(facts) - tables:,} text) "
+          f"from {len(args.filings)} filing(s) -> {args.out}")
 
 
 def cmd_run(args: argparse.Namespace) -> dict:
@@ -177,6 +286,12 @@ def cmd_run(args: argparse.Namespace) -> dict:
         "retrieval": asdict(experiment.retriever.config),
         "inputs": inputs,
     }
+    if args.facts:  # where the inputs came from, so `fhs show` can find them again
+        from pathlib import Path
+
+        taxonomy = args.taxonomy if args.taxonomy in TAXONOMIES else str(Path(args.taxonomy).resolve())
+        run_config.update(facts=str(Path(args.facts).resolve()), taxonomy=taxonomy,
+                          domain=args.domain or experiment.spec.domain)
     if model is not None:
         ctx = experiment.llm_context(model)
         ctx.config = _with_knobs(ctx.config.with_named(args.config).replace(selector=selector), args)
@@ -215,7 +330,7 @@ def _experiment(args: argparse.Namespace):
             raise InputError("--facts and --taxonomy go together", field="taxonomy" if args.facts else "facts",
                              fix="pass both files, or --dataset for a bundled dataset")
         return load_experiment_from_files(args.facts, args.taxonomy, domain=args.domain, w_cov=args.wcov,
-                                          retriever=args.retriever, dense_model=args.dense_model)
+                                          retriever=args.retriever, dense_model=args.dense_model, data=args.data)
     if args.dataset is None:
         raise InputError("no input", field="dataset", fix="pass --dataset NAME, or --facts FILE with --taxonomy FILE")
     return load_experiment(args.dataset, data=args.data, w_cov=args.wcov, progress=not args.quiet,
@@ -223,16 +338,33 @@ def _experiment(args: argparse.Namespace):
 
 
 def cmd_bench(args: argparse.Namespace) -> dict:
+    if args.what == "llm":
+        return cmd_bench_llm(args)
     from fhs.run.bench import bench_retrieval
     from fhs.run.bench_dense import bench_dense
 
+    if not args.dataset or len(args.dataset) != 1:
+        raise InputError("bench retrieval takes one --dataset", field="dataset", fix=f"one of {_names(DATASETS)}")
     if args.retriever == DEFAULT_RETRIEVER:
-        result = bench_retrieval(args.dataset, data=args.data, limit=args.limit,
+        result = bench_retrieval(args.dataset[0], data=args.data, limit=args.limit,
                                  n_queries=args.queries or 2000, n_reference=args.reference_queries)
     else:
-        result = bench_dense(args.dataset, retriever=args.retriever, model=args.dense_model, data=args.data,
+        result = bench_dense(args.dataset[0], retriever=args.retriever, model=args.dense_model, data=args.data,
                              limit=args.limit, n_queries=args.queries or 200, embed_limit=args.embed_limit)
     print(json.dumps(result, indent=2))
+    return result
+
+
+def cmd_bench_llm(args: argparse.Namespace) -> dict:
+    from fhs.run.bench_llm import bench_llm, format_table
+    from fhs.run.records import write_json_atomic
+
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    result = bench_llm(args.dataset or ["fincl", "codiesp"], methods, profile=args.profile, backend=args.backend,
+                       model=args.model, facts=args.facts, data=args.data, cache=args.cache)
+    print(format_table(result))
+    if args.out:
+        write_json_atomic(args.out, result)
     return result
 
 
@@ -250,6 +382,12 @@ def main(argv: list[str] | None = None) -> int:
             cmd_run(args)
         elif args.command == "bench":
             cmd_bench(args)
+        elif args.command == "show":
+            cmd_show(args)
+        elif args.command == "taxonomy":
+            cmd_taxonomy(args)
+        elif args.command == "facts":
+            cmd_facts(args)
     except InputError as error:
         print(f"fhs: error: {error}", file=sys.stderr)
         return 2

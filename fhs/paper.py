@@ -37,6 +37,15 @@ PAPER: dict[str, dict[str, dict[str, float | None]]] = {
         "fhs": {"facts": 3144, "recall@1": 0.264, "recall@10": None, "recall@50": None,
                 "recall@200": None, "mrr": 0.352, "accuracy": 0.330},
     },
+    # Appendix G's two worked examples (Tables 21-24), as the text states them.
+    "appendix-g": {
+        # The RSU rollforward: v̄ of the gold and of the options concept, the options concept's
+        # fused-score lead, beta times the v̄ gap, and the gold's final rank.
+        "rsu": {"vbar_gold": 1.000, "vbar_rival": 0.875, "lead": 0.063, "gap": 0.075, "gold_rank": 1},
+        # The securitization fact: v̄ of the maximum-capacity concept with abstentions excluded,
+        # and with abstentions counted as non-support (the code's denominator of six).
+        "securitization": {"vbar_paper": 0.5, "vbar_strict": 0.167},
+    },
 }
 
 # Section 5.2: "the best baseline value of 0.234" (final accuracy; the text does not say which row).
@@ -151,3 +160,13 @@ RETRIEVER_SWAP = {
     "max_recall@200_move": 0.031,
     "max_accuracy_bound": 0.028,  # the largest interval bound of any swap after the selector
 }
+
+# Appendix F.1: "the rest stop early only because no dimension is left unsupported".
+FHS_SEQ["no_unsupported_dimension"] = round(1 - FHS_SEQ["all_rounds"], 3)
+NOTES["fintagging/fhs-seq/no_unsupported_dimension"] = "1 - all_rounds: Appendix F.1 says every early stop is for this reason"
+
+# Table 20 as paper_value("fincl", "fhs-seq", name): the interval's ends as their own names.
+_delta, _low, _high = FHS_SEQ["delta_recall@50"]
+PAPER["fintagging"].setdefault("fhs-seq", {}).update(
+    {**{k: v for k, v in FHS_SEQ.items() if k != "delta_recall@50"},
+     "delta_recall@50": _delta, "delta_recall@50_low": _low, "delta_recall@50_high": _high})

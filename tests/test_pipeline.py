@@ -132,7 +132,8 @@ def test_failed_generation_falls_back_and_skips_the_useless_verifier_call():
     assert [h["source"] for h in record["hypotheses"]] == ["fallback"]
     assert [q["rendering"] for q in record["queries"]] == ["definition"]  # nothing resolved: no label query
     assert [c["purpose"] for c in record["llm_calls"]] == ["hypothesis"] * 4 + ["selector"]
-    assert record["verifier"]["verdicts"] == [{"asked": False, "parsed": False, "from_ledger": 0, "entries": {}}]
+    assert record["verifier"]["verdicts"] == [{"asked": False, "parsed": False, "from_ledger": 0, "malformed": 0,
+                                               "entries": {}}]
     assert record["final_ids"] == record["pool"]["ids"]  # v̄ is 0 everywhere: the order is S~'s
 
 
@@ -157,3 +158,57 @@ def test_text_facts_issue_one_query_per_hypothesis_and_hypotheses_can_be_replaye
     assert [q["rendering"] for q in record["queries"]] == ["definition", "definition"]
     assert [c["purpose"] for c in record["llm_calls"]] == ["verifier", "selector"]  # fallback h2 is not asked
     assert len(record["verifier"]["support"]) == 2
+
+
+def verifier_code_reply(request):
+    """verifier_reply's rulings as compact codes: one letter per dimension, one code per candidate."""
+    ids = re.findall(r"^\[\d+\] (\S+) /", request.messages[-1].content, flags=re.M)
+    return json.dumps({"verdicts": ["S" * len(DIMS) if "OtherThanOptionsNonvested" in cid
+                                    else "".join("C" if d == "ROLE" else "S" for d in DIMS) for cid in ids]})
+
+
+def test_every_call_of_a_fact_opens_with_the_same_system_message_and_evidence_block():
+    """llama.cpp reuses the KV cache for the longest common prefix: the evidence comes before any stage text."""
+    from fhs.data.evidence import evidence_block
+
+    llm = scripted()
+    config = FHSConfig(context_chars=2_000)
+    run_fhs_fact(FACT, OverlapRetriever(TAXONOMY), llm, DOMAIN, TAXONOMY, config)
+    assert [r.purpose for r in llm.requests] == ["hypothesis"] * 2 + ["verifier"] * 2 + ["selector"]
+    systems = {r.messages[0].content for r in llm.requests}
+    assert len(systems) == 1 and [m.role for m in llm.requests[0].messages] == ["system", "user"]
+    opening = f"Evidence ({DOMAIN.evidence}):\n{evidence_block(FACT, 2_000)}\n\n"
+    assert all(r.messages[1].content.startswith(opening) for r in llm.requests)
+    # the two verifier calls share everything up to the hypothesis (evidence, glosses, candidates)
+    first, second = (r.messages[1].content for r in llm.calls("verifier"))
+    shared = first.index("Interpretation of the located value")
+    assert first[:shared] == second[:shared] and "[1] " in first[:shared]
+
+
+def test_compact_verifier_codes_score_like_the_verbose_reply():
+    records = []
+    for reply in (verifier_reply, verifier_code_reply):
+        llm = ScriptedLLM({
+            "hypothesis": [hypothesis_reply(H1, "Number of nonvested share awards at period end."),
+                           hypothesis_reply(H2, "Number of equity instruments other than options outstanding.")],
+            "verifier": [reply, reply],
+            "selector": [json.dumps({"selected_index": 1, "ranked_indices": [1]})],
+        })
+        records.append(run_fhs_fact(FACT, OverlapRetriever(TAXONOMY), llm, DOMAIN, TAXONOMY, FHSConfig()))
+    verbose, compact = (r["verifier"] for r in records)
+    assert [v["entries"] for v in compact["verdicts"]] == [v["entries"] for v in verbose["verdicts"]]
+    assert compact["vbar"] == verbose["vbar"] and [v["malformed"] for v in compact["verdicts"]] == [0, 0]
+    assert records[0]["final_ids"] == records[1]["final_ids"]
+
+
+def test_verbose_outputs_flag_restores_the_word_verdicts_and_the_echoed_id():
+    llm = scripted()
+    run_fhs_fact(FACT, OverlapRetriever(TAXONOMY), llm, DOMAIN, TAXONOMY, FHSConfig(compact_outputs=False))
+    verifier = llm.calls("verifier")[0]
+    assert '"support|contradict|unresolved"' in verifier.messages[1].content
+    assert verifier.schema["properties"]["verdicts"]["prefixItems"][0]["properties"]["id"]["enum"]
+    assert '"selected_id"' in llm.calls("selector")[0].messages[1].content
+    compact = scripted()
+    run_fhs_fact(FACT, OverlapRetriever(TAXONOMY), compact, DOMAIN, TAXONOMY, FHSConfig())
+    assert '"selected_id"' not in compact.calls("selector")[0].messages[1].content
+    assert compact.calls("verifier")[0].max_tokens < verifier.max_tokens

@@ -8,55 +8,25 @@ import json
 
 import pytest
 
+from fhs.book import worked_examples as W
 from fhs.data.domain import domain_from_dict, load_domain
 from fhs.data.taxonomy import Concept, Taxonomy
-from fhs.method.hypotheses import UNRESOLVED, Hypothesis
-from fhs.retrieval.fusion import FusedPool
 from fhs.method.verifier import (Verdicts, build_window, candidate_line, consensus, fill_support, fill_value,
-                          final_scores, parse_verdicts, support, verdict_value, verifier_schema)
+                          final_scores, parse_verdicts, read_verdicts, support, verdict_value, verifier_schema)
 
-DIMS = ("FAMILY", "ROLE", "EVENT", "QUALIFIER", "SCOPE", "TEMPORAL")
-
-
-def hypothesis(**values):
-    return Hypothesis(dimensions=tuple((d, values.get(d, UNRESOLVED)) for d in DIMS), retrieval_query="q")
-
-
-def reply(entries):
-    """A verifier reply: {"verdicts": [{"id": ..., DIM: label, ...}]}; unspecified dims 'unresolved'."""
-    return json.dumps({"verdicts": [{"id": cid, **{d: labels.get(d, "unresolved") for d in DIMS}}
-                                    for cid, labels in entries.items()]})
-
-
-def pool_of(ids_and_scores):
-    ids = tuple(cid for cid, _ in ids_and_scores)
-    scores = tuple(s for _, s in ids_and_scores)
-    return FusedPool(ids=ids, scores=scores, normalized=scores, contributions=tuple(((0, i + 1),) for i in range(len(ids))))
+DIMS = W.DIMS
+hypothesis, pool_of = W.hypothesis, W.pool_of
 
 
 # ---- worked example 1: the RSU rollforward (Appendix G, Tables 21-22) ---------------------------
+# The inputs live in fhs/book/worked_examples.py, which the case-study chapter draws from.
 
-GOLD = "ShareBasedCompensationArrangementByShareBasedPaymentAwardEquityInstrumentsOtherThanOptionsNonvestedNumber"
-OPTIONS = "SharebasedCompensationArrangementBySharebasedPaymentAwardOptionsNonvestedNumberOfShares"
-BETWEEN = [f"Distractor{i}" for i in range(1, 6)]  # fused ranks 2-6; the gold is ranked seventh
-LEAD = 0.063  # the options concept's fused-score (S~) advantage over the gold
+GOLD, OPTIONS, LEAD = W.RSU_GOLD, W.RSU_OPTIONS, W.RSU_LEAD
 
 
 def rsu_case():
-    h1 = hypothesis(FAMILY="Share-Based Compensation", ROLE="Nonvested Shares", EVENT="Outstanding nonvested awards",
-                    QUALIFIER="Number of shares", TEMPORAL="End of period")
-    h2 = hypothesis(FAMILY="Equity", ROLE="Share-based compensation", EVENT="Nonvested awards",
-                    TEMPORAL="As of December 31, 2023")
-    support_4 = {d: "support" for d in ("FAMILY", "ROLE", "EVENT", "TEMPORAL")}
-    # Under h1 the verifier supports the gold on Family, Role, Event, Temporal and abstains on the other two;
-    # it gives the options concept the same verdicts except Role. The distractors fail Role and Temporal.
-    r1 = {GOLD: support_4, OPTIONS: {**support_4, "ROLE": "contradict"},
-          **{d: {**support_4, "ROLE": "contradict", "TEMPORAL": "contradict"} for d in BETWEEN}}
-    # Under h2 both leading concepts receive full support.
-    r2 = {GOLD: support_4, OPTIONS: support_4,
-          **{d: {**support_4, "ROLE": "contradict", "TEMPORAL": "contradict"} for d in BETWEEN}}
-    fused = [(OPTIONS, 1.0)] + [(d, 1.0 - 0.01 * (i + 1)) for i, d in enumerate(BETWEEN)] + [(GOLD, 1.0 - LEAD)]
-    return (h1, h2), (reply(r1), reply(r2)), pool_of(fused)
+    example = W.rsu_example()
+    return example.hypotheses, example.replies, example.pool
 
 
 def test_rsu_example_support_values():
@@ -87,26 +57,26 @@ def test_rsu_example_gold_moves_to_rank_one():
     assert set(final.ids) == set(pool.ids)  # the verifier only reorders the pool
 
 
+def test_score_example_runs_the_same_arithmetic_the_chapter_shows():
+    scored = W.score_example(W.rsu_example())
+    assert scored.beta == 0.6
+    assert scored.vbar[GOLD] == pytest.approx((4 / 4 + 1.0) / 2)
+    assert scored.vbar[OPTIONS] == pytest.approx((3 / 4 + 1.0) / 2)
+    assert scored.rank(GOLD, fused=True) == 7 and scored.rank(GOLD) == 1
+    assert scored.score(GOLD) == pytest.approx(1.0 - LEAD + 0.6 * 1.0)
+    assert scored.verdicts[0][OPTIONS]["ROLE"] == "contradict"
+    assert scored.verdicts[0][GOLD]["QUALIFIER"] == "abstain"
+
+
 # ---- worked example 2: the securitization facility (Appendix G, Tables 23-24) ---------------------
 
-MAX_CAP = "LineOfCreditFacilityMaximumBorrowingCapacity"
-REMAINING = "LineOfCreditFacilityRemainingBorrowingCapacity"
-CURRENT = "LineOfCreditFacilityCurrentBorrowingCapacity"
-FACILITY = ["ProceedsFromSecuritizationFacility", "SecuritizationFacilityAmendmentFees", "FacilityClosingCosts"]
+MAX_CAP, REMAINING, CURRENT = W.SEC_MAX_CAP, W.SEC_REMAINING, W.SEC_CURRENT
+FACILITY = list(W.SEC_FACILITY)
 
 
 def securitization_case():
-    # h1 follows the amendment framing (it resolves Event); h2 resolves only Family and Role.
-    h1 = hypothesis(FAMILY="Liabilities", EVENT="Amended securitization facility and increased commitments")
-    h2 = hypothesis(FAMILY="Liabilities", ROLE="Debt")
-    capacity = [MAX_CAP, REMAINING, CURRENT]
-    r1 = {**{c: {"EVENT": "contradict"} for c in capacity}, **{c: {"EVENT": "contradict"} for c in FACILITY}}
-    r2 = {**{c: {"FAMILY": "support", "ROLE": "support"} for c in capacity},
-          **{c: {"FAMILY": "contradict", "ROLE": "contradict"} for c in FACILITY}}
-    # Illustrative fused scores: the two groups interleave, and within the capacity group
-    # maximum > remaining > current (the paper gives the order, not the numbers).
-    fused = [(FACILITY[0], 1.0), (MAX_CAP, 0.95), (FACILITY[1], 0.9), (REMAINING, 0.85), (FACILITY[2], 0.8), (CURRENT, 0.75)]
-    return (h1, h2), (reply(r1), reply(r2)), pool_of(fused)
+    example = W.securitization_example()
+    return example.hypotheses, example.replies, example.pool
 
 
 def test_securitization_example_paper_scoring():
@@ -131,6 +101,7 @@ def test_securitization_example_strict_scoring_divides_by_six():
     vbar = consensus([fill_support(v1, pool.ids), fill_support(v2, pool.ids)], pool.ids)
     assert vbar[MAX_CAP] == pytest.approx((0 / 6 + 2 / 6) / 2)  # 0.167
     assert round(vbar[MAX_CAP], 3) == 0.167
+    assert W.score_example(W.securitization_example(), "strict").vbar[MAX_CAP] == pytest.approx(vbar[MAX_CAP])
 
 
 def test_securitization_example_needs_the_second_hypothesis():
@@ -281,11 +252,42 @@ def test_rsu_concepts_get_distinct_us_gaap_profiles():
 US_GAAP = load_domain("us-gaap")
 
 
-def test_schema_fixes_one_entry_per_window_candidate_in_order():
-    schema = verifier_schema(US_GAAP, WINDOW)
+def test_verbose_schema_fixes_one_entry_per_window_candidate_in_order():
+    schema = verifier_schema(US_GAAP, WINDOW, compact=False)
     items = schema["properties"]["verdicts"]
     assert items["minItems"] == items["maxItems"] == len(WINDOW)
     assert [entry["properties"]["id"]["enum"] for entry in items["prefixItems"]] == [[cid] for cid in WINDOW]
+
+
+def test_compact_schema_is_one_code_of_six_letters_per_window_candidate():
+    schema = verifier_schema(US_GAAP, WINDOW)
+    items = schema["properties"]["verdicts"]
+    assert items["minItems"] == items["maxItems"] == len(WINDOW) == len(items["prefixItems"])
+    assert {entry["pattern"] for entry in items["prefixItems"]} == {"^[SCA]{6}$"}
+
+
+def test_compact_codes_map_by_position_to_the_same_verdicts_as_the_verbose_reply():
+    labels = {"S": "support", "C": "contradict", "A": "unresolved"}
+    codes = ["SSCAAS", "CCCCCC", "aass-cc"]
+    verbose = json.dumps({"verdicts": [{"id": cid, **{d: labels[ch] for d, ch in zip(DIMS, code.upper().replace("-", ""))}}
+                                       for cid, code in zip(WINDOW, codes)]})
+    compact = parse_verdicts(json.dumps({"verdicts": codes}), WINDOW, DIMS)
+    assert compact == parse_verdicts(verbose, WINDOW, DIMS)
+    assert compact["us-gaap:Assets"].ruling("EVENT") is False and compact["us-gaap:Assets"].ruling("QUALIFIER") is None
+    assert {cid: v.to_dict() for cid, v in compact.items()}["R11.0"]["FAMILY"] == "abstain"
+
+
+def test_malformed_codes_are_counted_and_leave_their_candidates_unjudged():
+    text = json.dumps({"verdicts": ["SSSSS", "SSXSSS", "SSSSSS"]})  # too short, unknown letter, fine
+    verdicts, malformed = read_verdicts(text, WINDOW, DIMS)
+    assert malformed == 2 and list(verdicts) == ["R11.0"]
+    assert parse_verdicts(text, WINDOW, DIMS) == verdicts
+
+
+def test_a_cut_off_compact_reply_keeps_its_complete_codes():
+    verdicts, malformed = read_verdicts('{"verdicts": ["SSSSSS", "CCCCCC", "SS', WINDOW, DIMS)
+    assert list(verdicts) == list(WINDOW[:2]) and malformed == 0
+    assert read_verdicts("no codes here", WINDOW, DIMS) == ({}, 0)
 
 
 @pytest.mark.model
@@ -296,8 +298,10 @@ def test_a_real_model_under_the_schema_judges_every_window_candidate():
     from fhs.llm.models import smollm2_path
 
     llm = make_llm("llama_cpp", str(smollm2_path()), n_ctx=2048, n_threads=2)
-    request = Request(messages=(Message("user", "Judge each candidate on each dimension. Answer in JSON."),),
-                      max_tokens=120 * len(WINDOW), schema=verifier_schema(US_GAAP, WINDOW), purpose="verifier")
-    (response,) = llm.complete([request])
-    verdicts = parse_verdicts(response.text, WINDOW, US_GAAP.dimension_names)
-    assert list(verdicts) == list(WINDOW)
+    for compact in (True, False):
+        request = Request(messages=(Message("user", "Judge each candidate on each dimension. Answer in JSON."),),
+                          max_tokens=120 * len(WINDOW), schema=verifier_schema(US_GAAP, WINDOW, compact),
+                          purpose="verifier")
+        (response,) = llm.complete([request])
+        verdicts, malformed = read_verdicts(response.text, WINDOW, US_GAAP.dimension_names)
+        assert list(verdicts) == list(WINDOW) and malformed == 0, response.text

@@ -55,6 +55,10 @@ class Response:
     seconds: float = 0.0
     cached: bool = False
     model: str = ""
+    # Where the backend can tell (llama.cpp in process): prompt tokens actually evaluated
+    # after reusing the KV cache of the previous call, and the seconds that took.
+    prompt_evaluated: int | None = None
+    prompt_seconds: float | None = None
 
 
 class LLM(Protocol):

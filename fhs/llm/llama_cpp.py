@@ -120,12 +120,14 @@ class LlamaCppBackend:
         if request.schema is not None:
             kwargs["grammar"] = self.grammar(request.schema)
         kwargs.update(overrides)
+        self._reset_perf()
         started = time.perf_counter()
         try:
             out = self._llm.create_chat_completion(**kwargs)
         except ValueError as error:  # llama-cpp-python's way of saying the prompt is too long
             raise BackendError(f"{self.name} (n_ctx={self.n_ctx}): {error}") from None
         seconds = time.perf_counter() - started
+        evaluated, prompt_seconds = self._prompt_perf()
         usage = out.get("usage") or {}
         return Response(
             text=out["choices"][0]["message"].get("content") or "",
@@ -133,7 +135,27 @@ class LlamaCppBackend:
             tokens_out=int(usage.get("completion_tokens") or 0),
             seconds=seconds,
             model=self.model,
+            prompt_evaluated=evaluated,
+            prompt_seconds=prompt_seconds,
         )
+
+    # llama.cpp keeps the KV cache of the previous call and evaluates only the prompt tokens
+    # after the longest common prefix; its perf counters say how many that was.
+    def _context(self) -> Any:
+        ctx = getattr(self._llm, "_ctx", None)
+        return getattr(ctx, "ctx", None)
+
+    def _reset_perf(self) -> None:
+        ctx = self._context()
+        if ctx is not None and hasattr(self._llama_cpp, "llama_perf_context_reset"):
+            self._llama_cpp.llama_perf_context_reset(ctx)
+
+    def _prompt_perf(self) -> tuple[int | None, float | None]:
+        ctx = self._context()
+        if ctx is None or not hasattr(self._llama_cpp, "llama_perf_context"):
+            return None, None
+        data = self._llama_cpp.llama_perf_context(ctx)
+        return int(data.n_p_eval), float(data.t_p_eval_ms) / 1000.0
 
 
 # --- vLLM in process ------------------------------------------------------------------------

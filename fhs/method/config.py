@@ -104,6 +104,10 @@ class FHSConfig:
     verifier_prompt_chars: int = 120_000  # about 30,000 tokens
     selector_prompt_chars: int = 120_000
     hypothesis_retries: int = 1
+    # Output formats (book/deviations.md, "Output formats"): the verifier answers one code
+    # letter per dimension per candidate and the selector leaves out the echoed id;
+    # False restores the verbose JSON (an object with id and six words per candidate).
+    compact_outputs: bool = True
     seed: int = 0
 
     def __post_init__(self) -> None:

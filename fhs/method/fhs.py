@@ -30,7 +30,7 @@ from fhs.retrieval.bm25 import Ranking
 from fhs.retrieval.fusion import FusedPool, fuse
 from fhs.method.ledger import VerdictLedger, hypothesis_key, verifier_scope
 from fhs.method.verifier import (Verdicts, Window, build_window, consensus, fill_support, fill_value,
-                                 final_scores, parse_verdicts, support, verifier_request)
+                                 final_scores, read_verdicts, support, verifier_request)
 
 
 class Searcher(Protocol):
@@ -77,12 +77,13 @@ def verify_pool(
     calls, verdict_records, per_hypothesis, fills, judged_counts = [], [], [], [], []
     for j, hypothesis in enumerate(hypotheses):
         verdicts: dict[str, Verdicts] = {}
+        malformed = 0
         if j in known:
             verdicts = {cid: Verdicts.from_dict(cid, entry, names) for cid, entry in known[j].items() if entry}
         asked = by_hypothesis.get(j)
         if asked is not None:
             request, response = asked
-            fresh = parse_verdicts(response.text, sub_windows[j].ids, names)
+            fresh, malformed = read_verdicts(response.text, sub_windows[j].ids, names)
             calls.append(call_record(request, response, bool(fresh), llm))
             verdicts.update(fresh)
             if ledger is not None and fresh:  # an unparseable answer is asked again next run
@@ -96,6 +97,7 @@ def verify_pool(
             "asked": j in known,
             "parsed": bool(verdicts),
             "from_ledger": len(known.get(j, {})),
+            "malformed": malformed,  # codes that named no verdict per dimension: their candidates take the fill
             "entries": {cid: v.to_dict() for cid, v in verdicts.items()},
         })
     vbar = consensus(per_hypothesis, pool.ids)

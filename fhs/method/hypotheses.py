@@ -19,10 +19,10 @@ from fhs.core.text import join_tokens
 from fhs.data.domain import Domain
 from fhs.data.evidence import direct_query, evidence_block, prefixed
 from fhs.data.facts import Fact
-from fhs.llm.contract import LLM, Message, Request, Response
+from fhs.llm.contract import LLM, Request, Response
 from fhs.llm.jsonout import parse_object
 from fhs.method.config import FHSConfig
-from fhs.method.prompting import LAST_RESORT, fit_to_budget, render
+from fhs.method.prompting import LAST_RESORT, fact_messages, fit_to_budget, render
 
 UNRESOLVED = "UNRESOLVED"
 DEFAULT_DIMENSIONS = ("FAMILY", "ROLE", "EVENT", "QUALIFIER", "SCOPE", "TEMPORAL")
@@ -241,7 +241,7 @@ def hypothesis_requests(fact: Fact, config: FHSConfig, domain: Domain) -> list[R
     user, _ = fit_to_budget(lambda context_chars, field_chars=None: generator_prompt(fact, domain, context_chars,
                                                                                      field_chars),
                             ladder, config.generator_prompt_chars)
-    messages = (Message("system", render("generator_system")), Message("user", user))
+    messages = fact_messages(user)
     schema = hypothesis_schema(domain) if config.json_schema else None
     return [
         Request(messages=messages, temperature=config.temperature, top_p=config.top_p,

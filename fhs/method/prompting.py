@@ -18,6 +18,8 @@ from pathlib import Path
 from string import Template
 from typing import Any
 
+from fhs.llm.contract import Message
+
 PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
 
 
@@ -31,6 +33,17 @@ def load_template(name: str) -> Template:
 def render(name: str, **fields: str) -> str:
     """Fill a template; a missing field is a programming error and raises KeyError."""
     return load_template(name).substitute(**fields).strip() + "\n"
+
+
+def fact_messages(user: str) -> tuple[Message, Message]:
+    """Every call about a fact: the one shared system message, then a user message that opens
+    with the fact's evidence block and states the stage's task after it.
+
+    llama.cpp reuses the KV cache of the previous call for the longest common token
+    prefix, so one fact's generator, verifier and selector calls evaluate the system
+    message and the evidence once (``fhs bench llm`` shows the tokens reused).
+    """
+    return Message("system", render("system")), Message("user", user)
 
 
 def fit_to_budget(build: Callable[..., str], ladder: Sequence[dict[str, Any]], max_chars: int) -> tuple[str, dict[str, Any]]:

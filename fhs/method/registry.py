@@ -14,6 +14,7 @@ from fhs.method.decomposed import decomposed
 from fhs.method.direct import direct
 from fhs.method.feedback_refine import feedback_refine
 from fhs.method.fhs import fhs
+from fhs.method.fhs_seq import fhs_seq
 from fhs.method.free_text import free_text
 from fhs.method.oracle import oracle
 from fhs.method.parallel import parallel, parallel_instructed
@@ -34,11 +35,12 @@ METHODS: dict[str, Method] = {
     "self-refine": self_refine,
     "feedback-refine": feedback_refine,
     "fhs": fhs,
+    "fhs-seq": fhs_seq,
 }
 
 # Methods that cannot run without a model (direct only uses one for the selector).
 LLM_METHODS = frozenset({"free-text", "structured", "parallel", "parallel-instructed", "parallel-diverse",
-                         "decomposed", "self-refine", "feedback-refine", "fhs"})
+                         "decomposed", "self-refine", "feedback-refine", "fhs", "fhs-seq"})
 
 
 def get_method(name: str) -> Method:

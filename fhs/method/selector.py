@@ -19,10 +19,10 @@ from fhs.data.domain import Domain
 from fhs.data.evidence import evidence_block
 from fhs.data.facts import Fact
 from fhs.data.taxonomy import Taxonomy
-from fhs.llm.contract import LLM, Message, Request, Response
+from fhs.llm.contract import LLM, Request, Response
 from fhs.llm.jsonout import parse_object
 from fhs.method.config import FHSConfig
-from fhs.method.prompting import LAST_RESORT, fit_to_budget, render
+from fhs.method.prompting import LAST_RESORT, fact_messages, fit_to_budget, render
 from fhs.method.verifier import candidate_line, concept_or_stub
 
 PURPOSE = "selector"
@@ -41,23 +41,31 @@ class Selection:
         return {"selected_index": self.selected_index, "ranked_indices": list(self.ranked_indices)}
 
 
+# The answer's shape: the compact one leaves out the echoed id (parse_selection never needs it).
+ANSWER_SHAPES = {
+    True: '{"selected_index": <number>, "ranked_indices": [<number>, ...]}',
+    False: '{"selected_index": <number>, "selected_id": "<id>", "ranked_indices": [<number>, ...]}',
+}
+
+
 def selector_prompt(fact: Fact, ids: Sequence[str], taxonomy: Taxonomy | None, domain: Domain,
                     context_chars: int = 12_000, definition_chars: int = 320, max_ranked: int = 20,
-                    field_chars: int | None = None, label_chars: int | None = None) -> str:
+                    field_chars: int | None = None, label_chars: int | None = None,
+                    compact: bool = True) -> str:
     lines = "\n".join(candidate_line(i, concept_or_stub(taxonomy, cid), definition_chars, label_chars)
                       for i, cid in enumerate(ids, start=1))
     return render("selector", evidence_kind=domain.evidence, evidence=evidence_block(fact, context_chars, field_chars),
-                  taxonomy=domain.taxonomy, candidate_lines=lines, max_ranked=str(max_ranked))
+                  taxonomy=domain.taxonomy, candidate_lines=lines, max_ranked=str(max_ranked),
+                  answer_shape=ANSWER_SHAPES[compact])
 
 
-def selector_schema(n: int, max_ranked: int = 20) -> dict[str, Any]:
+def selector_schema(n: int, max_ranked: int = 20, compact: bool = True) -> dict[str, Any]:
     index = {"type": "integer", "minimum": 1, "maximum": max(n, 1)}
-    return {
-        "type": "object",
-        "properties": {"selected_index": index, "selected_id": {"type": "string"},
-                       "ranked_indices": {"type": "array", "items": index, "maxItems": max_ranked}},
-        "required": ["selected_index", "ranked_indices"],
-    }
+    properties: dict[str, Any] = {"selected_index": index}
+    if not compact:
+        properties["selected_id"] = {"type": "string"}
+    properties["ranked_indices"] = {"type": "array", "items": index, "maxItems": max_ranked}
+    return {"type": "object", "properties": properties, "required": ["selected_index", "ranked_indices"]}
 
 
 def selector_request(fact: Fact, ids: Sequence[str], taxonomy: Taxonomy | None, domain: Domain,
@@ -69,12 +77,13 @@ def selector_request(fact: Fact, ids: Sequence[str], taxonomy: Taxonomy | None, 
     user, used = fit_to_budget(
         lambda context_chars, definition_chars, field_chars=None, label_chars=None: selector_prompt(
             fact, shown, taxonomy, domain, context_chars, definition_chars, config.selector_max_ranked,
-            field_chars, label_chars),
+            field_chars, label_chars, config.compact_outputs),
         ladder, config.selector_prompt_chars)
     request = Request(
-        messages=(Message("system", render("selector_system")), Message("user", user)),
+        messages=fact_messages(user),
         temperature=0.0, top_p=1.0, max_tokens=config.max_tokens_selector, seed=config.seed,
-        schema=selector_schema(len(shown), config.selector_max_ranked) if config.json_schema else None,
+        schema=selector_schema(len(shown), config.selector_max_ranked, config.compact_outputs)
+        if config.json_schema else None,
         purpose=PURPOSE,
     )
     return request, used

@@ -25,6 +25,7 @@ remaining slots by rank from the scanned list (``rank`` variant: plain top k_v).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from statistics import fmean
@@ -34,16 +35,19 @@ from fhs.data.domain import Domain, Profile
 from fhs.data.evidence import evidence_block
 from fhs.data.facts import Fact
 from fhs.data.taxonomy import Concept, Taxonomy
-from fhs.llm.contract import Message, Request
+from fhs.llm.contract import Request
 from fhs.llm.jsonout import parse_array, parse_object
 from fhs.method.config import FHSConfig
 from fhs.method.hypotheses import Hypothesis
-from fhs.method.prompting import LAST_RESORT, clip, fit_to_budget, render
+from fhs.method.prompting import LAST_RESORT, clip, fact_messages, fit_to_budget, render
 from fhs.retrieval.bm25 import Ranking
 from fhs.retrieval.fusion import FusedPool
 
 PURPOSE = "verifier"
 VERDICT_LABELS = ("support", "contradict", "unresolved")
+# The compact answer: one letter per dimension, in the domain's order (book/deviations.md).
+CODE_LETTERS = ("S", "C", "A")
+_CODE_VALUES: dict[str, bool | None] = {"S": True, "C": False, "A": None, "U": None}
 _SUPPORT = {"support", "supports", "supported", "yes", "true"}
 _CONTRADICT = {"contradict", "contradicts", "contradicted", "contradiction", "no support", "no_support",
                "not supported", "unsupported", "no", "false"}
@@ -125,17 +129,22 @@ def candidate_line(number: int, concept: Concept, definition_chars: int, label_c
     return " / ".join(parts)
 
 
-def verifier_schema(domain: Domain, window_ids: Sequence[str]) -> dict[str, Any]:
-    """One entry per window candidate: its id and a verdict per dimension.
+def verifier_schema(domain: Domain, window_ids: Sequence[str], compact: bool = True) -> dict[str, Any]:
+    """Exactly one entry per window candidate, in the window's order.
 
-    The array holds exactly one entry per candidate, in the window's order, so
-    constrained decoding can neither stop after the first candidate (small
-    models otherwise close the list early) nor judge one candidate twice. The authors' prompt also asked for a confidence that no
-    score ever read; leaving it out saves generated tokens on every entry.
+    A fixed-length array keeps constrained decoding from stopping after the
+    first candidate (small models otherwise close the list early) or judging
+    one candidate twice. Compact: each entry is a code of one letter per
+    dimension (``S``/``C``/``A``) in the domain's order; verbose: an object with
+    the candidate's id and one word per dimension. The authors' prompt also
+    asked for a confidence that no score ever read; leaving it out saves
+    generated tokens on every entry.
     """
     names = list(domain.dimension_names)
 
     def entry(cid: str) -> dict[str, Any]:
+        if compact:
+            return {"type": "string", "pattern": f"^[{''.join(CODE_LETTERS)}]{{{len(names)}}}$"}
         return {
             "type": "object",
             "properties": {"id": {"type": "string", "enum": [cid]},
@@ -143,7 +152,7 @@ def verifier_schema(domain: Domain, window_ids: Sequence[str]) -> dict[str, Any]
             "required": ["id", *names],
         }
 
-    # Position i judges the i-th window candidate: the ids are fixed, only verdicts are generated.
+    # Position i judges the i-th window candidate: only verdicts are generated.
     verdicts = {"type": "array", "prefixItems": [entry(cid) for cid in window_ids],
                 "minItems": len(window_ids), "maxItems": len(window_ids)}
     return {"type": "object", "properties": {"verdicts": verdicts}, "required": ["verdicts"]}
@@ -151,18 +160,35 @@ def verifier_schema(domain: Domain, window_ids: Sequence[str]) -> dict[str, Any]
 
 def verifier_prompt(fact: Fact, hypothesis: Hypothesis, candidates: Sequence[Concept], domain: Domain,
                     context_chars: int, definition_chars: int, field_chars: int | None = None,
-                    label_chars: int | None = None) -> str:
+                    label_chars: int | None = None, compact: bool = True) -> str:
+    """Evidence, dimension meanings and candidates first (shared by the J calls), the hypothesis after."""
+    names = domain.dimension_names
+    if compact:
+        rules = render("verifier_rules_compact")
+        answer = render("verifier_answer_compact", dimension_order=", ".join(names))
+    else:
+        rules = render("verifier_rules")
+        answer = render("verifier_answer", verdict_skeleton=", ".join(
+            f'"{name}": "support|contradict|unresolved"' for name in names))
     return render(
         "verifier",
         evidence_kind=domain.evidence,
         evidence=evidence_block(fact, context_chars, field_chars),
-        hypothesis_lines="\n".join(f"{name}: {hypothesis.value(name)}" for name in domain.dimension_names),
+        hypothesis_lines="\n".join(f"{name}: {hypothesis.value(name)}" for name in names),
         dimension_lines="\n".join(f"- {d.name}: {d.verifier_gloss}" for d in domain.dimensions),
         taxonomy=domain.taxonomy,
         candidate_lines="\n".join(candidate_line(i, c, definition_chars, label_chars)
                                    for i, c in enumerate(candidates, start=1)),
-        verdict_skeleton=", ".join(f'"{name}": "support|contradict|unresolved"' for name in domain.dimension_names),
+        verdict_rules=rules.strip(),
+        answer_format=answer.strip(),
     )
+
+
+def verifier_max_tokens(config: FHSConfig, window_size: int, n_dimensions: int) -> int:
+    """The generation budget: the configured one, capped for codes at what a full answer needs."""
+    if not config.compact_outputs:
+        return config.max_tokens_verifier
+    return min(config.max_tokens_verifier, 16 + window_size * (n_dimensions + 4))
 
 
 def verifier_request(fact: Fact, hypothesis: Hypothesis, window: Window, taxonomy: Taxonomy | None,
@@ -173,14 +199,17 @@ def verifier_request(fact: Fact, hypothesis: Hypothesis, window: Window, taxonom
         or [{"context_chars": config.context_chars}]
     ladder = [{**rung, "definition_chars": config.definition_chars} for rung in ladder] \
         + [{**rung, "definition_chars": 0} for rung in LAST_RESORT]
+    compact = config.compact_outputs
     user, _ = fit_to_budget(
         lambda context_chars, definition_chars, field_chars=None, label_chars=None: verifier_prompt(
-            fact, hypothesis, candidates, domain, context_chars, definition_chars, field_chars, label_chars),
+            fact, hypothesis, candidates, domain, context_chars, definition_chars, field_chars, label_chars,
+            compact),
         ladder, config.verifier_prompt_chars)
     return Request(
-        messages=(Message("system", render("verifier_system")), Message("user", user)),
-        temperature=0.0, top_p=1.0, max_tokens=config.max_tokens_verifier, seed=config.seed,
-        schema=verifier_schema(domain, window.ids) if config.json_schema else None, purpose=PURPOSE,
+        messages=fact_messages(user),
+        temperature=0.0, top_p=1.0, seed=config.seed,
+        max_tokens=verifier_max_tokens(config, len(window.ids), len(domain.dimension_names)),
+        schema=verifier_schema(domain, window.ids, compact) if config.json_schema else None, purpose=PURPOSE,
     )
 
 
@@ -254,19 +283,33 @@ def _id_matcher(window_ids: Sequence[str]):
 def parse_verdicts(text: str, window_ids: Sequence[str],
                    dimensions: Sequence[str] = ("FAMILY", "ROLE", "EVENT", "QUALIFIER", "SCOPE", "TEMPORAL"),
                    ) -> dict[str, Verdicts]:
-    """Map a verifier reply to per-candidate verdicts; complete entries of a cut-off array are kept.
+    """Map a verifier reply, compact or verbose, to per-candidate verdicts (see ``read_verdicts``)."""
+    return read_verdicts(text, window_ids, dimensions)[0]
 
-    Entries are matched to window candidates by id (exact, case-folded, then
-    ignoring a ``prefix:`` namespace and punctuation), else by a 1-based
-    ``rank``/``index`` into the window. Unmatched entries are ignored; the
-    first entry for a candidate wins. Returns {} when nothing usable was found.
+
+def read_verdicts(text: str, window_ids: Sequence[str],
+                  dimensions: Sequence[str] = ("FAMILY", "ROLE", "EVENT", "QUALIFIER", "SCOPE", "TEMPORAL"),
+                  ) -> tuple[dict[str, Verdicts], int]:
+    """Per-candidate verdicts and the number of malformed codes; complete entries of a cut-off reply are kept.
+
+    Compact replies (``{"verdicts": ["SSCAAS", ...]}``) are read by position: the
+    i-th code judges the i-th window candidate, one letter per dimension in
+    ``dimensions`` order (S support, C contradict, A or U abstain; case and
+    separators ignored). A code of the wrong length or with another letter is
+    malformed: counted, and its candidate stays unjudged (it gets the fill).
+    Verbose entries are matched to window candidates by id (exact,
+    case-folded, then ignoring a ``prefix:`` namespace and punctuation), else by
+    a 1-based ``rank``/``index``. Unmatched entries are ignored; the first entry
+    for a candidate wins. Returns ({}, 0) when nothing usable was found.
     """
     payload = parse_object(text)
     entries: list[Any]
     if isinstance(payload, dict) and isinstance(payload.get("verdicts"), list):
         entries = payload["verdicts"]
     else:
-        entries = parse_array(text) or []  # a cut-off array keeps its complete entries
+        entries = parse_array(text) or _cut_codes(text)  # a cut-off reply keeps its complete entries
+    if entries and all(isinstance(entry, str) for entry in entries):
+        return _read_codes(entries, window_ids, dimensions)
     match = _id_matcher(window_ids)
     result: dict[str, Verdicts] = {}
     for entry in entries:
@@ -289,7 +332,34 @@ def parse_verdicts(text: str, window_ids: Sequence[str],
             rulings=tuple((name, verdict_value(upper.get(name.upper()))) for name in dimensions),
             confidence=float(confidence) if isinstance(confidence, (int, float)) and not isinstance(confidence, bool) else None,
         )
-    return result
+    return result, 0
+
+
+def code_rulings(code: str, dimensions: Sequence[str]) -> tuple[tuple[str, bool | None], ...] | None:
+    """``"SSCAAS"`` -> one ruling per dimension in order; None for a malformed code."""
+    letters = [ch for ch in code.upper() if ch.isalpha()]
+    if len(letters) != len(dimensions) or any(ch not in _CODE_VALUES for ch in letters):
+        return None
+    return tuple((name, _CODE_VALUES[ch]) for name, ch in zip(dimensions, letters))
+
+
+def _read_codes(codes: Sequence[str], window_ids: Sequence[str],
+                dimensions: Sequence[str]) -> tuple[dict[str, Verdicts], int]:
+    result: dict[str, Verdicts] = {}
+    malformed = 0
+    for cid, code in zip(window_ids, codes):
+        rulings = code_rulings(code, dimensions)
+        if rulings is None:
+            malformed += 1
+        else:
+            result[cid] = Verdicts(id=cid, rulings=rulings)
+    return result, malformed
+
+
+def _cut_codes(text: str) -> list[str]:
+    """The complete quoted codes of a compact reply cut off before its closing brackets."""
+    found = re.search(r'"verdicts"\s*:\s*\[', text or "")
+    return re.findall(r'"([^"\\]*)"', text[found.end():]) if found else []
 
 
 # ---- scoring ---------------------------------------------------------------------

@@ -136,17 +136,32 @@ def load_experiment_from_files(
     w_cov: float | None = None,
     retriever: str = DEFAULT_RETRIEVER,
     dense_model: str = DEFAULT_MODEL,
+    data: str | Path | None = None,
     **retrieval_overrides,
 ) -> Experiment:
-    """An adapter's own run: located facts (JSONL) against a taxonomy file, searched with ``retriever``."""
-    from fhs.data.facts import read_facts
-    from fhs.data.taxonomies.ids import align_gold
-    from fhs.data.taxonomies import load_taxonomy_file
+    """An adapter's own run: located facts (JSONL) against a taxonomy file or a built-in one by name,
+    searched with ``retriever``.
 
-    taxonomy = load_taxonomy_file(taxonomy_path)
+    A built-in taxonomy (``us-gaap-2024``, ``icd-10-cm``: the ``TAXONOMIES``
+    registry) brings its own retrieval settings and the domain of the datasets
+    that use it; a concept file gets the default index and the ``us-gaap`` domain
+    unless ``domain`` says otherwise.
+    """
+    from fhs.data.datasets import DATASETS
+    from fhs.data.facts import read_facts
+    from fhs.data.taxonomies import TAXONOMIES, load_taxonomy, load_taxonomy_file
+    from fhs.data.taxonomies.ids import align_gold
+
+    name = str(taxonomy_path)
+    if name in TAXONOMIES:
+        taxonomy = load_taxonomy(name, data)
+        own_domain = next((spec.domain for spec in DATASETS.values() if spec.taxonomy == name), "us-gaap")
+    else:
+        taxonomy = load_taxonomy_file(taxonomy_path)
+        own_domain = "us-gaap"
     facts = align_gold(read_facts(facts_path), taxonomy)
     spec = DatasetSpec(Path(facts_path).stem, "", "", taxonomy.name, f"facts from {facts_path}",
-                       domain=domain or "us-gaap")
+                       domain=domain or own_domain)
     config = retrieval_config(taxonomy.name, retriever, w_cov=w_cov, **retrieval_overrides)
     return Experiment(spec=spec, taxonomy=taxonomy, facts=facts,
                       retriever=cached_retriever(taxonomy, config, retriever, dense_model), domain=domain)

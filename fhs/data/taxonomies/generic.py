@@ -2,7 +2,11 @@
 
 One concept per JSONL line or CSV/TSV row. ``id`` and ``label`` are required;
 ``definition`` and ``datatype`` are optional; every other field is kept as
-metadata (as a string, because metadata is what prompts and filters read).
+metadata (as a string, because metadata is what prompts and filters read); a
+JSONL line may also nest its metadata as ``{"metadata": {...}}`` (what
+``fhs taxonomy export`` writes, so a built-in inventory round-trips exactly),
+and a CSV/TSV column ``metadata.NAME`` is metadata ``NAME`` even where NAME is
+``datatype`` or ``label``.
 A bad row stops the load with the file, the line and the field that is wrong,
 so a user can fix the file instead of debugging a silently shorter taxonomy.
 """
@@ -24,6 +28,7 @@ from fhs.data.taxonomy import Concept, Taxonomy
 
 REQUIRED_FIELDS = ("id", "label")
 OPTIONAL_FIELDS = ("definition", "datatype")
+METADATA_FIELD = "metadata"
 _FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".tsv": "tsv"}
 
 
@@ -72,10 +77,14 @@ def concept_from_record(record: Mapping[str, Any], *, path: Path, line: int) -> 
     for field_name in OPTIONAL_FIELDS:
         values[field_name] = _text(record.get(field_name), path=path, line=line, field_name=field_name)
     metadata = {
-        str(key): _metadata_text(value)
+        str(key).removeprefix(f"{METADATA_FIELD}."): _metadata_text(value)
         for key, value in record.items()
         if key not in REQUIRED_FIELDS and key not in OPTIONAL_FIELDS
+        and not (key == METADATA_FIELD and isinstance(value, dict))
     }
+    nested = record.get(METADATA_FIELD)
+    if isinstance(nested, dict):  # JSONL: {"metadata": {...}} may hold any names, even "datatype"
+        metadata.update({str(key): _metadata_text(value) for key, value in nested.items()})
     return Concept(metadata=metadata, **values)
 
 
@@ -152,3 +161,40 @@ def _checked_rows(path: Path, handle: Any, delimiter: str) -> Iterator[tuple[int
             problem = "a quote opened here is never closed"
         raise InputError(problem, path=path, line=started,
                          fix="close the quote, or quote a field that holds the delimiter") from None
+
+
+def write_generic(taxonomy: Taxonomy, path: str | Path) -> Path:
+    """Write a taxonomy as a concept file that ``load_generic`` reads back concept for concept.
+
+    JSONL nests each concept's metadata under ``metadata`` (exact round trip);
+    CSV/TSV take the union of the metadata fields as columns (``metadata.NAME``
+    where NAME repeats a concept field), so a concept without one reads back
+    with "" there.
+    """
+    from fhs.core.files import atomic_write
+
+    path = Path(path)
+    kind = _FORMATS.get(path.suffix.lower())
+    if kind is None:
+        raise InputError(f"unknown taxonomy file type {path.suffix!r}", path=path,
+                         fix=f"name the output with one of {', '.join(sorted(_FORMATS))}")
+    own = {c.id: {"id": c.id, "label": c.label, "definition": c.definition, "datatype": c.datatype}
+           for c in taxonomy}
+    if kind == "jsonl":  # metadata nested, so its names may repeat the concept's own fields
+        rows = [{**own[c.id], **({METADATA_FIELD: dict(c.metadata)} if c.metadata else {})} for c in taxonomy]
+    else:  # a metadata name that repeats a concept field gets a "metadata." column prefix
+        reserved = set(REQUIRED_FIELDS) | set(OPTIONAL_FIELDS) | {METADATA_FIELD}
+        rows = [{**own[c.id], **{(f"{METADATA_FIELD}.{k}" if k in reserved or k.startswith(f"{METADATA_FIELD}.")
+                                  else k): str(v) for k, v in c.metadata.items()}} for c in taxonomy]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_write(path) as handle:
+        if kind == "jsonl":
+            for row in rows:
+                handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+        else:
+            columns = list(dict.fromkeys(key for row in rows for key in row))
+            writer = csv.DictWriter(handle, fieldnames=columns, delimiter="\t" if kind == "tsv" else ",",
+                                    lineterminator="\n")
+            writer.writeheader()
+            writer.writerows(rows)
+    return path
