@@ -54,8 +54,6 @@ codiesp_config = "paper"  # as chapter 2
 
 # %%
 import time
-from dataclasses import replace
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -63,21 +61,18 @@ import pandas as pd
 
 from fhs.book.check import check
 from fhs.book.report import Estimate, NEUTRAL_COLOR, ORACLE_COLOR, OURS_COLOR, PAPER_COLOR, profile_note, show, use_style
-from fhs.book.study import Study
+from fhs.book.study import llm_study
 from fhs.llm.models import display_name
 from fhs.paper import PAPER, PAPER_BENCHMARK, RETRIEVER_SWAP
 from fhs.retrieval.encoders import DEFAULT_MODEL, MODELS
 from fhs.run.evaluate import paired_difference
-from fhs.run.inputs import ModelChoice, cached_retriever, retrieval_config
+from fhs.run.inputs import cached_retriever, retrieval_config
 
 started = time.perf_counter()
 use_style()
-study = Study.for_profile(profile, runs_dir, progress=False, configurations={"codiesp": codiesp_config})
-if llm_limit is not None:
-    study.profile = replace(study.profile, llm_facts=int(llm_limit))
-choice = ModelChoice.resolve(profile, backend=backend, model=model,
-                             base_urls=base_url.split(",") if base_url else None,
-                             seed=0, cache=Path(cache_dir) / "responses.sqlite")
+study, choice = llm_study(profile, runs_dir, llm_limit=llm_limit, backend=backend, model=model,
+                          base_url=base_url, cache_dir=cache_dir)
+study.configurations = {"codiesp": codiesp_config}  # as chapter 2, so its FHS runs are reused
 interval = dict(resamples=bootstrap_resamples, seed=seed)
 METRICS = ["recall@1", "recall@10", "recall@50", "recall@200", "mrr"]
 profile_note(profile, display_name(choice.model))
