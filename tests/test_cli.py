@@ -114,3 +114,22 @@ def test_run_offers_the_named_fhs_configurations_from_the_registry():
         parser.parse_args(["run", "--dataset", "codiesp", "--method", "fhs", "--out", "x", "--config", "nope"])
     err = str(error.value)
     assert "invalid choice" in err and all(repr(name) in err for name in NAMED_CONFIGS), err
+
+
+@pytest.mark.model
+def test_fhs_run_with_each_retriever_records_it(tmp_path, monkeypatch, capsys, own_files):
+    """--retriever works through the whole command and lands in the run stamp (Table 17's swap)."""
+    monkeypatch.setenv("FHS_CACHE", str(tmp_path / "cache"))
+    facts, concepts = own_files
+    for kind in ("bm25", "dense", "hybrid"):
+        out = tmp_path / kind
+        assert main(["run", "--facts", str(facts), "--taxonomy", str(concepts), "--method", "direct",
+                     "--retriever", kind, "--out", str(out), "--quiet"]) == 0
+        stamp = json.loads((out / "run-config.json").read_text())
+        assert stamp["retriever"] == kind
+        assert stamp["retrieval"]["w_cov"] == (1.0 if kind == "bm25" else 0.0)
+        assert ("retriever" in stamp["inputs"]) == (kind != "bm25")
+        record = json.loads((out / "records.jsonl").read_text().splitlines()[0])
+        assert set(record["ranking"]) == {"Revenues", "CostOfRevenue"}
+    assert list((tmp_path / "cache" / "dense").glob("*.npy"))  # one embedding, shared by dense and hybrid
+    capsys.readouterr()

@@ -41,3 +41,41 @@ def test_runs_are_cached_and_settings_pick_the_folder(tmp_path):
     other = study.run_llm("fincl", "fhs", model, facts=facts, config=FHSConfig.fhs(beta=0.2))
     assert other.path != fhs_run.path and other.metrics["n_new"] == 4
     assert study.run_llm("fincl", "fhs", model, facts=facts).metrics["n_new"] == 0
+
+
+def test_a_retriever_swap_gets_its_own_folder_and_stamp(tmp_path, monkeypatch):
+    """Dense/hybrid runs (Table 17) name their folder and record the model; BM25 runs keep theirs."""
+    import numpy as np
+
+    import fhs.retrieval.dense as dense_module
+
+    class HashedWords:  # a stand-in encoder: words hashed into 64 dimensions
+        key = "hashed-words"
+
+        def encode(self, texts, *, batch_size=32, progress=None):
+            rows = np.zeros((len(texts), 64), dtype=np.float32)
+            for i, text in enumerate(texts):
+                for word in text.lower().split():
+                    rows[i, sum(map(ord, word)) % 64] += 1
+            return rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-9)
+
+    monkeypatch.setattr(dense_module, "make_encoder", lambda model: HashedWords())
+    monkeypatch.setenv("FHS_CACHE", str(tmp_path / "cache"))
+    study = Study.for_profile("smoke", tmp_path, progress=False)
+    facts = study.experiment("fincl").facts[:3]
+    bm25 = study.run("fincl", "direct", facts=facts)
+    dense = study.run("fincl", "direct", facts=facts, retriever="dense")
+    hybrid = study.run("fincl", "direct", facts=facts, retriever="hybrid", w_cov=1.0)
+    assert (bm25.path.name, dense.path.name, hybrid.path.name) == ("direct", "direct-dense", "direct-hybrid-wcov1")
+    stamp = json.loads((dense.path / "run-config.json").read_text())
+    assert stamp["retriever"]["kind"] == "dense" and stamp["retriever"]["model"] == "minilm-int8"
+    assert stamp["retrieval"]["w_cov"] == 0.0
+    assert "retriever" not in json.loads((bm25.path / "run-config.json").read_text())
+
+    model = ModelChoice.resolve("smoke", cache=tmp_path / "responses.sqlite")
+    model._llm = SameAnswer()
+    first = study.run_llm("fincl", "structured", model, facts=facts)
+    swapped = study.run_llm("fincl", "structured", model, facts=facts, retriever="dense")
+    assert swapped.path.name.startswith("structured-dense-seed0-") and swapped.path != first.path
+    assert len(swapped.records) == 3
+    assert [r["hypotheses"] for r in swapped.records] == [r["hypotheses"] for r in first.records]

@@ -20,6 +20,7 @@ from fhs.data.sampling import sample_by_context
 from fhs.method.config import DEFAULT_CONFIG, FHSConfig
 from fhs.method.context import MethodContext
 from fhs.run.evaluate import RunsEstimate, metric_interval, runs_estimate
+from fhs.retrieval.kinds import DEFAULT_RETRIEVER, retriever_inputs
 from fhs.run.inputs import Experiment, ModelChoice, cached_retriever, load_experiment, retrieval_config
 from fhs.run.profiles import Profile, get_profile
 from fhs.run.records import read_records
@@ -90,45 +91,54 @@ class Study:
         return self.configurations.get(dataset, DEFAULT_CONFIG)
 
     def run_llm(self, dataset: str, method: str, model: ModelChoice, *, config: FHSConfig | None = None,
-                tag: str = "", facts: list[Fact] | None = None, w_cov: float | None = None) -> Run:
+                tag: str = "", facts: list[Fact] | None = None, w_cov: float | None = None,
+                retriever: str = DEFAULT_RETRIEVER) -> Run:
         """Run an LLM method (or ``direct`` with the shared selector) with ``model`` on the profile's sample.
 
         Records live in ``<dataset>/<method>[-tag]-seed<seed>``; the model, the
-        seed and every FHS knob are part of the run's recorded configuration.
+        seed, every FHS knob and a non-default ``retriever`` are part of the run's recorded configuration.
         Without ``config`` the profile's budgets carry the dataset's named
         configuration (:meth:`configuration`).
         """
         if config is None and self.configuration(dataset) != DEFAULT_CONFIG:
             config = model.profile.fhs_config().with_named(self.configuration(dataset))
         experiment = self.experiment(dataset)
-        retriever = cached_retriever(experiment.taxonomy, retrieval_config(experiment.spec.taxonomy, w_cov=w_cov))
-        scoped = Experiment(experiment.spec, experiment.taxonomy, experiment.facts, retriever)
+        searcher = cached_retriever(experiment.taxonomy,
+                                    retrieval_config(experiment.spec.taxonomy, retriever, w_cov=w_cov), retriever)
+        scoped = Experiment(experiment.spec, experiment.taxonomy, experiment.facts, searcher)
         ctx = scoped.llm_context(model, config)
         settings = {"model": model.describe(), "fhs": ctx.config.to_dict()}
         name_tag = "-".join(part for part in (tag, f"seed{model.seed}") if part)
         return self.run(dataset, method, w_cov=w_cov, llm=True, tag=name_tag, facts=facts, settings=settings,
-                        llm_context=ctx, workers=model.profile.workers)
+                        llm_context=ctx, workers=model.profile.workers, retriever=retriever)
 
     def run(self, dataset: str, method: str, *, w_cov: float | None = None, llm: bool = False,
             ctx_options: dict[str, Any] | None = None, tag: str = "", facts: list[Fact] | None = None,
             settings: dict[str, Any] | None = None, llm_context: MethodContext | None = None,
-            workers: int = 1, **context: Any) -> Run:
+            workers: int = 1, retriever: str = DEFAULT_RETRIEVER, **context: Any) -> Run:
         """Run (or reload) ``method`` on ``dataset`` under this profile; records are cached on disk.
 
         ``settings`` (model, backend, FHS knobs) join the run's recorded
         configuration, so records made with other settings are never mixed in;
-        a larger sample only adds the facts not yet recorded.
+        a larger sample only adds the facts not yet recorded. A dense or hybrid
+        ``retriever`` (label coverage off unless ``w_cov`` is given) names its
+        own folder (``<method>-<retriever>...``) and is recorded with its
+        embedding model; BM25 runs keep their folder and configuration.
         """
         experiment = self.experiment(dataset)
-        config = retrieval_config(experiment.spec.taxonomy, w_cov=w_cov)
-        retriever = cached_retriever(experiment.taxonomy, config)
+        config = retrieval_config(experiment.spec.taxonomy, retriever, w_cov=w_cov)
+        searcher = cached_retriever(experiment.taxonomy, config, retriever)
         facts = self.facts(dataset, llm=llm) if facts is None else facts
-        name = method + (f"-wcov{config.w_cov:g}" if config.w_cov != 1.0 else "") + (f"-{tag}" if tag else "")
+        default_wcov = retrieval_config(experiment.spec.taxonomy, retriever).w_cov
+        name = method + (f"-{retriever}" if retriever != DEFAULT_RETRIEVER else "") \
+            + (f"-wcov{config.w_cov:g}" if config.w_cov != default_wcov else "") + (f"-{tag}" if tag else "")
         ctx = llm_context or Experiment(experiment.spec, experiment.taxonomy, experiment.facts,
-                                        retriever).method_context(options=ctx_options or {}, **context)
+                                        searcher).method_context(options=ctx_options or {}, **context)
         run_config = {"dataset": dataset, "method": method,
                       "retrieval": {"w_cov": config.w_cov, "pool_multiplier": config.pool_multiplier,
                                     "top_k": config.top_k}, **(settings or {})}
+        if retriever != DEFAULT_RETRIEVER:
+            run_config["retriever"] = {"kind": retriever, **retriever_inputs(searcher)}
         if settings:
             # Model and FHS settings pick the folder: changed settings start a new run (the
             # response cache still replays every unchanged call) instead of mixing records.

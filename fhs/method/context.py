@@ -22,7 +22,7 @@ from fhs.llm.contract import LLM, Request, Response
 from fhs.method.config import FHSConfig
 from fhs.method.ledger import VerdictLedger
 from fhs.method.selector import select
-from fhs.retrieval.bm25 import Retriever
+from fhs.retrieval.kinds import Searcher
 
 
 @dataclass
@@ -34,7 +34,7 @@ class MethodContext:
     """
 
     taxonomy: Taxonomy
-    retriever: Retriever
+    retriever: Searcher  # bm25, dense or hybrid (fhs.retrieval.kinds)
     llm: LLM | None = None
     domain: Domain | None = None
     config: FHSConfig = field(default_factory=FHSConfig)

@@ -1,1 +1,1 @@
-"""Layer 2: lexical retrieval over a taxonomy (BM25 + label coverage) and rank fusion."""
+"""Layer 2: retrieval over a taxonomy (BM25 + label coverage, dense, hybrid) and rank fusion."""

@@ -144,6 +144,8 @@ class _Partition:
 class Retriever:
     """BM25 + label coverage over a taxonomy, searched within the fact's datatype."""
 
+    kind = "bm25"
+
     def __init__(self, taxonomy: Taxonomy, config: RetrievalConfig = RetrievalConfig(),
                  cache_key: str | None = None) -> None:
         """``cache_key``: a digest of the taxonomy's content; with it, built indexes are kept on

@@ -1,4 +1,4 @@
-"""Everything one run needs, loaded once: facts, taxonomy and a retriever.
+"""Everything one run needs, loaded once: facts, taxonomy and a retriever (bm25, dense or hybrid).
 
 Chapters and the command line both start here, so a notebook and ``fhs run``
 see the same facts, the same index and the same retrieval settings.
@@ -17,7 +17,9 @@ from fhs.data.facts import Fact
 from fhs.data.taxonomy import Taxonomy
 from fhs.method.config import FHSConfig
 from fhs.method.context import MethodContext
-from fhs.retrieval.bm25 import RetrievalConfig, Retriever
+from fhs.retrieval.bm25 import RetrievalConfig
+from fhs.retrieval.encoders import DEFAULT_MODEL
+from fhs.retrieval.kinds import DEFAULT_RETRIEVER, Searcher, make_retriever, retriever_inputs
 from fhs.run.profiles import Profile, get_profile
 from fhs.run.stamp import facts_digest, file_digest, files_digest, taxonomy_digest
 
@@ -34,7 +36,7 @@ class Experiment:
     spec: DatasetSpec
     taxonomy: Taxonomy
     facts: list[Fact]
-    retriever: Retriever
+    retriever: Searcher
     domain: str | None = None  # a domain name or YAML path overriding the dataset's own
 
     def domain_name(self) -> str:
@@ -54,6 +56,8 @@ class Experiment:
         from fhs.method.prompting import PROMPTS_DIR
 
         inputs = {"facts": facts_digest(self.facts), "taxonomy": taxonomy_digest(self.taxonomy)}
+        if retriever_inputs(self.retriever):  # dense/hybrid: the embedding model's files
+            inputs["retriever"] = retriever_inputs(self.retriever)
         if llm:
             inputs["domain"] = file_digest(domain_path(self.domain_name()))
             inputs["prompts"] = files_digest(PROMPTS_DIR.glob("*.txt"))
@@ -74,22 +78,37 @@ class Experiment:
         return MethodContext(taxonomy=self.taxonomy, retriever=self.retriever, options=options, **kw)
 
 
-_RETRIEVERS: dict[tuple[int, RetrievalConfig], tuple[Taxonomy, Retriever]] = {}
+_RETRIEVERS: dict[tuple, tuple[Taxonomy, Searcher]] = {}
 
 
-def cached_retriever(taxonomy: Taxonomy, config: RetrievalConfig, cache_key: str | None = None) -> Retriever:
-    """Index a taxonomy once per process and configuration (keyed on the object itself).
+def cached_retriever(taxonomy: Taxonomy, config: RetrievalConfig, kind: str = DEFAULT_RETRIEVER,
+                     model: str = DEFAULT_MODEL, cache_key: str | None = None) -> Searcher:
+    """Index a taxonomy once per process, retriever and configuration (keyed on the object itself).
 
-    ``cache_key`` (a digest of the taxonomy file) also keeps the index on disk across runs.
+    ``hybrid`` reuses the ``dense`` retriever of the same taxonomy, so the
+    embedding matrix is read once. ``cache_key`` (a digest of a user's taxonomy
+    file) also keeps a BM25 index on disk across runs.
     """
-    key = (id(taxonomy), config)
+    key = (id(taxonomy), config, kind, model if kind != "bm25" else None)
     if key not in _RETRIEVERS:
-        _RETRIEVERS[key] = (taxonomy, Retriever(taxonomy, config, cache_key))  # holding it keeps id() unique
+        options: dict = {}
+        if kind == "bm25":
+            options = {"cache_key": cache_key}
+        elif kind == "dense":
+            options = {"model": model}
+        elif kind == "hybrid":
+            options = {"dense": cached_retriever(taxonomy, replace(config, w_cov=0.0), "dense", model)}
+        # holding the taxonomy keeps id() unique
+        _RETRIEVERS[key] = (taxonomy, make_retriever(kind, taxonomy, config, **options))
     return _RETRIEVERS[key][1]
 
 
-def retrieval_config(taxonomy_name: str, **overrides) -> RetrievalConfig:
+def retrieval_config(taxonomy_name: str, retriever: str = DEFAULT_RETRIEVER, **overrides) -> RetrievalConfig:
+    """The taxonomy's settings; dense and hybrid leave label coverage off unless ``w_cov`` is given
+    (the authors' dense and hybrid retrievers have no coverage term)."""
     base = RETRIEVAL_DEFAULTS.get(taxonomy_name, RetrievalConfig())
+    if retriever != DEFAULT_RETRIEVER:
+        base = replace(base, w_cov=0.0)
     return replace(base, **{k: v for k, v in overrides.items() if v is not None})
 
 
@@ -100,6 +119,8 @@ def load_experiment(
     limit: int | None = None,
     w_cov: float | None = None,
     progress: bool = True,
+    retriever: str = DEFAULT_RETRIEVER,
+    dense_model: str = DEFAULT_MODEL,
     **retrieval_overrides,
 ) -> Experiment:
     from fhs.data.taxonomies import load_taxonomy
@@ -116,8 +137,9 @@ def load_experiment(
                          fix="check its files (see book/data.md)")
     if limit is not None:
         facts = facts[:limit]
-    config = retrieval_config(spec.taxonomy, w_cov=w_cov, **retrieval_overrides)
-    return Experiment(spec=spec, taxonomy=taxonomy, facts=facts, retriever=cached_retriever(taxonomy, config))
+    config = retrieval_config(spec.taxonomy, retriever, w_cov=w_cov, **retrieval_overrides)
+    return Experiment(spec=spec, taxonomy=taxonomy, facts=facts,
+                      retriever=cached_retriever(taxonomy, config, retriever, dense_model))
 
 
 def load_experiment_from_files(
@@ -126,10 +148,13 @@ def load_experiment_from_files(
     *,
     domain: str | None = None,
     w_cov: float | None = None,
+    retriever: str = DEFAULT_RETRIEVER,
+    dense_model: str = DEFAULT_MODEL,
     data: str | Path | None = None,
     **retrieval_overrides,
 ) -> Experiment:
-    """An adapter's own run: located facts (JSONL) against a taxonomy file or a built-in one by name.
+    """An adapter's own run: located facts (JSONL) against a taxonomy file or a built-in one by name,
+    searched with ``retriever``.
 
     A built-in taxonomy (``us-gaap-2024``, ``icd-10-cm``: the ``TAXONOMIES``
     registry) brings its own retrieval settings and the domain of the datasets
@@ -153,9 +178,9 @@ def load_experiment_from_files(
     facts = align_gold(read_facts(facts_path), taxonomy)
     spec = DatasetSpec(Path(facts_path).stem, "", "", taxonomy.name, f"facts from {facts_path}",
                        domain=domain or own_domain)
-    config = retrieval_config(taxonomy.name, w_cov=w_cov, **retrieval_overrides)
+    config = retrieval_config(taxonomy.name, retriever, w_cov=w_cov, **retrieval_overrides)
     return Experiment(spec=spec, taxonomy=taxonomy, facts=facts,
-                      retriever=cached_retriever(taxonomy, config,
+                      retriever=cached_retriever(taxonomy, config, retriever, dense_model,
                                                  None if name in TAXONOMIES else file_digest(taxonomy_path)),
                       domain=domain)
 

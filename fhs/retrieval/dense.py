@@ -1,0 +1,245 @@
+"""Dense first-stage retrieval: exact cosine over cached concept embeddings (Table 17's swap).
+
+Every concept's ``index_text`` (``<id>. <label>. <definition>``, the text BM25
+indexes) is embedded once per taxonomy and model; a query is embedded bare
+(MiniLM has no query instruction). The score is the exact cosine -- one
+matrix-vector product of unit vectors in numpy; no approximate index, which at
+17k-73k concepts would save a few milliseconds against the query's own
+embedding and would not compose with the datatype filter. The datatype filter
+uses the same partitions as BM25. Scores are range-normalised over the
+returned list. Label coverage (Eq. 6) is off by default and, when
+``w_cov > 0``, added to the range-normalised cosine over the pool (the
+"+cov" variant).
+
+Concept embeddings are cached as ``.npy`` under ``cache_dir("dense")``, keyed
+by the taxonomy, the model key (name, weights hash, window) and a hash of the
+concept texts; the first build shows a progress bar.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from fhs.core.files import atomic_write, cache_dir
+from fhs.core.text import tokenize
+from fhs.data.taxonomy import Taxonomy
+from fhs.retrieval.bm25 import Ranking, RetrievalConfig, Retriever, top_k_order
+from fhs.retrieval.encoders import DEFAULT_MODEL, Encoder, make_encoder
+
+def concept_texts(taxonomy: Taxonomy) -> list[str]:
+    """What is embedded for each concept: the BM25 document text, ``<id>. <label>. <definition>``."""
+    return [concept.index_text for concept in taxonomy.concepts]
+
+
+def texts_hash(texts: Sequence[str]) -> str:
+    digest = hashlib.sha256()
+    for text in texts:
+        digest.update(text.encode("utf-8"))
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def embedding_cache_path(root: Path, taxonomy_name: str, model_key: str, text_hash: str) -> Path:
+    safe = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in taxonomy_name)
+    return root / "dense" / f"{safe}--{model_key}--{text_hash[:16]}.npy"
+
+
+def save_npy_atomic(path: Path, array: np.ndarray) -> None:
+    """``np.save`` through ``atomic_write``: readers never see half a matrix."""
+    buffer = io.BytesIO()
+    np.save(buffer, array)
+    with atomic_write(path, "wb") as handle:
+        handle.write(buffer.getvalue())
+
+
+CHECKPOINT_EVERY = 4096  # concepts embedded between two saves of a partial build
+
+
+def _load_rows(path: Path, rows: int | None = None) -> np.ndarray | None:
+    """A float32 matrix from ``path`` (with ``rows`` rows when given), or None if unusable."""
+    try:
+        matrix = np.load(path)
+    except (OSError, ValueError, EOFError):
+        return None
+    ok = matrix.ndim == 2 and matrix.dtype == np.float32 and (rows is None or matrix.shape[0] == rows)
+    return matrix if ok else None
+
+
+def load_or_build_embeddings(taxonomy: Taxonomy, encoder: Encoder, *, cache_root: Path | None = None,
+                             use_cache: bool = True, progress: bool = True,
+                             batch_size: int = 32) -> tuple[np.ndarray, dict]:
+    """The (concepts x dim) unit matrix, from the cache or built once with a progress bar.
+
+    A long build (ICD-10-CM: 72,621 codes) saves its rows every ``CHECKPOINT_EVERY``
+    concepts to ``<cache file>.partial.npy``; an interrupted build resumes from there.
+    """
+    texts = concept_texts(taxonomy)
+    path = embedding_cache_path(cache_dir(root=cache_root), taxonomy.name, encoder.key, texts_hash(texts))
+    partial = path.with_name(path.stem + ".partial.npy")
+    started = time.perf_counter()
+    if use_cache and path.is_file():
+        matrix = _load_rows(path, len(texts))
+        if matrix is not None:
+            return matrix, {"cache": "hit", "path": str(path), "seconds": time.perf_counter() - started}
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # similar lengths batch with less padding
+    done = _load_rows(partial) if use_cache and partial.is_file() else None
+    if done is not None and done.shape[0] > len(texts):
+        done = None
+    chunks = [done] if done is not None else []
+    resumed = 0 if done is None else done.shape[0]
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(texts), initial=resumed, desc=f"embedding {taxonomy.name} ({encoder.key})",
+                   unit="concept")
+    try:
+        for start in range(resumed, len(texts), CHECKPOINT_EVERY):
+            batch = [texts[i] for i in order[start:start + CHECKPOINT_EVERY]]
+            chunks.append(encoder.encode(batch, batch_size=batch_size, progress=bar.update if bar else None))
+            if use_cache and start + CHECKPOINT_EVERY < len(texts):
+                save_npy_atomic(partial, np.concatenate(chunks))
+    finally:
+        if bar:
+            bar.close()
+    rows = np.concatenate(chunks) if chunks else np.zeros((0, 0), dtype=np.float32)
+    matrix = np.zeros_like(rows)
+    matrix[np.asarray(order, dtype=np.int64)] = rows
+    seconds = time.perf_counter() - started
+    if use_cache:
+        save_npy_atomic(path, matrix)
+        partial.unlink(missing_ok=True)
+    built = len(texts) - resumed
+    return matrix, {"cache": "built", "path": str(path), "seconds": seconds, "resumed_from": resumed,
+                    "concepts_per_second": built / seconds if seconds else None}
+
+
+def _range(values: np.ndarray) -> np.ndarray:
+    if values.size == 0:
+        return values
+    low, high = values.min(), values.max()
+    return (values - low) / (high - low) if high > low else np.zeros_like(values)
+
+
+@dataclass
+class _DensePartition:
+    positions: np.ndarray
+    ids: list[str]
+    rows: np.ndarray | None = None  # the partition's embeddings, contiguous (copied once, not per query)
+
+
+class DenseRetriever:
+    """Exact-cosine search over cached concept embeddings; same interface as the BM25 ``Retriever``."""
+
+    kind = "dense"
+
+    def __init__(self, taxonomy: Taxonomy, config: RetrievalConfig = RetrievalConfig(w_cov=0.0), *,
+                 model: str = DEFAULT_MODEL, encoder: Encoder | None = None, cache_root: Path | None = None,
+                 use_cache: bool = True, progress: bool = True, query_cache_size: int = 4096) -> None:
+        self.taxonomy = taxonomy
+        self.config = config
+        self.model = model
+        self._encoder = encoder
+        self.cache_root = cache_root
+        self.use_cache = use_cache
+        self.progress = progress
+        self.build_info: dict = {}
+        self._matrix: np.ndarray | None = None
+        self._lock = threading.Lock()
+        self._partitions: dict[str | None, _DensePartition] = {}
+        self._groups: dict[str, list[int]] = {}
+        for position, concept in enumerate(taxonomy.concepts):
+            self._groups.setdefault(concept.datatype, []).append(position)
+        self._lexical: Retriever | None = None  # only for label coverage (w_cov > 0)
+        self._queries: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._query_cache_size = query_cache_size
+        self._query_lock = threading.Lock()
+
+    @property
+    def encoder(self) -> Encoder:
+        if self._encoder is None:
+            with self._lock:
+                if self._encoder is None:
+                    self._encoder = make_encoder(self.model)
+        return self._encoder
+
+    @property
+    def matrix(self) -> np.ndarray:
+        """The unit embedding of every concept, in taxonomy order (built or read once)."""
+        if self._matrix is None:
+            encoder = self.encoder
+            with self._lock:
+                if self._matrix is None:
+                    self._matrix, self.build_info = load_or_build_embeddings(
+                        self.taxonomy, encoder, cache_root=self.cache_root, use_cache=self.use_cache,
+                        progress=self.progress)
+        return self._matrix
+
+    def partition_for(self, datatype: str | None) -> _DensePartition:
+        """The same partitions as BM25: the fact's datatype, or every concept when it is unknown."""
+        key = datatype if (self.config.type_filter and datatype in self._groups) else None
+        part = self._partitions.get(key)
+        if part is None:
+            positions = np.arange(len(self.taxonomy)) if key is None else np.asarray(self._groups[key])
+            part = _DensePartition(positions, [self.taxonomy.concepts[p].id for p in positions])
+            self._partitions[key] = part
+        return part
+
+    def warm_up(self) -> "DenseRetriever":
+        self.matrix
+        for datatype in self._groups if self.config.type_filter else [None]:
+            self.partition_for(datatype)
+        return self
+
+    def query_vector(self, query: str) -> np.ndarray:
+        vector = self._queries.get(query)
+        if vector is None:
+            vector = self.encoder.encode([query])[0]  # onnxruntime sessions are thread-safe
+            with self._query_lock:  # facts run in threads share the memo
+                self._queries[query] = vector
+                while len(self._queries) > self._query_cache_size:
+                    self._queries.popitem(last=False)
+        return vector
+
+    def scores(self, query: str, datatype: str | None = None) -> tuple[_DensePartition, np.ndarray]:
+        part = self.partition_for(datatype)
+        if part.rows is None:
+            matrix = self.matrix
+            whole = part.positions.size == matrix.shape[0]
+            part.rows = matrix if whole else np.ascontiguousarray(matrix[part.positions])
+        return part, part.rows @ self.query_vector(query)
+
+    def search(self, query: str, datatype: str | None = None, top_k: int | None = None) -> Ranking:
+        k = self.config.top_k if top_k is None else top_k
+        part, cosine = self.scores(query, datatype)
+        if self.config.w_cov <= 0:
+            order = top_k_order(cosine, k)
+            return Ranking(tuple(part.ids[i] for i in order), tuple(float(s) for s in _range(cosine[order])))
+        pool = top_k_order(cosine, k * self.config.pool_multiplier) if self.config.pool_multiplier > 0 \
+            else np.arange(cosine.size)
+        return with_coverage(self.lexical(), self.config.w_cov, datatype, query, pool, _range(cosine[pool]), part.ids, k)
+
+    def lexical(self) -> Retriever:
+        if self._lexical is None:
+            self._lexical = Retriever(self.taxonomy, replace(self.config, w_cov=0.0))
+        return self._lexical
+
+
+def with_coverage(lexical: Retriever, w_cov: float, datatype: str | None, query: str, pool: np.ndarray,
+                   base: np.ndarray, ids: Sequence[str], k: int) -> Ranking:
+    """``base + w_cov (|Q∩L|/|L| + |Q∩L|/|Q|)`` over a pool of partition rows (Eq. 6's second term)."""
+    part = lexical.partition_for(datatype)  # same rows, same order as the dense partition
+    cov_label, cov_query = Retriever.coverage(part, set(tokenize(query)), pool)
+    score = base + w_cov * (cov_label + cov_query)
+    id_rank = part.id_rank[pool]
+    order = np.lexsort((id_rank, -cov_query, -cov_label, -score))[:k]
+    return Ranking(tuple(ids[pool[i]] for i in order), tuple(float(score[i]) for i in order))

@@ -1,0 +1,243 @@
+"""Dense and hybrid retrieval: ranking, type filter, caching and fusion on tiny fixtures.
+
+A fake encoder (bag of words hashed into a few dimensions) stands in for the
+model, so these tests run without onnxruntime; one test marked ``model`` runs
+the real all-MiniLM-L6-v2 on a handful of concepts.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fhs.core.errors import InputError
+from fhs.data.taxonomy import Concept, Taxonomy
+from fhs.retrieval.bm25 import Ranking, RetrievalConfig, Retriever
+from fhs.retrieval.bm25 import top_k_order
+from fhs.retrieval.dense import DenseRetriever, load_or_build_embeddings, save_npy_atomic
+from fhs.retrieval.encoders import EXTRA, MODELS, OnnxEncoder, PackagedFile, locate, sha256_file
+from fhs.retrieval.hybrid import HybridRetriever, rrf_fuse
+from fhs.retrieval.kinds import make_retriever
+
+WORDS = ["asset", "sale", "revenue", "customer", "tax", "income", "lease", "cash", "debt", "nausea"]
+
+
+class FakeEncoder:
+    """One dimension per known word (plus a catch-all); counts calls and encoded texts."""
+
+    key = "fake-v1"
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.encoded = 0
+
+    def encode(self, texts, *, batch_size=32, progress=None):
+        self.calls += 1
+        self.encoded += len(texts)
+        rows = np.zeros((len(texts), len(WORDS) + 1), dtype=np.float32)
+        for i, text in enumerate(texts):
+            lowered = text.lower()
+            for j, word in enumerate(WORDS):
+                rows[i, j] = lowered.count(word)
+            rows[i, -1] = 0.1
+        if progress:
+            progress(len(texts))
+        return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
+def taxonomy() -> Taxonomy:
+    return Taxonomy.from_concepts("tiny", [
+        Concept("AssetsHeldForSale", "Assets held for sale", "Assets held for sale, carrying amount.", "monetary"),
+        Concept("Revenue", "Revenue from customers", "Revenue from contracts with customers.", "monetary"),
+        Concept("IncomeTaxExpense", "Income tax expense", "Tax on income.", "monetary"),
+        Concept("LeaseCount", "Number of leases", "How many leases.", "integer"),
+        Concept("CashCount", "Number of cash registers", "Cash registers.", "integer"),
+        Concept("Nausea", "Nausea", "Nausea and vomiting.", ""),
+    ])
+
+
+def retriever(tmp_path, **config) -> tuple[DenseRetriever, FakeEncoder]:
+    encoder = FakeEncoder()
+    cfg = RetrievalConfig(**{"w_cov": 0.0, **config})
+    return DenseRetriever(taxonomy(), cfg, encoder=encoder, cache_root=tmp_path, progress=False), encoder
+
+
+def test_ranks_by_cosine_within_the_datatype(tmp_path):
+    dense, _ = retriever(tmp_path)
+    ranking = dense.search("revenue from customer contracts", "monetary")
+    assert ranking.ids[0] == "Revenue"
+    assert set(ranking.ids) == {"AssetsHeldForSale", "Revenue", "IncomeTaxExpense"}  # type filter
+    assert ranking.scores[0] == 1.0 and ranking.scores[-1] == 0.0  # range-normalised over the list
+    assert list(ranking.scores) == sorted(ranking.scores, reverse=True)
+
+
+def test_unknown_datatype_searches_everything_and_top_k_cuts(tmp_path):
+    dense, _ = retriever(tmp_path, top_k=2)
+    ranking = dense.search("nausea", "no-such-type")
+    assert ranking.ids[0] == "Nausea" and len(ranking.ids) == 2
+    assert len(dense.search("nausea", None, top_k=10).ids) == 6
+    unfiltered, _ = retriever(tmp_path, type_filter=False)
+    assert "Nausea" in unfiltered.search("lease", "integer").ids
+
+
+def test_ties_break_by_document_order():
+    scores = np.array([0.5, 0.9, 0.5, 0.9, 0.1])
+    assert list(top_k_order(scores, 4)) == [1, 3, 0, 2]
+    assert list(top_k_order(scores, 10)) == [1, 3, 0, 2, 4]
+    assert top_k_order(scores, 0).size == 0
+
+
+def test_embeddings_are_cached_once_per_texts_and_model(tmp_path):
+    first, encoder = retriever(tmp_path)
+    first.warm_up()
+    assert first.build_info["cache"] == "built" and encoder.encoded == 6
+    files = list((tmp_path / "dense").glob("*.npy"))
+    assert len(files) == 1 and not list((tmp_path / "dense").glob("*.tmp"))
+    second, encoder2 = retriever(tmp_path)
+    second.warm_up()
+    assert second.build_info["cache"] == "hit" and encoder2.encoded == 0
+    np.testing.assert_array_equal(first.matrix, second.matrix)
+    # Another concept text -> another key; another model -> another key.
+    changed = Taxonomy.from_concepts("tiny", list(taxonomy().concepts[:-1]) + [Concept("Nausea", "Nausea", "", "")])
+    other = DenseRetriever(changed, RetrievalConfig(w_cov=0.0), encoder=FakeEncoder(), cache_root=tmp_path,
+                           progress=False)
+    other.warm_up()
+    assert other.build_info["cache"] == "built"
+    renamed = FakeEncoder()
+    renamed.key = "fake-v2"
+    load_or_build_embeddings(taxonomy(), renamed, cache_root=tmp_path, progress=False)
+    assert len(list((tmp_path / "dense").glob("*.npy"))) == 3
+
+
+def test_a_corrupt_cache_file_is_rebuilt(tmp_path):
+    dense, _ = retriever(tmp_path)
+    dense.warm_up()
+    path = next((tmp_path / "dense").glob("*.npy"))
+    path.write_bytes(b"not a numpy file")
+    again, encoder = retriever(tmp_path)
+    again.warm_up()
+    assert again.build_info["cache"] == "built" and encoder.encoded == 6
+
+
+def test_an_interrupted_build_resumes_from_its_checkpoint(tmp_path, monkeypatch):
+    import fhs.retrieval.dense as dense_module
+
+    monkeypatch.setattr(dense_module, "CHECKPOINT_EVERY", 2)
+    reference, _ = load_or_build_embeddings(taxonomy(), FakeEncoder(), use_cache=False, progress=False)
+
+    class Crashes(FakeEncoder):
+        def encode(self, texts, **kw):
+            if self.calls == 2:
+                raise KeyboardInterrupt
+            return super().encode(texts, **kw)
+
+    with pytest.raises(KeyboardInterrupt):
+        load_or_build_embeddings(taxonomy(), Crashes(), cache_root=tmp_path, progress=False)
+    assert [p.name.endswith(".partial.npy") for p in (tmp_path / "dense").iterdir()] == [True]
+    again = FakeEncoder()
+    matrix, info = load_or_build_embeddings(taxonomy(), again, cache_root=tmp_path, progress=False)
+    assert info["resumed_from"] == 4 and again.encoded == 2  # two chunks of two were kept
+    np.testing.assert_allclose(matrix, reference)
+    assert [p.name.endswith(".partial.npy") for p in (tmp_path / "dense").iterdir()] == [False]
+
+
+def test_atomic_write_leaves_no_partial_file(tmp_path):
+    target = tmp_path / "x" / "a.npy"
+    save_npy_atomic(target, np.arange(3, dtype=np.float32))
+    np.testing.assert_array_equal(np.load(target), np.arange(3, dtype=np.float32))
+    assert [p.name for p in target.parent.iterdir()] == ["a.npy"]
+
+
+def test_query_embeddings_are_reused(tmp_path):
+    dense, encoder = retriever(tmp_path)
+    dense.warm_up()
+    calls = encoder.calls
+    dense.search("tax on income", "monetary")
+    dense.search("tax on income", "monetary", top_k=1)
+    assert encoder.calls == calls + 1
+
+
+def test_coverage_variant_adds_eq6_terms(tmp_path):
+    dense, _ = retriever(tmp_path, w_cov=1.0)
+    ranking = dense.search("income tax expense", "monetary")
+    assert ranking.ids[0] == "IncomeTaxExpense"
+    assert ranking.scores[0] == pytest.approx(1.0 + 1.0 + 1.0)  # normalised cosine 1 + |Q∩L|/|L| + |Q∩L|/|Q|
+
+
+def test_rrf_fusion_rule():
+    a = Ranking(("x", "y", "z"), (3.0, 2.0, 1.0))
+    b = Ranking(("y", "w", "x"), (3.0, 2.0, 1.0))
+    fused = rrf_fuse([a, b], kappa=60)
+    # y: 1/62 + 1/61, x: 1/61 + 1/63, then w (1/62) and z (1/63)
+    assert fused.ids == ("y", "x", "w", "z")
+    assert fused.scores[0] == 1.0 and fused.scores[-1] == 0.0
+    tie = rrf_fuse([Ranking(("b",), (1.0,)), Ranking(("a",), (1.0,))])
+    assert tie.ids == ("a", "b")  # equal fused scores: by id
+
+
+def test_hybrid_fuses_bm25_without_coverage_and_dense(tmp_path):
+    dense, _ = retriever(tmp_path)
+    hybrid = HybridRetriever(taxonomy(), RetrievalConfig(w_cov=0.0), dense=dense)
+    assert hybrid.bm25.config.w_cov == 0.0
+    query = "assets held for sale"
+    expected = rrf_fuse([hybrid.bm25.search(query, "monetary", 200), dense.search(query, "monetary", 200)])
+    got = hybrid.search(query, "monetary")
+    assert got == expected and got.ids[0] == "AssetsHeldForSale"
+    with_cov = HybridRetriever(taxonomy(), RetrievalConfig(w_cov=1.0), dense=dense).search(query, "monetary")
+    assert with_cov.ids[0] == "AssetsHeldForSale" and with_cov.scores[0] > 1.0
+
+
+def test_make_retriever_and_shared_interface(tmp_path):
+    tax = taxonomy()
+    assert isinstance(make_retriever("bm25", tax, RetrievalConfig()), Retriever)
+    dense = make_retriever("dense", tax, RetrievalConfig(w_cov=0.0), encoder=FakeEncoder(), cache_root=tmp_path,
+                           progress=False)
+    for r in (dense, make_retriever("hybrid", tax, RetrievalConfig(w_cov=0.0), dense=dense)):
+        ranking = r.search("cash registers", "integer")
+        assert isinstance(ranking, Ranking) and ranking.rank_of(["CashCount"]) == 1
+        assert r.config.top_k == 200
+    with pytest.raises(InputError):
+        make_retriever("colbert", tax, RetrievalConfig())
+
+
+def test_missing_package_or_bad_hash_names_the_package(tmp_path, monkeypatch):
+    with pytest.raises(InputError, match="not-a-real-package==1.0"):
+        locate(PackagedFile("not_a_real_package_xyz", "not-a-real-package==1.0", "m.onnx", "0" * 64))
+    pkg = tmp_path / "fakepkg_dense"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "m.onnx").write_bytes(b"weights")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(InputError, match="fakepkg==2.0"):
+        locate(PackagedFile("fakepkg_dense", "fakepkg==2.0", "m.onnx", "0" * 64))
+    good = sha256_file(pkg / "m.onnx")
+    assert locate(PackagedFile("fakepkg_dense", "fakepkg==2.0", "m.onnx", good)) == pkg / "m.onnx"
+
+
+def test_missing_runtime_is_one_line_naming_the_extra(monkeypatch):
+    monkeypatch.setitem(__import__("sys").modules, "onnxruntime", None)  # as if not installed
+    with pytest.raises(InputError) as caught:
+        OnnxEncoder(MODELS["minilm-int8"])
+    message = str(caught.value)
+    assert "\n" not in message and f"fhs[{EXTRA}]" in message and "onnxruntime" in message
+
+
+def test_import_does_not_load_the_runtime():
+    import subprocess
+    import sys
+
+    code = "import sys, fhs, fhs.retrieval.kinds; print(any(m in sys.modules for m in ('onnxruntime', 'torch', 'tokenizers')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+@pytest.mark.model
+def test_real_model_ranks_a_handful_of_concepts(tmp_path):
+    tax = taxonomy()
+    dense = DenseRetriever(tax, RetrievalConfig(w_cov=0.0), cache_root=tmp_path, progress=False)
+    dense.warm_up()
+    assert dense.matrix.shape == (6, 384)
+    np.testing.assert_allclose(np.linalg.norm(dense.matrix, axis=1), 1.0, atol=1e-5)
+    assert dense.search("sales to clients under contracts", "monetary").ids[0] == "Revenue"
+    assert dense.search("patient feels sick and throws up", None).ids[0] == "Nausea"
+
