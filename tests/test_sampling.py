@@ -30,4 +30,11 @@ def test_a_context_that_would_overshoot_by_more_than_half_is_skipped():
            for i in range(30)]
     for seed in range(5):
         sample = sample_by_context(small + big, 6, seed=seed)
-        assert 6 <= len(sample) <= 9 or {f.context_id for f in sample} == {"big"}
+        assert 6 <= len(sample) <= 9 and "big" not in {f.context_id for f in sample}
+
+
+def test_when_no_context_is_small_enough_the_smallest_is_the_sample():
+    facts = make_facts(1, 7) + [Fact(id=f"mid-{i}", context_id="mid", modality="text", value="1", datatype="t",
+                                     context="x", gold=("g",)) for i in range(5)]
+    sample = sample_by_context(facts, 2, seed=0)
+    assert {f.context_id for f in sample} == {"mid"} and len(sample) == 5
