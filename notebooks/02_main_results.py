@@ -59,6 +59,11 @@ relocation_documents = 6  # CodiEsp documents relocated by the LLM relocator for
 codiesp_config = "paper"  # named FHS configuration on CodiEsp: paper, or codiesp-authors (fhs/method/config.py)
 protocol_check = False  # True: a tiny-sample run of the protocol, not numbers to compare or record
 
+# %% tags=["remove-cell"]
+import time
+
+page_started = time.perf_counter()  # the page says at its end how long it took
+
 # %% [markdown]
 # The model, the sample and every FHS knob come from the profile; each call goes through
 # a persistent response cache, so re-executing this page replays the calls.
@@ -446,3 +451,7 @@ if protocol_check:
     print(f"PROTOCOL CHECK: {len(checked)} metrics produced; not compared with recorded values.")
 else:
     report.assert_ok()
+
+# %% tags=["remove-input"]
+print(f"page time: {time.perf_counter() - page_started:.0f} s (profile {profile}; "
+      "the Provenance page lists every chapter's time)")

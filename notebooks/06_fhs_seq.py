@@ -54,6 +54,11 @@ bootstrap_resamples = 2000
 cache_dir = ".fhs-cache"  # every model call is cached here; a rebuild replays it
 protocol_check = False  # True: a tiny-sample run of the protocol, not numbers to compare or record
 
+# %% tags=["remove-cell"]
+import time
+
+page_started = time.perf_counter()  # the page says at its end how long it took
+
 # %% [markdown]
 # The facts are the same context-level sample as the main-results chapter (on the cpu
 # profile only its first contexts, about 4 facts, since an episode costs up to 19 calls
@@ -289,3 +294,7 @@ if protocol_check:
     print(f"PROTOCOL CHECK: {len(checked)} metrics produced; not compared with recorded values.")
 else:
     report.assert_ok()
+
+# %% tags=["remove-input"]
+print(f"page time: {time.perf_counter() - page_started:.0f} s (profile {profile}; "
+      "the Provenance page lists every chapter's time)")

@@ -34,6 +34,11 @@ seed = 20260724  # unused here; kept so every chapter takes the profile's parame
 cache_dir = ".fhs-cache"  # every model call is cached here; a rebuild replays it
 baseline = "structured"  # the strongest baseline of Tables 4 and 5, fixed before any run
 
+# %% tags=["remove-cell"]
+import time
+
+page_started = time.perf_counter()  # the page says at its end how long it took
+
 # %%
 import html
 from dataclasses import replace
@@ -281,3 +286,7 @@ for name, value in checked.items():
         _, example, metric = name.split("/")
         assert round(value, 3) == PAPER_G[example][metric], f"{name}: {value:.3f} vs the paper's {PAPER_G[example][metric]}"
 report.assert_ok()
+
+# %% tags=["remove-input"]
+print(f"page time: {time.perf_counter() - page_started:.0f} s (profile {profile}; "
+      "the Provenance page lists every chapter's time)")

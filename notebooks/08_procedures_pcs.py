@@ -42,6 +42,11 @@ seed = 20260724  # bootstrap seed
 bootstrap_resamples = 2000
 cache_dir = ".fhs-cache"  # every model call is cached here
 
+# %% tags=["remove-cell"]
+import time
+
+page_started = time.perf_counter()  # the page says at its end how long it took
+
 # %%
 import contextlib
 import io
@@ -411,3 +416,7 @@ for method, run in runs.items():
 inputs = {"pcs/facts": facts_fingerprint(facts), "pcs/taxonomy": taxonomy_fingerprint(taxonomy),
           "pcs/domain": file_fingerprint(domain_file)}
 check(results, chapter="08_procedures_pcs", profile=profile, inputs=inputs).assert_ok()
+
+# %% tags=["remove-input"]
+print(f"page time: {time.perf_counter() - page_started:.0f} s (profile {profile}; "
+      "the Provenance page lists every chapter's time)")
