@@ -1,0 +1,195 @@
+"""The ``fhs`` command line's arguments: every subcommand, option and value check.
+
+Valid choices come from the registries, so a new method, dataset or knob appears in
+``--help`` and in the errors without touching this file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+from fhs.core.errors import InputError
+from fhs.data.datasets import DATASETS
+from fhs.data.domain import available_domains
+from fhs.data.taxonomies import TAXONOMIES
+from fhs.llm.factory import BACKENDS
+from fhs.llm.openai import STRUCTURED_MODES
+from fhs.method.config import DEFAULT_CONFIG, NAMED_CONFIGS
+from fhs.method.knobs import FUSION, NORMALISE, RENDER, WINDOW
+from fhs.method.registry import METHODS
+from fhs.retrieval.encoders import DEFAULT_MODEL, MODELS
+from fhs.retrieval.kinds import DEFAULT_RETRIEVER, RETRIEVERS
+from fhs.run.profiles import PROFILES
+
+
+COMMAND_LINE = "The fhs command line: run a method on a dataset, check a domain file, or benchmark retrieval."
+
+
+def names(registry) -> str:
+    """``a, b or c`` from a registry's keys: help texts list what the code accepts."""
+    names = list(registry)
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+
+
+def _add_data_args(parser: argparse.ArgumentParser, own_files: bool = False) -> None:
+    parser.add_argument("--dataset", required=not own_files, default=None,
+                        help=names(DATASETS) + (" (or --facts with --taxonomy)" if own_files else ""))
+    if own_files:
+        parser.add_argument("--facts", default=None, help="your own located facts (JSONL, see fhs/data/facts.py)")
+        parser.add_argument("--taxonomy", default=None,
+                            help=f"with --facts: a built-in taxonomy by name ({names(TAXONOMIES)}) or your own "
+                                 "concept file (JSONL/CSV/TSV with id, label[, definition, datatype])")
+        parser.add_argument("--domain", default=None,
+                            help=f"dimension set for LLM methods: {', '.join(available_domains())} or a domain YAML file")
+    parser.add_argument("--data", default=None, help="data directory (default: $FHS_DATA)")
+    parser.add_argument("--limit", type=_positive_int("limit"), default=None, help="use only the first N facts")
+    parser.add_argument("--retriever", choices=list(RETRIEVERS), default=DEFAULT_RETRIEVER,
+                        help="first-stage retriever: " + "; ".join(f"{k} = {v}" for k, v in RETRIEVERS.items()))
+    parser.add_argument("--dense-model", choices=list(MODELS), default=DEFAULT_MODEL,
+                        help=f"embedding model of dense and hybrid (default {DEFAULT_MODEL})")
+
+
+def _positive_int(name: str):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"--{name} expects a whole number, got {text!r}") from None
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"--{name} must be at least 1, got {value}")
+        return value
+    return parse
+
+
+def _weight(name: str):
+    """An argparse type: a finite number >= 0 (``nan`` and ``inf`` would poison every score)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"--{name} expects a number, got {text!r}") from None
+        if not math.isfinite(value) or value < 0:
+            raise argparse.ArgumentTypeError(f"--{name} must be a finite number >= 0, got {text}")
+        return value
+
+    return parse
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a bad option is the same one-line error and exit status 2 as any bad input."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise InputError(message, fix=f"see {self.prog} --help")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="fhs", description=COMMAND_LINE)
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    run = commands.add_parser("run", help="run one method on one dataset")
+    _add_data_args(run, own_files=True)
+    run.add_argument("--method", required=True, help=names(METHODS))
+    run.add_argument("--wcov", type=_weight("wcov"), default=None, help="label-coverage weight w_cov (default 1.0 for bm25, 0 for dense and hybrid)")
+    knobs = run.add_argument_group("FHS knobs", "each a configuration of the one FHS code path; a variant that "
+                                   "changes only these replays cached hypotheses and verdicts")
+    knobs.add_argument("--beta", type=_weight("beta"), default=None, help="verifier weight beta of Eq. 3 (default 0.6; 0 = no verifier)")
+    knobs.add_argument("--j", type=_positive_int("j"), default=None, help="hypotheses sampled per fact, J (default 2)")
+    knobs.add_argument("--fusion", choices=list(FUSION), default=None, help="RRF over the rankings: summed (paper) or mean")
+    knobs.add_argument("--normalise", choices=list(NORMALISE), default=None,
+                       help="fused scores range-normalised over the pool (paper) or raw")
+    knobs.add_argument("--render", choices=list(RENDER), default=None,
+                       help="query forms per hypothesis: both (paper), label only or definition only")
+    knobs.add_argument("--window", choices=list(WINDOW), default=None,
+                       help="verifier window: one candidate per category profile (paper) or the plain top K_v")
+    run.add_argument("--out", required=True, help="run directory for records.jsonl and metrics.json")
+    run.add_argument("--profile", default=None,
+                     help=f"{names(PROFILES)}: backend, model and sample size (default cpu for LLM methods)")
+    run.add_argument("--backend", default=None, help=f"{names(BACKENDS)} (default: the profile's)")
+    run.add_argument("--model", default=None, help="model name (default: the profile's)")
+    run.add_argument("--base-url", action="append", default=None,
+                     help="OpenAI-compatible server URL; repeat to spread requests over several servers")
+    run.add_argument("--structured", choices=STRUCTURED_MODES, default=None,
+                     help="how an OpenAI-compatible server gets the schema: json_schema (vLLM), "
+                          "json_object or gbnf (llama.cpp's server)")
+    run.add_argument("--seed", type=int, default=0, help="sampling seed (each hypothesis j samples with its own)")
+    run.add_argument("--sample", type=_positive_int("sample"), default=None,
+                     help="a context-level sample of about N facts (default: the profile's for LLM methods)")
+    run.add_argument("--cache", default=None, help="SQLite response cache (default $FHS_CACHE/llm/responses.sqlite)")
+    run.add_argument("--selector", choices=["on", "off"], default=None,
+                     help="the shared listwise selector (default: on for structured and fhs, off for direct)")
+    run.add_argument("--config", choices=list(NAMED_CONFIGS), default=DEFAULT_CONFIG,
+                     help="named FHS configuration: " + "; ".join(
+                         f"{c.name} = {c.description}" for c in NAMED_CONFIGS.values())
+                     + f" (default {DEFAULT_CONFIG})")
+    run.add_argument("--workers", type=_positive_int("workers"), default=None,
+                     help="facts processed at once, to keep a server busy (default: the profile's; 1 on the CPU)")
+    run.add_argument("--quiet", action="store_true", help="no progress bar")
+    run.add_argument("--fresh", action="store_true",
+                     help="discard the records already in --out instead of resuming from them")
+    run.add_argument("--replay-unparsed", action="store_true",
+                     help="serve cached answers that a stage could not parse (default: ask the model again)")
+    run.add_argument("--replay-from-any-server", action="store_true",
+                     help="reuse cached answers made by another server URL for the same model name")
+
+    domain = commands.add_parser("domain", help="check a domain file (dimensions, glosses, category profiles)")
+    domain.add_argument("action", choices=["check"])
+    domain.add_argument("file", help="domain YAML file (see fhs/data/domains/us-gaap.yaml)")
+    domain.add_argument("--taxonomy", default=None,
+                        help="concept file: also report categories that match no concept, and the profile count")
+
+    bench = commands.add_parser("bench", help="benchmarks that print ratios measured side by side")
+    bench.add_argument("what", choices=["retrieval", "llm"])
+    bench.add_argument("--dataset", action="append", default=None,
+                       help=f"{names(DATASETS)}; repeat for several (llm: default fincl and codiesp)")
+    bench.add_argument("--data", default=None, help="data directory (default: $FHS_DATA)")
+    bench.add_argument("--limit", type=int, default=None, help="retrieval: use only the first N facts")
+    bench.add_argument("--queries", type=_positive_int("queries"), default=None,
+                       help="retrieval: queries timed (default 2000 for bm25, 200 for dense and hybrid)")
+    bench.add_argument("--reference-queries", type=int, default=50, help="queries timed for rank-bm25")
+    bench.add_argument("--retriever", choices=list(RETRIEVERS), default=DEFAULT_RETRIEVER,
+                       help="retrieval: bm25 (against rank-bm25), or dense/hybrid measured beside BM25")
+    bench.add_argument("--dense-model", choices=list(MODELS), default=DEFAULT_MODEL,
+                       help=f"retrieval: embedding model of dense and hybrid (default {DEFAULT_MODEL})")
+    bench.add_argument("--embed-limit", type=_positive_int("embed-limit"), default=None,
+                       help="dense/hybrid: time the cold embedding on the first N concepts only "
+                            "(default: the whole taxonomy, in a scratch folder)")
+    bench.add_argument("--methods", default="direct,structured,fhs",
+                       help=f"llm: comma-separated, from {names(METHODS)}")
+    bench.add_argument("--facts", type=int, default=3, help="llm: facts per dataset (whole contexts)")
+    bench.add_argument("--profile", default="cpu", help=f"llm: {names(PROFILES)}")
+    bench.add_argument("--backend", default=None, help=f"llm: {names(BACKENDS)} (default: the profile's)")
+    bench.add_argument("--model", default=None, help="llm: model name (default: the profile's)")
+    bench.add_argument("--cache", default=None,
+                       help="llm: a response cache to reuse (default: a fresh temporary one, so the model is measured)")
+    bench.add_argument("--out", default=None, help="llm: also write the result as JSON here")
+
+    show = commands.add_parser("show", help="write an offline HTML page showing what a run did with chosen facts")
+    show.add_argument("run_dir", help="a run directory (the --out of `fhs run`, or one under runs/<profile>/)")
+    show.add_argument("--fact", action="append", default=[], help="a fact id (repeat for several facts on one page)")
+    show.add_argument("--compare", action="append", default=[],
+                      help="another run directory shown side by side (repeat for more)")
+    show.add_argument("--out", default=None, help="the HTML file (default: RUN_DIR/show.html)")
+    show.add_argument("--list", action="store_true", help="print the run's fact ids with their gold rank, and stop")
+    show.add_argument("--data", default=None, help="data directory (default: $FHS_DATA)")
+
+    taxonomy = commands.add_parser("taxonomy", help="built-in taxonomies as files")
+    taxonomy_commands = taxonomy.add_subparsers(dest="taxonomy_command", required=True)
+    export = taxonomy_commands.add_parser("export", help="write a built-in taxonomy as a concept file")
+    export.add_argument("name", help=names(TAXONOMIES))
+    export.add_argument("--out", required=True, help="the concept file (.jsonl, .csv or .tsv)")
+    export.add_argument("--data", default=None, help="data directory (default: $FHS_DATA)")
+
+    facts = commands.add_parser("facts", help="located facts from your own sources")
+    facts_commands = facts.add_subparsers(dest="facts_command", required=True)
+    from_ixbrl = facts_commands.add_parser("from-ixbrl", help="the located facts of inline-XBRL filings (.htm or .htm.gz)")
+    from_ixbrl.add_argument("filings", nargs="+", help="one or more inline-XBRL filings")
+    from_ixbrl.add_argument("--out", required=True, help="the facts file (JSONL), for `fhs run --facts`")
+    from_ixbrl.add_argument("--taxonomy", default="us-gaap-2024",
+                            help="datatypes come from this taxonomy, and facts whose gold is outside it are "
+                                 "dropped, as the ixbrl dataset does (a name, a concept file, or 'none')")
+    from_ixbrl.add_argument("--keep-unreachable", action="store_true",
+                            help="keep facts whose gold concepts are all outside the taxonomy")
+    from_ixbrl.add_argument("--data", default=None, help="data directory (default: $FHS_DATA)")
+    return parser
