@@ -60,11 +60,9 @@ import time
 page_started = time.perf_counter()  # the page says at its end how long it took
 
 # %% [markdown]
-# The facts are the same context-level sample as the main-results chapter (on the cpu
-# profile only its first contexts, about 4 facts, since an episode costs up to 19 calls
-# where FHS costs 4; `notebooks/profiles.yaml` says so), and the response cache is shared
-# with it: FHS-Seq's round 1 asks exactly FHS's questions, so
-# its two generator calls and its round-1 verifier calls replay FHS's answers.
+# The facts are the same context-level sample as the main-results chapter, and the
+# response cache is shared with it: FHS-Seq's round 1 asks exactly FHS's questions, so its
+# two generator calls and its round-1 verifier calls replay FHS's answers.
 
 # %%
 from dataclasses import replace
