@@ -234,3 +234,26 @@ def test_parse_fields_is_forgiving_about_form():
     assert parse_fields('```json\n{"Query": ["a", "b"]}\n```', ("query",)) == {"query": "a b"}
     assert parse_fields("[1, 2]", ("query",)) is None
     assert parse_fields('{"critique": 3}', ("critique", "query")) == {"critique": "3", "query": ""}
+
+
+def test_table_11_pilot_reads_the_records_both_sampling_methods_write():
+    """The ablation chapter's Table 11 reads parallel and parallel-diverse records as they are written."""
+    from fhs.run.rescore import pilot
+
+    plain = METHODS["parallel"](FACT, context(ScriptedLLM({
+        "parallel": [query("Nonvested equity instruments other than options"), query("Treasury stock shares")],
+        "selector": [SELECT]})))
+    diverse = METHODS["parallel-diverse"](FACT, context(ScriptedLLM({
+        "parallel-diverse": [json.dumps({"grounding": "g", "label_query": "Nonvested Number",
+                                         "definition_query": "Number of nonvested equity instruments"}),
+                             json.dumps({"grounding": "h", "label_query": "Treasury Stock Shares",
+                                         "definition_query": "Number of treasury shares"})],
+        "selector": [SELECT]})))
+    for record in (plain, diverse):
+        record["gold"] = list(FACT.gold)
+        stats = pilot([record])
+        hits = [GOLD in ranking for ranking in ([r["ranking"] for r in record["rounds"]] if "ranking" in record["rounds"][0]
+                                               else [h["fused"] for h in record["rounds"]])]
+        assert [stats["hypothesis0_recall"], stats["hypothesis1_recall"]] == [float(h) for h in hits]
+        assert stats["union_recall"] == float(any(hits))
+        assert stats["pool_recall"] == float(GOLD in record["pool"]["ids"])

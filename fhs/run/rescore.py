@@ -76,6 +76,24 @@ def best_of(*runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return best
 
 
+def hypothesis_rankings(record: Mapping[str, Any]) -> list[tuple[int, list[str]]]:
+    """(hypothesis index, ranking) for every query a record issued, whatever its method's layout.
+
+    FHS keeps parallel ``queries`` and ``rankings``; ``parallel`` keeps one ranking per
+    sampled round; ``parallel-diverse`` keeps each round's label and definition queries.
+    """
+    if "queries" in record:
+        return [(q["hypothesis_index"], r) for q, r in zip(record["queries"], record["rankings"])]
+    pairs = []
+    for round_ in record.get("rounds") or []:
+        if "ranking" in round_:
+            pairs.append((round_["sample"], round_["ranking"]))
+        pairs.extend((round_["sample"], q["ranking"]) for q in round_.get("queries", []))
+    if not pairs:
+        raise ValueError(f"record {record.get('id')!r} ({record.get('method')}) keeps no per-hypothesis rankings")
+    return pairs
+
+
 def pilot(records: Sequence[Mapping[str, Any]], depth: int = 200) -> dict[str, float]:
     """Table 11 from a sampling method's records: per-hypothesis Recall@depth, union, pool, consolidation loss.
 
@@ -88,9 +106,8 @@ def pilot(records: Sequence[Mapping[str, Any]], depth: int = 200) -> dict[str, f
     for record in records:
         gold = set(record["gold"])
         found: dict[int, bool] = {}
-        for query, ranking in zip(record["queries"], record["rankings"]):
-            hit = bool(gold & set(ranking[:depth]))
-            found[query["hypothesis_index"]] = found.get(query["hypothesis_index"], False) or hit
+        for j, ranking in hypothesis_rankings(record):
+            found[j] = found.get(j, False) or bool(gold & set(ranking[:depth]))
         for j, hit in found.items():
             per_hypothesis.setdefault(j, []).append(hit)
         union.append(any(found.values()))
