@@ -241,3 +241,14 @@ def test_real_model_ranks_a_handful_of_concepts(tmp_path):
     assert dense.search("sales to clients under contracts", "monetary").ids[0] == "Revenue"
     assert dense.search("patient feels sick and throws up", None).ids[0] == "Nausea"
 
+
+
+@pytest.mark.model
+def test_the_int8_vectors_do_not_depend_on_the_thread_count():
+    """The runtime uses every core by default; a book built on 2 or 16 cores must embed alike."""
+    from fhs.retrieval.encoders import OnnxEncoder
+
+    texts = [f"{c.label}. {c.definition}" for c in taxonomy().concepts] * 12  # several batches, mixed lengths
+    one = OnnxEncoder(threads=1).encode(texts, batch_size=8)
+    two = OnnxEncoder(threads=2).encode(texts, batch_size=8)
+    assert np.array_equal(one, two)
