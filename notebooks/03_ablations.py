@@ -244,4 +244,6 @@ for method, values in table11.items():
     for name, value in values.items():
         checked[f"{dev_dataset}/{method}/{name}"] = value
 print(f"page time: {time.perf_counter() - started:.0f} s")
-check(checked, chapter="03_ablations", profile=profile).assert_ok()
+used = {name: study.facts(name, llm=True) for name in (dataset, dev_dataset)}
+check(checked, chapter="03_ablations", profile=profile,
+      inputs=study.input_fingerprints(used, choice)).assert_ok()

@@ -195,4 +195,6 @@ for name in runs:
             checked[f"{name}/abstain/{row['scoring']}/mrr"] = row["mrr"]
 checked = {k: v for k, v in checked.items() if v is not None}
 print(f"page time: {time.perf_counter() - started:.0f} s")
-check(checked, chapter="04_verifier_diagnostics", profile=profile).assert_ok()
+used = {name: study.facts(name, llm=True) for name in datasets}
+check(checked, chapter="04_verifier_diagnostics", profile=profile,
+      inputs=study.input_fingerprints(used, choice)).assert_ok()

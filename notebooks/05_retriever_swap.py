@@ -247,4 +247,5 @@ for (name, method, retriever), d in swaps.items():
     checked[f"{name}/{method}/{retriever}_minus_bm25/mrr"] = d.estimate
 checked = {k: v for k, v in checked.items() if v is not None}
 print(f"page time: {time.perf_counter() - started:.0f} s")
-check(checked, chapter="05_retriever_swap", profile=profile).assert_ok()
+check(checked, chapter="05_retriever_swap", profile=profile,
+      inputs=study.input_fingerprints(samples, choice)).assert_ok()

@@ -279,7 +279,9 @@ checked = {
     "cases/fhs_at_rank1": sum(row["fhs"].split(" ")[0] == "1" for row in table25),
     f"cases/{baseline}_at_rank1": sum(row[baseline].split(" ")[0] == "1" for row in table25),
 }
-report = check(checked, chapter="07_case_studies", profile=profile)
+used = {name: study.facts(name, llm=True) for name in datasets}
+report = check(checked, chapter="07_case_studies", profile=profile,
+               inputs=study.input_fingerprints(used, choice))
 # The worked examples need no model: on every profile they must equal the paper's printed values.
 for name, value in checked.items():
     if name.startswith("appendix-g/"):
