@@ -100,8 +100,9 @@ def load_or_build_embeddings(taxonomy: Taxonomy, encoder: Encoder, *, cache_root
     if progress:
         from tqdm.auto import tqdm
 
+        # every 30 s: in an executed notebook each update is a new line of output
         bar = tqdm(total=len(texts), initial=resumed, desc=f"embedding {taxonomy.name} ({encoder.key})",
-                   unit="concept")
+                   unit="concept", mininterval=30)
     try:
         for start in range(resumed, len(texts), CHECKPOINT_EVERY):
             batch = [texts[i] for i in order[start:start + CHECKPOINT_EVERY]]
