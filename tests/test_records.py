@@ -42,3 +42,23 @@ def test_atomic_json_leaves_no_temporary_file(tmp_path):
     write_json_atomic(tmp_path / "m.json", {"x": 1})
     assert json.loads((tmp_path / "m.json").read_text()) == {"x": 1}
     assert [p.name for p in tmp_path.iterdir()] == ["m.json"]
+
+
+def test_records_reach_the_file_at_once_and_are_fsynced_on_close(tmp_path, monkeypatch):
+    """Flushed per record (a killed process loses nothing); fsync at most once a second and on close."""
+    import os
+
+    synced = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd)))
+    path = tmp_path / "records.jsonl"
+    writer = RecordWriter(path, sync_seconds=3600)
+    for i in range(50):
+        writer.write({"id": f"f{i}"})
+        assert len(read_records(path)) == i + 1  # visible to a reader before any fsync
+    assert synced == []
+    writer.close()
+    assert len(synced) == 1
+    with RecordWriter(path, sync_seconds=0) as writer:
+        writer.write({"id": "g"})
+    assert len(synced) == 3  # every record when asked to, plus the close

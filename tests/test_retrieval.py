@@ -137,3 +137,37 @@ def test_top_k_agrees_with_a_full_sort_whatever_the_number_of_zeros():
         k = int(rng.integers(1, 80))
         expected = sorted(range(n), key=lambda i: (-scores[i], i))[:k]
         assert list(top_k_order(scores, k)) == expected
+
+
+def test_column_sums_equal_scipys_slice_sums_bit_for_bit():
+    from scipy import sparse
+
+    from fhs.retrieval.bm25 import column_sums
+
+    rng = np.random.default_rng(11)
+    matrix = sparse.random(400, 90, density=0.08, format="csc", random_state=3, data_rvs=rng.random)
+    for _ in range(100):
+        columns = np.unique(rng.integers(0, 90, size=int(rng.integers(1, 12))))
+        expected = np.asarray(matrix[:, columns].sum(axis=1)).ravel()
+        assert np.array_equal(column_sums(matrix, columns), expected)  # same additions, same order
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_coverage_rescoring_sorts_only_the_head_yet_equals_a_full_sort(seed):
+    """Eq. 6 over the whole index: the order must be the five-key sort of every document."""
+    rng = random.Random(seed)
+    docs = random_corpus(seed, 500, vocab=30)  # a small vocabulary: many tied scores
+    concepts = [Concept(id=f"c{i:03d}", label=" ".join(d[:3]), datatype="t", definition=" ".join(d))
+                for i, d in enumerate(docs)]
+    retriever = Retriever(Taxonomy("toy", concepts), RetrievalConfig(top_k=20))
+    for _ in range(30):
+        query = " ".join(rng.choice(docs[rng.randrange(500)]) for _ in range(rng.randint(1, 5)))
+        part = retriever.partition_for("t")
+        tokens = set(tokenize(query))
+        bm25 = part.index.scores(tokens)
+        low, high = bm25.min(), bm25.max()
+        hat = (bm25 - low) / (high - low) if high > low else np.ones_like(bm25)
+        cov_label, cov_query = Retriever.coverage(part, tokens, np.arange(bm25.size))
+        score = hat + cov_label + cov_query
+        full = np.lexsort((part.id_rank, -bm25, -cov_query, -cov_label, -score))[:20]
+        assert retriever.search(query, "t").ids == tuple(part.ids[i] for i in full)
