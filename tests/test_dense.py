@@ -31,7 +31,7 @@ class FakeEncoder:
         self.calls = 0
         self.encoded = 0
 
-    def encode(self, texts, *, batch_size=32, progress=None):
+    def encode(self, texts, *, batch_size=32, progress=None, documents=False):
         self.calls += 1
         self.encoded += len(texts)
         rows = np.zeros((len(texts), len(WORDS) + 1), dtype=np.float32)
@@ -252,3 +252,16 @@ def test_the_int8_vectors_do_not_depend_on_the_thread_count():
     one = OnnxEncoder(threads=1).encode(texts, batch_size=8)
     two = OnnxEncoder(threads=2).encode(texts, batch_size=8)
     assert np.array_equal(one, two)
+
+
+@pytest.mark.model
+def test_the_cpu_variant_cuts_concept_texts_only(tmp_path):
+    """minilm-int8-d64 embeds a concept as its first 64 word pieces; a query keeps 256."""
+    whole = OnnxEncoder(MODELS["minilm-int8"])
+    cut = OnnxEncoder(MODELS["minilm-int8-d64"])
+    long_text = " ".join(f"liability{i} of the reporting entity" for i in range(40))  # > 64 word pieces
+    head = whole.tokenizer.decode(whole.tokenizer.encode(long_text).ids[1:63])  # the 62 pieces between [CLS] and [SEP]
+    assert np.array_equal(cut.encode([long_text], documents=True), whole.encode([head]))
+    assert np.array_equal(cut.encode([long_text]), whole.encode([long_text]))  # the query side
+    assert not np.array_equal(cut.encode([long_text], documents=True), cut.encode([long_text]))
+    assert cut.key != whole.key and cut.key.endswith("-D64")

