@@ -98,7 +98,7 @@ def load_or_build_embeddings(taxonomy: Taxonomy, encoder: Encoder, *, cache_root
     resumed = 0 if done is None else done.shape[0]
     bar = None
     if progress:
-        from tqdm.auto import tqdm
+        from tqdm import tqdm  # plain text: no widget, and no 'IProgress not found' warning in a page
 
         # every 30 s: in an executed notebook each update is a new line of output
         bar = tqdm(total=len(texts), initial=resumed, desc=f"embedding {taxonomy.name} ({encoder.key})",
