@@ -75,7 +75,7 @@ PROFILES: dict[str, Profile] = {
             retrieval_facts=None,
             fhs_overrides=_CPU_BUDGET,
             # concept texts cut at 64 word pieces: embedding ICD-10-CM's 72,621 codes whole
-            # would take a third of the hour (book/deviations.md; --dense-model minilm-int8)
+            # takes about 26 of the book's 60 minutes (book/deviations.md; --dense-model minilm-int8)
             dense_model="minilm-int8-d64",
             description="the default book: Qwen2.5-Coder-0.5B-Instruct on the CPU, small context-level samples for LLM methods",
         ),
