@@ -265,3 +265,31 @@ def test_the_cpu_variant_cuts_concept_texts_only(tmp_path):
     assert np.array_equal(cut.encode([long_text]), whole.encode([long_text]))  # the query side
     assert not np.array_equal(cut.encode([long_text], documents=True), cut.encode([long_text]))
     assert cut.key != whole.key and cut.key.endswith("-D64")
+
+
+def test_batches_follow_the_token_count_and_pad_with_zeros():
+    from fhs.retrieval.encoders import padded, token_batches
+
+    lengths = [5, 2, 9, 2, 7]
+    assert token_batches(lengths, 2) == [[1, 3], [0, 4], [2]]  # shortest first, ties by position
+    ids, mask = padded([[101, 7, 102], [101, 102]])
+    assert ids.tolist() == [[101, 7, 102], [101, 102, 0]]
+    assert mask.tolist() == [[1, 1, 1], [1, 1, 0]]
+    assert ids.dtype == mask.dtype == np.int64
+
+
+@pytest.mark.model
+def test_length_sorted_batches_give_the_vectors_of_unpadded_texts():
+    """Batches formed by token count pad less; the vectors are those of each text embedded alone."""
+    encoder = OnnxEncoder(MODELS["minilm-int8-d64"], threads=1)
+    concepts = taxonomy().concepts
+    texts = [f"{c.id}. {c.label}. {c.definition}" * (1 + i % 4) for i, c in enumerate(concepts * 4)]
+    lengths = [len(encoder.document_tokenizer.encode(t).ids) for t in texts]
+    assert len(set(lengths)) > 4  # mixed lengths, so batching by order would pad
+    batched = encoder.encode(texts, batch_size=5, documents=True)
+    alone = np.vstack([encoder.encode([t], documents=True) for t in texts])
+    np.testing.assert_allclose(batched, alone, atol=2e-6)
+    # the order given does not matter: the same batches form from a shuffled list
+    shuffled = list(reversed(range(len(texts))))
+    again = encoder.encode([texts[i] for i in shuffled], batch_size=5, documents=True)
+    np.testing.assert_allclose(again, batched[shuffled], atol=2e-6)
