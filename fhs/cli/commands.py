@@ -185,6 +185,8 @@ def cmd_domain(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> dict:
     if args.what == "llm":
         return cmd_bench_llm(args)
+    if args.what == "cpu":
+        return cmd_bench_cpu(args)
     from fhs.run.bench import bench_retrieval
     from fhs.run.bench_dense import bench_dense
 
@@ -197,6 +199,19 @@ def cmd_bench(args: argparse.Namespace) -> dict:
         result = bench_dense(args.dataset[0], retriever=args.retriever, model=args.dense_model, data=args.data,
                              limit=args.limit, n_queries=args.queries or 200, embed_limit=args.embed_limit)
     print(json.dumps(result, indent=2))
+    return result
+
+
+def cmd_bench_cpu(args: argparse.Namespace) -> dict:
+    from fhs.run.bench_cpu import run_bench_cpu
+    from fhs.run.records import write_json_atomic
+
+    isas = [i.strip() for i in args.isa.split(",") if i.strip()] if args.isa else None
+    result = run_bench_cpu(part=args.part, isas=isas, taxonomy=args.taxonomy, data=args.data,
+                           concepts=args.concepts, rounds=args.rounds, prompt_tokens=args.prompt_tokens,
+                           **({"llama_model": args.model} if args.model else {}))
+    if args.out:
+        write_json_atomic(args.out, result)
     return result
 
 

@@ -140,7 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="concept file: also report categories that match no concept, and the profile count")
 
     bench = commands.add_parser("bench", help="benchmarks that print ratios measured side by side")
-    bench.add_argument("what", choices=["retrieval", "llm"])
+    bench.add_argument("what", choices=["retrieval", "llm", "cpu"])
     bench.add_argument("--dataset", action="append", default=None,
                        help=f"{names(DATASETS)}; repeat for several (llm: default fincl and codiesp)")
     bench.add_argument("--data", default=None, help="data directory (default: $FHS_DATA)")
@@ -163,7 +163,18 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--model", default=None, help="llm: model name (default: the profile's)")
     bench.add_argument("--cache", default=None,
                        help="llm: a response cache to reuse (default: a fresh temporary one, so the model is measured)")
-    bench.add_argument("--out", default=None, help="llm: also write the result as JSON here")
+    bench.add_argument("--out", default=None, help="llm, cpu: also write the result as JSON here")
+    bench.add_argument("--part", choices=["encoder", "llama", "all"], default="all",
+                       help="cpu: the dense encoder's concepts/s, llama.cpp's tokens/s, or both")
+    bench.add_argument("--isa", default=None,
+                       help="cpu: comma-separated instruction-set levels for the encoder, native and/or x86-64-v3 "
+                            "(AVX-512/VNNI/AMX masked from CPUID; default both where the CPU allows masking)")
+    bench.add_argument("--taxonomy", default="icd-10-cm", help="cpu: whose concept texts the encoder embeds (a built-in name or a concept file)")
+    bench.add_argument("--concepts", type=_positive_int("concepts"), default=512,
+                       help="cpu: concept texts embedded per setting and round (a seeded sample)")
+    bench.add_argument("--rounds", type=_positive_int("rounds"), default=3, help="cpu: timed rounds per setting")
+    bench.add_argument("--prompt-tokens", type=_positive_int("prompt-tokens"), default=1500,
+                       help="cpu: llama.cpp prompt length (the cpu profile's calls run 1-3k tokens)")
 
     show = commands.add_parser("show", help="write an offline HTML page showing what a run did with chosen facts")
     show.add_argument("run_dir", help="a run directory (the --out of `fhs run`, or one under runs/<profile>/)")

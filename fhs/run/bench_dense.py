@@ -22,6 +22,7 @@ from fhs.data.taxonomy import Taxonomy
 from fhs.retrieval.bm25 import Retriever
 from fhs.retrieval.dense import DenseRetriever, load_or_build_embeddings
 from fhs.retrieval.encoders import DEFAULT_MODEL, THREADS_ENV, make_encoder
+from fhs.run.machine import cpu_record
 from fhs.retrieval.hybrid import HybridRetriever
 from fhs.run.inputs import load_experiment
 
@@ -65,7 +66,8 @@ def bench_dense(dataset: str, *, retriever: str = "dense", model: str | None = N
     result: dict = {"dataset": dataset, "taxonomy": taxonomy.name, "concepts": len(taxonomy),
                     "retriever": retriever, "model": model or DEFAULT_MODEL}
 
-    result["threads"] = int(os.environ.get(THREADS_ENV, "1"))
+    result["threads"] = int(os.environ.get(THREADS_ENV, "0")) or os.cpu_count() or 1  # the encoder's default
+    result["cpu"] = cpu_record()  # concepts/s depend on the kernels the CPU offers (fhs bench cpu)
     # BM25 (the deployed retriever) first, from scratch.
     rss = _rss_mb()
     started = time.perf_counter()

@@ -1,0 +1,306 @@
+"""``fhs bench cpu``: encoder concepts/s and llama.cpp tokens/s, settings side by side.
+
+The encoder part embeds the same sample of a taxonomy's concept texts under each
+setting (model, intra-op threads, batch size, batch order, instruction-set level).
+The settings of one level share a worker process; a level other than ``native``
+gets its own worker with CPUID masked (``fhs/run/machine.py``), since the runtime
+chooses its kernels once, at load. The workers take turns, one setting at a time,
+and each round visits the settings in the opposite order to the last, so slow
+spells of a shared machine fall on every setting alike; the table gives the median
+round. Each setting's vectors are compared with the first setting's of the same
+model: ``max |d|`` is the largest coordinate difference.
+
+The llama.cpp part loads the model once per setting (threads, n_batch, n_ubatch,
+flash attention) in this process and times a prompt evaluated whole (KV cache
+cleared) and the same prompt's last part after a shared prefix (what prefix reuse
+across calls saves), then greedy generation; it checks that every setting generates
+the same tokens as the first.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fhs.run.machine import can_mask, cpu_record, isa_environment, llama_system_info
+
+
+@dataclass(frozen=True)
+class EncoderSetting:
+    model: str = "minilm-int8-d64"
+    threads: int = 2
+    batch_size: int = 32
+    order: str = "tokens"  # tokens (the encoder's own) | chars (sorted by characters) | given (as listed)
+    isa: str = "native"
+    spinning: bool = True  # ONNX Runtime's worker threads spin between ops
+
+    def label(self) -> str:
+        spin = "" if self.spinning else " nospin"
+        return f"{self.model} {self.isa} t{self.threads} b{self.batch_size} {self.order}{spin}"
+
+
+@dataclass(frozen=True)
+class LlamaSetting:
+    n_threads: int = 2
+    n_batch: int = 512
+    n_ubatch: int = 512
+    flash_attn: bool = False
+
+    def label(self) -> str:
+        return f"t{self.n_threads} batch {self.n_batch} ubatch {self.n_ubatch}{' fa' if self.flash_attn else ''}"
+
+
+# --- encoder ---------------------------------------------------------------------------------
+
+def _chunks(texts: Sequence[str], setting: EncoderSetting) -> list[list[int]]:
+    """Index batches for the orders the encoder does not form itself."""
+    order = list(range(len(texts)))
+    if setting.order == "chars":
+        order.sort(key=lambda i: len(texts[i]))
+    return [order[i:i + setting.batch_size] for i in range(0, len(order), setting.batch_size)]
+
+
+def _worker() -> None:
+    """Embeds on request: one JSON line in (setting, texts file, vectors file), seconds out."""
+    from fhs.retrieval.encoders import MODELS, OnnxEncoder
+
+    encoders: dict[tuple, Any] = {}
+    print(json.dumps({"ready": True, "cpu": cpu_record()}), flush=True)
+    for line in sys.stdin:
+        job = json.loads(line)
+        setting = EncoderSetting(**job["setting"])
+        texts = json.loads(Path(job["texts"]).read_text(encoding="utf-8"))
+        key = (setting.model, setting.threads, setting.spinning)
+        if key not in encoders:
+            encoders[key] = OnnxEncoder(MODELS[setting.model], threads=setting.threads, spinning=setting.spinning)
+        encoder = encoders[key]
+        started = time.perf_counter()
+        if setting.order == "tokens":
+            vectors = encoder.encode(texts, batch_size=setting.batch_size, documents=True)
+        else:
+            vectors = np.zeros((len(texts), encoder.spec.dim), dtype=np.float32)
+            for batch in _chunks(texts, setting):  # one call per batch: exactly this batch is padded
+                vectors[batch] = encoder.encode([texts[i] for i in batch], batch_size=len(batch), documents=True)
+        seconds = time.perf_counter() - started
+        if job.get("save"):
+            np.save(job["save"], vectors)
+        print(json.dumps({"seconds": seconds}), flush=True)
+
+
+def bench_encoder(texts: Sequence[str], settings: Sequence[EncoderSetting], *, rounds: int = 3,
+                  scratch: Path | None = None) -> dict[str, Any]:
+    """Each setting embeds ``texts`` once per round; concepts/s and vector agreement per setting."""
+    with tempfile.TemporaryDirectory(prefix="fhs-bench-cpu-") as tmp:
+        folder = Path(scratch or tmp)
+        texts_file = folder / "texts.json"
+        texts_file.write_text(json.dumps(list(texts)), encoding="utf-8")
+        workers: dict[str, subprocess.Popen] = {}
+        cpus: dict[str, dict] = {}
+        try:
+            for isa in dict.fromkeys(s.isa for s in settings):
+                proc = subprocess.Popen([sys.executable, "-m", "fhs.run.bench_cpu", "--worker"], text=True,
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        env=isa_environment(isa, folder))
+                workers[isa] = proc
+                cpus[isa] = json.loads(proc.stdout.readline())["cpu"]
+
+            def ask(k: int, save: bool) -> float:
+                proc = workers[settings[k].isa]
+                job = {"setting": asdict(settings[k]), "texts": str(texts_file),
+                       "save": str(folder / f"vectors{k}.npy") if save else None}
+                proc.stdin.write(json.dumps(job) + "\n")
+                proc.stdin.flush()
+                answer = proc.stdout.readline()
+                if not answer:
+                    raise RuntimeError(f"the encoder worker for {settings[k].label()} stopped")
+                return json.loads(answer)["seconds"]
+
+            for k in range(len(settings)):  # warm-up: loads each session, writes the vectors
+                ask(k, save=True)
+            times: list[list[float]] = [[] for _ in settings]
+            for r in range(rounds):
+                for k in (range(len(settings)) if r % 2 == 0 else reversed(range(len(settings)))):
+                    times[k].append(ask(k, save=False))
+        finally:
+            for proc in workers.values():
+                if proc.stdin:
+                    proc.stdin.close()
+                proc.wait(timeout=60)
+        rows = []
+        first_of: dict[str, int] = {}
+        for k, setting in enumerate(settings):
+            vectors = np.load(folder / f"vectors{k}.npy")
+            ref = np.load(folder / f"vectors{first_of.setdefault(setting.model, k)}.npy")
+            median = statistics.median(times[k])
+            rows.append({"setting": setting.label(), **asdict(setting), "concepts_per_s": round(len(texts) / median, 1),
+                         "seconds": round(median, 3), "spread": f"{min(times[k]):.2f}-{max(times[k]):.2f}",
+                         "max_abs_diff": float(np.abs(vectors - ref).max()),
+                         "min_cosine": float((vectors * ref).sum(axis=1).min())})
+    base = rows[0]["concepts_per_s"]
+    for row in rows:
+        row["ratio"] = round(row["concepts_per_s"] / base, 2)
+    return {"concepts": len(texts), "rounds": rounds, "cpu": cpus, "rows": rows}
+
+
+# --- llama.cpp -------------------------------------------------------------------------------
+
+def _prompt_text() -> str:
+    """Realistic prompt words: the project's own prompt templates, repeated as needed."""
+    from importlib import resources
+
+    folder = resources.files("fhs.method").joinpath("prompts")
+    return "\n\n".join(p.read_text(encoding="utf-8") for p in sorted(folder.iterdir(), key=lambda p: p.name)
+                       if p.name.endswith((".txt", ".md")))
+
+
+def bench_llama(settings: Sequence[LlamaSetting], *, model: str = "qwen2.5-0.5b", prompt_tokens: int = 1500,
+                suffix_tokens: int = 200, generate: int = 48, rounds: int = 2) -> dict[str, Any]:
+    """Prompt tok/s (whole, and the suffix after a shared prefix) and generation tok/s per setting."""
+    import llama_cpp
+
+    from fhs.llm.models import model_path
+
+    path = model_path(model)
+    engines = [llama_cpp.Llama(model_path=str(path), n_ctx=4096, seed=0, verbose=False,
+                               n_threads=s.n_threads, n_threads_batch=s.n_threads, n_batch=s.n_batch,
+                               n_ubatch=s.n_ubatch, flash_attn=s.flash_attn) for s in settings]
+    words = engines[0].tokenize(_prompt_text().encode("utf-8"), add_bos=False)
+    while len(words) < prompt_tokens:
+        words = words + words
+    prompt = list(words[:prompt_tokens])
+    banned = {engines[0].token_eos(): -1e9}
+
+    def one(engine, tokens: list[int], keep: int) -> dict[str, float]:
+        """Evaluate ``tokens`` after keeping the first ``keep`` of the cache, then generate greedily."""
+        engine.n_tokens = keep  # eval() drops the KV cache past n_tokens and evaluates the rest
+        started = time.perf_counter()
+        engine.eval(tokens[keep:])
+        evaluated = time.perf_counter() - started
+        out: list[int] = []
+        vocab = engine.n_vocab()
+        started = time.perf_counter()
+        for _ in range(generate):
+            logits = np.ctypeslib.as_array(engine._ctx.get_logits_ith(-1), shape=(vocab,)).copy()
+            for token, bias in banned.items():
+                logits[token] += bias
+            token = int(np.argmax(logits))
+            out.append(token)
+            engine.eval([token])
+        return {"prompt_s": evaluated, "prompt_tokens": len(tokens) - keep,
+                "gen_s": time.perf_counter() - started, "tokens": out}
+
+    stats: list[dict[str, list[float]]] = [{"whole": [], "suffix": [], "gen": []} for _ in settings]
+    generated: list[list[int]] = [[] for _ in settings]
+    for r in range(rounds):
+        for k in (range(len(settings)) if r % 2 == 0 else reversed(range(len(settings)))):
+            engine = engines[k]
+            whole = one(engine, prompt, 0)
+            shared = one(engine, prompt, prompt_tokens - suffix_tokens)  # the prefix is still cached
+            stats[k]["whole"].append(whole["prompt_tokens"] / whole["prompt_s"])
+            stats[k]["suffix"].append(shared["prompt_tokens"] / shared["prompt_s"])
+            stats[k]["gen"].append(generate / whole["gen_s"])
+            generated[k] = whole["tokens"]
+    rows = []
+    for k, setting in enumerate(settings):
+        whole_tps = statistics.median(stats[k]["whole"])
+        suffix_tps = statistics.median(stats[k]["suffix"])
+        gen_tps = statistics.median(stats[k]["gen"])
+        seconds = prompt_tokens / whole_tps + generate / gen_tps
+        shared_seconds = suffix_tokens / suffix_tps + generate / gen_tps
+        rows.append({"setting": setting.label(), **asdict(setting), "prompt_tok_s": round(whole_tps, 1),
+                     "suffix_tok_s": round(suffix_tps, 1), "gen_tok_s": round(gen_tps, 1),
+                     "call_s": round(seconds, 2), "call_s_shared_prefix": round(shared_seconds, 2),
+                     "same_tokens": generated[k] == generated[0]})
+    base = rows[0]["call_s"]
+    for row in rows:
+        row["ratio"] = round(base / row["call_s"], 2)
+    return {"model": model, "prompt_tokens": prompt_tokens, "suffix_tokens": suffix_tokens, "generate": generate,
+            "rounds": rounds, "llama_cpp": llama_system_info(), "rows": rows}
+
+
+# --- the comparisons ``fhs bench cpu`` makes ---------------------------------------------------
+
+def encoder_grid(isas: Sequence[str], model: str = "minilm-int8-d64") -> list[EncoderSetting]:
+    """Per level: the earlier batching (by characters) against batching by tokens; on the first
+    level also threads, batch size, spinning and the whole-text model."""
+    grid: list[EncoderSetting] = []
+    for n, isa in enumerate(isas):
+        grid += [EncoderSetting(model, order="chars", isa=isa), EncoderSetting(model, isa=isa)]
+        if n == 0:
+            grid += [EncoderSetting(model, isa=isa, threads=1), EncoderSetting(model, isa=isa, batch_size=8),
+                     EncoderSetting(model, isa=isa, batch_size=128), EncoderSetting(model, isa=isa, spinning=False)]
+    return grid
+
+
+LLAMA_GRID = (LlamaSetting(), LlamaSetting(n_ubatch=128), LlamaSetting(n_ubatch=256),
+              LlamaSetting(n_batch=1024, n_ubatch=1024), LlamaSetting(flash_attn=True), LlamaSetting(n_threads=1))
+
+
+def _sample_texts(taxonomy: str, data: str | Path | None, n: int) -> list[str]:
+    """A seeded sample of a taxonomy's concept texts (what the dense index embeds); a name or a concept file."""
+    import random
+
+    from fhs.data.taxonomies import load_taxonomy, load_taxonomy_file
+    from fhs.retrieval.dense import concept_texts
+
+    loaded = load_taxonomy_file(taxonomy) if Path(taxonomy).is_file() else load_taxonomy(taxonomy, data)
+    texts = concept_texts(loaded)
+    return random.Random(0).sample(texts, min(n, len(texts)))
+
+
+def run_bench_cpu(*, part: str = "all", isas: Sequence[str] | None = None, taxonomy: str = "icd-10-cm",
+                  data: str | Path | None = None, concepts: int = 512, rounds: int = 3,
+                  prompt_tokens: int = 1500, llama_model: str = "qwen2.5-0.5b") -> dict[str, Any]:
+    """The encoder and/or llama.cpp comparisons, each printed as its table when done."""
+    result: dict[str, Any] = {"cpu": cpu_record()}
+    if part in ("encoder", "all"):
+        if isas is None:
+            isas = ["native", "x86-64-v3"] if can_mask() else ["native"]
+        encoder = bench_encoder(_sample_texts(taxonomy, data, concepts), encoder_grid(isas), rounds=rounds)
+        encoder["taxonomy"] = taxonomy
+        print(format_encoder(encoder), flush=True)
+        result["encoder"] = encoder
+    if part in ("llama", "all"):
+        llama = bench_llama(LLAMA_GRID, model=llama_model, prompt_tokens=prompt_tokens,
+                            suffix_tokens=max(1, prompt_tokens // 8), rounds=max(1, min(rounds, 2)))
+        print(format_llama(llama), flush=True)
+        result["llama"] = llama
+    return result
+
+
+# --- tables ----------------------------------------------------------------------------------
+
+def format_encoder(result: dict[str, Any]) -> str:
+    lines = [f"encoder: {result['concepts']} concept texts, median of {result['rounds']} rounds"]
+    for isa, cpu in result["cpu"].items():
+        lines.append(f"  {isa}: {cpu['cpu']}; CPUID {cpu['CPUID in this process']}; {cpu['ONNX Runtime kernels']}")
+    lines.append(f"{'setting':<44}{'concepts/s':>11}{'ratio':>7}{'spread s':>12}{'max |d|':>10}{'min cos':>10}")
+    for row in result["rows"]:
+        lines.append(f"{row['setting']:<44}{row['concepts_per_s']:>11}{row['ratio']:>7}{row['spread']:>12}"
+                     f"{row['max_abs_diff']:>10.1e}{row['min_cosine']:>10.6f}")
+    return "\n".join(lines)
+
+
+def format_llama(result: dict[str, Any]) -> str:
+    lines = [f"llama.cpp {result['model']}: prompt {result['prompt_tokens']} tokens (shared prefix: last "
+             f"{result['suffix_tokens']} evaluated), {result['generate']} generated; {result['llama_cpp']}",
+             f"{'setting':<28}{'prompt tok/s':>13}{'suffix tok/s':>13}{'gen tok/s':>10}{'call s':>8}"
+             f"{'shared s':>9}{'ratio':>7}  same tokens"]
+    for row in result["rows"]:
+        lines.append(f"{row['setting']:<28}{row['prompt_tok_s']:>13}{row['suffix_tok_s']:>13}{row['gen_tok_s']:>10}"
+                     f"{row['call_s']:>8}{row['call_s_shared_prefix']:>9}{row['ratio']:>7}  {row['same_tokens']}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["--worker"]:
+    _worker()

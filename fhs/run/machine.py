@@ -1,0 +1,143 @@
+"""Which CPU ran this, and which of its instruction sets the kernels could use.
+
+ONNX Runtime (the dense encoder), numpy and the Rust tokenizers choose their kernels
+from CPUID when they load; llama.cpp is compiled for one set (the Makefile's portable
+build: AVX2, FMA, F16C). The book's provenance page records :func:`cpu_record`, and
+``fhs bench cpu --isa x86-64-v3`` runs code with AVX-512, VNNI and AMX hidden from
+CPUID (``x86_64_v3.c``, preloaded) to measure an AVX2-only CPU on a newer one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+from importlib import resources
+from pathlib import Path
+
+from fhs.core.errors import InputError
+
+# The /proc/cpuinfo flags that decide which kernels ONNX Runtime's MLAS and ggml can run.
+KERNEL_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
+                "avx_vnni", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_int8", "amx_bf16")
+MASKED_ENV = "FHS_CPUID_MASKED"  # set by x86_64_v3.so in a process whose CPUID it masks
+ISAS = ("native", "x86-64-v3")
+
+
+def _cpuinfo() -> dict[str, str]:
+    """The first processor's fields from /proc/cpuinfo (empty where there is none)."""
+    fields: dict[str, str] = {}
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return fields
+    for line in text.split("\n\n", 1)[0].splitlines():
+        key, _, value = line.partition(":")
+        fields[key.strip()] = value.strip()
+    return fields
+
+
+def process_simd() -> list[str]:
+    """The SIMD extensions numpy's dispatcher found in this process (what CPUID told it)."""
+    try:
+        from numpy._core._multiarray_umath import __cpu_features__ as features
+    except ImportError:  # numpy < 2
+        try:
+            from numpy.core._multiarray_umath import __cpu_features__ as features
+        except ImportError:
+            return []
+    return [name for name, present in features.items() if present]
+
+
+def level(flags: set[str]) -> str:
+    """The x86-64 microarchitecture level the flags reach (v4 = AVX-512 F/BW/DQ/VL/CD)."""
+    if {"avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512cd"} <= flags:
+        return "x86-64-v4"
+    if {"avx2", "fma", "f16c", "bmi2", "movbe"} <= flags:
+        return "x86-64-v3"
+    if {"sse4_2", "popcnt", "ssse3"} <= flags:
+        return "x86-64-v2"
+    return platform.machine() or "unknown"
+
+
+def mlas_kernels(simd: set[str]) -> str:
+    """The GEMM kernels ONNX Runtime's MLAS picks for what CPUID reports (its platform.cpp order).
+
+    The dense encoder's model stores int8 weights but multiplies in fp32 (the runtime folds
+    the dequantisation into fp32 weights at load), so the fp32 kernel is the one that runs."""
+    fp32 = "AVX512F" if "AVX512F" in simd else "FMA3" if {"AVX2", "FMA3"} <= simd else "AVX or SSE"
+    if {"AVX512BW", "AVX512DQ", "AVX512VL"} <= simd:
+        int8 = "AVX512-VNNI" if "AVX512VNNI" in simd else "AVX512-core"
+    else:
+        int8 = "AVX2" if "AVX2" in simd else "SSE"
+    return f"fp32 GEMM {fp32}, int8 GEMM {int8}"
+
+
+def cpu_record() -> dict[str, str]:
+    """Model name, x86-64 level, the kernel-relevant flags, cores, and the kernels this process gets."""
+    info = _cpuinfo()
+    flags = set(info.get("flags", "").split())
+    seen = set(process_simd())
+    masked = bool(os.environ.get(MASKED_ENV))
+    return {
+        "cpu": info.get("model name") or platform.processor() or platform.machine(),
+        "vendor": info.get("vendor_id", ""),
+        "family / model / stepping": "/".join(info.get(k, "?") for k in ("cpu family", "model", "stepping")),
+        "x86-64 level": level(flags),
+        "kernel flags": " ".join(f for f in KERNEL_FLAGS if f in flags) or "(none read)",
+        "hypervisor": "yes" if "hypervisor" in flags else "no",
+        "cores (this process may use)": str(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                                            else os.cpu_count()),
+        "CPUID in this process": "AVX-512, VNNI and AMX masked (x86-64-v3)" if masked else "as the CPU reports",
+        "ONNX Runtime kernels": mlas_kernels(seen) if seen else "(numpy could not tell)",
+    }
+
+
+def llama_system_info() -> str:
+    """llama.cpp's own line of compiled-in CPU features ('' if llama-cpp-python is missing)."""
+    try:
+        import llama_cpp
+    except ImportError:
+        return ""
+    return llama_cpp.llama_print_system_info().decode("utf-8", "replace").strip()
+
+
+def can_mask() -> bool:
+    """Whether CPUID can be masked here (Linux, and a CPU or hypervisor with CPUID faulting)."""
+    return "cpuid_fault" in _cpuinfo().get("flags", "").split()
+
+
+def x86_64_v3_library(cache: Path) -> Path:
+    """The CPUID-masking preload library, compiled once into ``cache`` with the system's C compiler."""
+    source = resources.files("fhs.run").joinpath("x86_64_v3.c").read_bytes()
+    target = cache / f"x86_64_v3-{hashlib.sha256(source).hexdigest()[:12]}.so"
+    if target.is_file():
+        return target
+    if not can_mask():
+        raise InputError("this CPU (or its hypervisor) has no CPUID faulting, so CPUID cannot be masked",
+                         field="isa", fix="measure with --isa native here, or on a machine whose /proc/cpuinfo "
+                                          "lists cpuid_fault")
+    compiler = shutil.which(os.environ.get("CC", "cc"))
+    if compiler is None:
+        raise InputError("--isa x86-64-v3 needs a C compiler to build its preload library", field="isa",
+                         fix="install one (e.g. apt-get install gcc) or set CC")
+    cache.mkdir(parents=True, exist_ok=True)
+    src = cache / "x86_64_v3.c"
+    src.write_bytes(source)
+    scratch = target.with_suffix(f".{os.getpid()}.tmp")
+    subprocess.run([compiler, "-O2", "-shared", "-fPIC", "-o", str(scratch), str(src)], check=True)
+    os.replace(scratch, target)
+    return target
+
+
+def isa_environment(isa: str, cache: Path) -> dict[str, str]:
+    """Environment for a child process that runs with ``isa``'s kernels."""
+    env = dict(os.environ)
+    env.pop(MASKED_ENV, None)
+    if isa == "x86-64-v3":
+        env["LD_PRELOAD"] = str(x86_64_v3_library(cache))
+    elif isa != "native":
+        raise InputError(f"unknown instruction-set level {isa!r}", field="isa", fix=f"one of {', '.join(ISAS)}")
+    return env

@@ -1,0 +1,88 @@
+"""fhs bench cpu and the CPU record: instruction-set levels, CPUID masking, real encoder and model runs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from fhs.core.errors import InputError
+from fhs.run.bench_cpu import EncoderSetting, LlamaSetting, bench_encoder, bench_llama, encoder_grid
+from fhs.run.machine import can_mask, cpu_record, isa_environment, level, mlas_kernels
+
+V3 = {"sse4_2", "popcnt", "ssse3", "avx", "avx2", "fma", "f16c", "bmi2", "movbe"}
+V4 = V3 | {"avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512cd"}
+
+
+def test_levels_follow_the_x86_64_definitions():
+    assert level(V4) == "x86-64-v4"
+    assert level(V3) == "x86-64-v3"
+    assert level(V4 - {"avx512cd"}) == "x86-64-v3"  # one AVX-512 part missing: not v4
+    assert level({"sse4_2", "popcnt", "ssse3"}) == "x86-64-v2"
+
+
+def test_mlas_kernels_name_what_onnx_runtime_picks():
+    assert mlas_kernels({"AVX2", "FMA3"}) == "fp32 GEMM FMA3, int8 GEMM AVX2"
+    wide = {"AVX2", "FMA3", "AVX512F", "AVX512BW", "AVX512DQ", "AVX512VL", "AVX512VNNI"}
+    assert mlas_kernels(wide) == "fp32 GEMM AVX512F, int8 GEMM AVX512-VNNI"
+
+
+def test_cpu_record_names_the_cpu_and_its_cores():
+    record = cpu_record()
+    assert record["cpu"] and int(record["cores (this process may use)"]) >= 1
+    assert record["x86-64 level"].startswith("x86-64") or record["x86-64 level"]
+    assert record["CPUID in this process"] == "as the CPU reports"
+
+
+def test_an_unknown_isa_is_a_one_line_error(tmp_path):
+    with pytest.raises(InputError, match="x86-64-v3"):
+        isa_environment("x86-64-v9", tmp_path)
+
+
+def test_the_preload_hides_avx512_from_cpuid(tmp_path):
+    if not can_mask():  # no CPUID faulting here: the level is refused with a reason, not faked
+        with pytest.raises(InputError, match="CPUID faulting"):
+            isa_environment("x86-64-v3", tmp_path)
+        return
+    code = "from fhs.run.machine import cpu_record, process_simd; import json; " \
+           "print(json.dumps([cpu_record()['CPUID in this process'], process_simd()]))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env=isa_environment("x86-64-v3", tmp_path))
+    seen, simd = json.loads(out.stdout)
+    assert "masked" in seen
+    assert "AVX2" in simd and not [name for name in simd if name.startswith("AVX512")]
+
+
+def test_the_grid_compares_the_old_batching_on_every_level():
+    grid = encoder_grid(["native", "x86-64-v3"])
+    assert grid[0] == EncoderSetting(order="chars") and grid[1] == EncoderSetting()
+    assert EncoderSetting(order="chars", isa="x86-64-v3") in grid and EncoderSetting(isa="x86-64-v3") in grid
+    assert len({s.label() for s in grid}) == len(grid)
+
+
+@pytest.mark.model
+def test_bench_encoder_runs_the_real_model_in_workers_and_compares_vectors():
+    texts = ["Revenue from contracts with customers.", "Nausea and vomiting.",
+             "Assets held for sale, carrying amount, current and noncurrent, at the end of the period."] * 4
+    isas = ["native", "x86-64-v3"] if can_mask() else ["native"]
+    settings = [EncoderSetting(order="chars", batch_size=4)] + [EncoderSetting(batch_size=4, isa=i) for i in isas]
+    result = bench_encoder(texts, settings, rounds=1)
+    rows = result["rows"]
+    assert [row["setting"] for row in rows] == [s.label() for s in settings]
+    assert all(row["concepts_per_s"] > 0 for row in rows)
+    assert rows[1]["max_abs_diff"] < 1e-5  # batching by tokens: the same vectors
+    assert all(row["min_cosine"] > 0.99999 for row in rows)  # AVX2 kernels: float rounding only
+    if can_mask():
+        assert "masked" in result["cpu"]["x86-64-v3"]["CPUID in this process"]
+
+
+@pytest.mark.model
+def test_bench_llama_times_prompt_and_generation_on_smollm2():
+    result = bench_llama([LlamaSetting(), LlamaSetting(n_ubatch=64)], model="smollm2-135m", prompt_tokens=160,
+                         suffix_tokens=20, generate=6, rounds=1)
+    rows = result["rows"]
+    assert rows[0]["same_tokens"] is True
+    assert all(row["prompt_tok_s"] > 0 and row["suffix_tok_s"] > 0 and row["gen_tok_s"] > 0 for row in rows)
+    assert "AVX2" in result["llama_cpp"]
