@@ -36,6 +36,7 @@ import pandas as pd
 
 from fhs.book.execute import git_commit
 from fhs.book.report import show
+from fhs.run.machine import cpu_record, llama_system_info
 
 # %% [markdown]
 # ## Commit and machine
@@ -50,6 +51,18 @@ show(pd.DataFrame([
     {"item": "cpu cores", "value": str(os.cpu_count())},
     {"item": "data directory", "value": os.environ.get("FHS_DATA", "(FHS_DATA not set)")},
 ]))
+
+# %% [markdown]
+# ## The CPU that built this book
+#
+# Chapter times depend on the CPU: ONNX Runtime (the dense encoder) picks AVX-512 or AVX2
+# kernels from what the CPU reports, while llama.cpp runs the AVX2 kernels it was compiled
+# with (the Makefile's portable build) on every x86-64 CPU. `fhs bench cpu` measures both.
+
+# %% tags=["hide-input"]
+cpu_rows = [{"item": key, "value": value} for key, value in cpu_record().items()]
+cpu_rows.append({"item": "llama.cpp kernels", "value": llama_system_info() or "(llama-cpp-python not installed)"})
+show(pd.DataFrame(cpu_rows))
 
 # %% [markdown]
 # ## Chapter executions

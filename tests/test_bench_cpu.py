@@ -24,9 +24,9 @@ def test_levels_follow_the_x86_64_definitions():
 
 
 def test_mlas_kernels_name_what_onnx_runtime_picks():
-    assert mlas_kernels({"AVX2", "FMA3"}) == "fp32 GEMM FMA3, int8 GEMM AVX2"
+    assert mlas_kernels({"AVX2", "FMA3"}) == "fp32 GEMM FMA3 (the encoder's), int8 GEMM AVX2"
     wide = {"AVX2", "FMA3", "AVX512F", "AVX512BW", "AVX512DQ", "AVX512VL", "AVX512VNNI"}
-    assert mlas_kernels(wide) == "fp32 GEMM AVX512F, int8 GEMM AVX512-VNNI"
+    assert mlas_kernels(wide) == "fp32 GEMM AVX512F (the encoder's), int8 GEMM AVX512-VNNI"
 
 
 def test_cpu_record_names_the_cpu_and_its_cores():

@@ -72,7 +72,7 @@ def mlas_kernels(simd: set[str]) -> str:
         int8 = "AVX512-VNNI" if "AVX512VNNI" in simd else "AVX512-core"
     else:
         int8 = "AVX2" if "AVX2" in simd else "SSE"
-    return f"fp32 GEMM {fp32}, int8 GEMM {int8}"
+    return f"fp32 GEMM {fp32} (the encoder's), int8 GEMM {int8}"
 
 
 def cpu_record() -> dict[str, str]:
