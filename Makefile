@@ -34,8 +34,10 @@ PIP_INSTALL := $(PY) -m pip install --disable-pip-version-check --find-links $(L
 # AVX2 kernels instead, which run on any x86-64 CPU of the last decade. The wheel is built
 # once into LLAMA_WHEELS with pip's own cache off, because pip would otherwise reuse a wheel
 # it built earlier with other flags; pip prefers that wheel over the sdist from then on.
+# LLAVA_BUILD=OFF skips llama-cpp-python's multimodal library (mtmd), which only its vision
+# chat handlers load; the text models of this project never do.
 LLAMA_CPP := llama-cpp-python==0.3.36
-LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF## CMake flags for the llama-cpp-python build (portable by default)
+LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF## CMake flags for the llama-cpp-python build (portable, text only)
 LLAMA_WHEEL := $(LLAMA_WHEELS)/.built
 
 # The two CPU models ship inside PyPI packages: SmolLM2-135M-Instruct (Q4_1 GGUF) for the
@@ -111,7 +113,7 @@ $(LLAMA_WHEEL): | $(PY)
 	elif [ -n "$(strip $(PIP_FIND_LINKS))" ] && ls $(strip $(PIP_FIND_LINKS))/llama_cpp_python-0.3.36-*.whl >/dev/null 2>&1; then \
 		echo "llama-cpp-python: using the wheel in $(strip $(PIP_FIND_LINKS))"; \
 	else \
-		echo "llama-cpp-python: building a portable wheel (GGML_NATIVE=OFF, about 5-10 minutes on two cores)"; \
+		echo "llama-cpp-python: building a portable wheel (GGML_NATIVE=OFF, LLAVA_BUILD=OFF; minutes on two cores)"; \
 		CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip wheel --disable-pip-version-check --no-deps --no-cache-dir \
 			--no-binary llama-cpp-python $(LLAMA_CPP) -w $(LLAMA_WHEELS); \
 	fi
