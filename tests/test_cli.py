@@ -126,7 +126,7 @@ def test_fhs_run_with_each_retriever_records_it(tmp_path, monkeypatch, capsys, o
         assert main(["run", "--facts", str(facts), "--taxonomy", str(concepts), "--method", "direct",
                      "--retriever", kind, "--out", str(out), "--quiet"]) == 0
         stamp = json.loads((out / "run-config.json").read_text())
-        assert stamp["retriever"] == kind
+        assert stamp["retriever"]["kind"] == kind and ("model" in stamp["retriever"]) == (kind != "bm25")
         assert stamp["retrieval"]["w_cov"] == (1.0 if kind == "bm25" else 0.0)
         assert ("retriever" in stamp["inputs"]) == (kind != "bm25")
         record = json.loads((out / "records.jsonl").read_text().splitlines()[0])

@@ -62,3 +62,69 @@ def test_records_reach_the_file_at_once_and_are_fsynced_on_close(tmp_path, monke
     with RecordWriter(path, sync_seconds=0) as writer:
         writer.write({"id": "g"})
     assert len(synced) == 3  # every record when asked to, plus the close
+
+
+def big_record(i: int) -> dict:
+    """A record the size of an FHS record at the paper's settings (rankings of long ids, model calls)."""
+    ranking = [f"us-gaap:SomeRatherLongConceptName{j:04d}Fact{i}" for j in range(1000)]  # about 48 KB of JSON
+    return {"id": f"f{i:05d}", "context_id": f"c{i % 40}", "modality": "table" if i % 2 else "text",
+            "gold": ["us-gaap:Revenues"], "rank": (i % 9) or None, "ranking": ranking,
+            "selected": ranking[0], "correct": i % 9 == 1,
+            "llm_calls": [{"purpose": "hypothesis", "parsed": True, "cached": False, "tokens_in": 900,
+                           "tokens_out": 80, "seconds": 0.5}] * 3}
+
+
+def test_the_writer_and_the_metrics_hold_no_record_payload(tmp_path):
+    """Memory grows by a summary a fact, not by the record: a ceiling far below the records' size."""
+    import tracemalloc
+
+    from fhs.run.evaluate import metrics
+    from fhs.run.health import stage_health
+    from fhs.run.records import records_at
+    from fhs.run.summary import call_totals
+
+    n = 400
+    path = tmp_path / "records.jsonl"
+    ids = [f"f{i:05d}" for i in range(n)]
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        with RecordWriter(path) as writer:
+            for i in range(n):
+                writer.write(big_record(i))
+            summaries = writer.summaries(ids)
+            result = {**metrics(summaries), **call_totals(summaries), "stages": stage_health(summaries)}
+        written = tracemalloc.get_traced_memory()[1] - base
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        with RecordWriter(path) as writer:  # resuming reads every record, one at a time
+            again = writer.summaries(ids)
+            streamed = sum(len(r["ranking"]) for r in records_at(path, again, fields=["ranking"]))
+        resumed = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    size = path.stat().st_size
+    assert size > n * 40_000
+    # stated generously: 8 KB a fact (summaries are about 1 KB); keeping the records would take 100 KB+ a fact
+    assert written < n * 8_000 and resumed < n * 8_000, (written, resumed, size)
+    assert result["n_facts"] == n and result["llm_calls"] == 3 * n and result["stages"]["hypothesis"]["calls"] == 3 * n
+    assert result["recall@1"] == pytest.approx(sum((i % 9) == 1 for i in range(n)) / n)
+    assert streamed == 1000 * n and [s["id"] for s in again] == ids
+
+
+def test_records_are_read_back_by_offset_in_fact_order_after_a_torn_line(tmp_path):
+    from fhs.run.records import iter_records, records_at
+
+    path = tmp_path / "records.jsonl"
+    with RecordWriter(path) as writer:
+        for fid in ("b", "a"):
+            writer.write({"id": fid, "rank": 1, "note": "é" * 3})
+    with path.open("ab") as handle:
+        handle.write(b'{"id": "c", "ra')
+    with RecordWriter(path) as writer:
+        writer.write({"id": "c", "rank": 2})
+        writer.write({"id": "a", "rank": 5})  # a retried fact: the later record is the fact's
+        chosen = writer.summaries(["a", "b", "c"])
+    assert [r["rank"] for r in records_at(path, chosen)] == [5, 1, 2]
+    assert [r for r in records_at(path, chosen, fields=["id"])] == [{"id": "a"}, {"id": "b"}, {"id": "c"}]
+    assert [r["id"] for r in iter_records(path)] == ["b", "a", "c", "a"]

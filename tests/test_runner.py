@@ -98,3 +98,45 @@ def test_facts_run_in_threads_give_the_same_records(tmp_path):
         assert record == one_record
     assert {k: one[k] for k in ("recall@1", "mrr", "accuracy", "n_facts")} == \
         {k: four[k] for k in ("recall@1", "mrr", "accuracy", "n_facts")}
+
+
+class RefusesOneFact(AnswersByPurpose):
+    """Refuses every request about the fact whose value is 11 (as a server refuses a prompt for good)."""
+
+    def complete(self, requests):
+        from fhs.llm.contract import RequestRefused
+
+        if any("11" in m.content for r in requests for m in r.messages if "Value:" in m.content
+               and "Value: 11" in m.content):
+            raise RequestRefused("HTTP 400: prompt too long")
+        return super().complete(requests)
+
+
+def test_a_refused_fact_counts_as_a_miss_unless_excluded(tmp_path):
+    hypothesis = json.dumps({"dimensions": {"FAMILY": "Revenue"}, "operators": [],
+                             "retrieval_query": "Total revenue recognized"})
+    llm = RefusesOneFact({"hypothesis": hypothesis, "verifier": '{"verdicts": []}',
+                          "selector": '{"selected_index": 1}'})
+    miss = run_method(FACTS, "fhs", context(llm), tmp_path / "run", progress=False)
+    assert (miss["n_facts"], miss["n_refused"], miss["refused"]) == (3, 1, "miss")
+    assert miss["failed_facts"]["ids"] == ["f1"]
+    # the two answered facts found their gold at rank 1: 2 of 3 under "miss", 2 of 2 under "exclude"
+    assert miss["recall@1"] == pytest.approx(2 / 3) and miss["accuracy_basis"] == "selector"
+    excluded = run_method(FACTS, "fhs", context(llm), tmp_path / "run", progress=False, refused="exclude")
+    assert (excluded["n_facts"], excluded["n_refused"], excluded["refused"]) == (2, 1, "exclude")
+    assert excluded["recall@1"] == 1.0
+    from fhs.run.evaluate import metric_interval
+    latest = {r["id"]: r for r in read_records(tmp_path / "run" / "records.jsonl")}  # f1 was retried
+    assert metric_interval(list(latest.values()), "recall@1").estimate == pytest.approx(2 / 3)  # chapters count the miss too
+
+
+def test_fhs_run_takes_the_refused_policy():
+    from fhs.cli import build_parser
+    from fhs.core.errors import InputError
+
+    parser = build_parser()
+    assert parser.parse_args(["run", "--dataset", "fincl", "--method", "direct", "--out", "x"]).refused == "miss"
+    assert parser.parse_args(["run", "--dataset", "fincl", "--method", "direct", "--out", "x",
+                              "--refused", "exclude"]).refused == "exclude"
+    with pytest.raises(InputError, match="invalid choice"):
+        parser.parse_args(["run", "--dataset", "fincl", "--method", "direct", "--out", "x", "--refused", "drop"])

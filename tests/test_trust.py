@@ -391,8 +391,8 @@ def test_a_refused_fact_is_recorded_as_failed_and_the_run_goes_on(tmp_path, caps
         result = run_method(FACTS, "fhs", llm_context(llm), tmp_path / "run", progress=False)
     assert result["failed_facts"]["count"] == 1 and result["failed_facts"]["ids"] == ["f1"]
     assert "HTTP 400" in result["failed_facts"]["reasons"]["f1"]
-    assert result["n_facts"] == 2
-    assert "1 of 3 facts failed" in capsys.readouterr().err
+    assert (result["n_facts"], result["n_refused"]) == (3, 1)  # counted as a miss by default
+    assert "1 of 3 facts failed and count as misses" in capsys.readouterr().err
     with serve(lambda body: (200, completion('{"selected_index": 1, "ranked_indices": [1]}'
                                              if "selected_index" in body["messages"][-1]["content"]
                                              else "garbage"), {})) as (url, _):

@@ -2,15 +2,22 @@
 
 A ``Study`` ties a profile to a results folder (``runs/<profile>/``) and hands
 out cached runs, so a chapter asks for "direct on fincl without the coverage
-term" and gets records back, computing them only the first time. Every run
-goes through ``fhs.run.runner.run_method``, the same path as ``fhs run``.
+term" and gets a run back, computing it only the first time. Every run is a
+``fhs.run.spec.RunSpec``, the same object ``fhs run`` executes: one stamp, one
+folder rule (``runs/<profile>/<dataset>/<folder>``, the rule in ``fhs.run.spec``).
+
+A :class:`Run` keeps a small summary per fact (id, context, modality, gold,
+rank, correct, selected, failed; what metrics and bootstrap intervals read)
+and reads full records from disk only when asked (:meth:`Run.iter_records`).
+:meth:`Study.run_all` executes many runs together, facts of every run in
+flight at once, with the records of running them one after another.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -18,33 +25,51 @@ from fhs.book.fingerprint import facts_fingerprint, model_fingerprint, taxonomy_
 from fhs.data.facts import Fact
 from fhs.data.sampling import sample_by_context
 from fhs.method.config import DEFAULT_CONFIG, FHSConfig
-from fhs.method.context import MethodContext
-from fhs.run.evaluate import RunsEstimate, metric_interval, runs_estimate
 from fhs.retrieval.encoders import DEFAULT_MODEL
-from fhs.retrieval.kinds import DEFAULT_RETRIEVER, retriever_inputs
-from fhs.run.inputs import Experiment, ModelChoice, cached_retriever, load_experiment, retrieval_config
+from fhs.retrieval.kinds import DEFAULT_RETRIEVER
+from fhs.run.evaluate import MISS, RunsEstimate, evaluated, metric_interval, runs_estimate
+from fhs.run.inputs import Experiment, ModelChoice, load_experiment
 from fhs.run.profiles import Profile, get_profile
-from fhs.run.records import read_records
-from fhs.run.runner import run_method
+from fhs.run.records import records_at
+from fhs.run.spec import RunSpec, run_all
 
 
 @dataclass
 class Run:
-    """One method's records on one dataset, with its metrics."""
+    """One method's run on one dataset: per-fact summaries and metrics; full records stay on disk.
+
+    ``summaries`` hold, per fact of the run (in the order the facts were
+    given), the record's small fields (``fhs.run.summary``); every function of
+    ``fhs.run.evaluate`` reads them as it reads records. Under the ``exclude``
+    policy, facts the server refused are left out of them (``refused``).
+    """
 
     dataset: str
     method: str
     path: Path
-    records: list[dict]
+    summaries: list[dict]
     metrics: dict[str, Any]
+    refused: str = MISS
+
+    def iter_records(self, fields: Sequence[str] | None = None) -> Iterator[dict]:
+        """The run's full records, one at a time in fact order (only ``fields`` of each, when given)."""
+        return records_at(self.path / "records.jsonl", self.summaries, fields)
+
+    @cached_property
+    def records(self) -> list[dict]:
+        """Every full record of the run, in fact order. Loads everything: small runs only
+        (an FHS record at the paper's settings is about 95 KB); :meth:`iter_records` streams."""
+        return list(self.iter_records())
 
     def interval(self, metric: str, rank_key: str = "rank", **kw):
-        return metric_interval(self.records, metric, rank_key=rank_key, **kw)
+        return metric_interval(self.summaries if rank_key == "rank" else self.records, metric,
+                               rank_key=rank_key, **kw)
 
 
 def over_runs(runs: list[Run], metric: str, rank_key: str = "rank", **kw) -> RunsEstimate:
     """``metric`` over seeded runs: the mean, its bootstrap interval from the same runs, the std across runs."""
-    return runs_estimate([run.records for run in runs], metric, rank_key=rank_key, **kw)
+    rows = [run.summaries if rank_key == "rank" else run.records for run in runs]
+    return runs_estimate(rows, metric, rank_key=rank_key, **kw)
 
 
 @dataclass
@@ -55,6 +80,7 @@ class Study:
     progress: bool = True
     # dataset -> named FHS configuration (FHSConfig.named); a dataset not listed gets the paper's
     configurations: dict[str, str] = field(default_factory=dict)
+    refused: str = MISS  # facts the server refused: misses, or left out ("exclude"); fhs.run.evaluate.REFUSED
     _experiments: dict[str, Experiment] = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -91,71 +117,63 @@ class Study:
         """The named FHS configuration this study uses on ``dataset`` (``paper`` unless set)."""
         return self.configurations.get(dataset, DEFAULT_CONFIG)
 
+    def spec(self, dataset: str, method: str, model: ModelChoice | None = None, *, config: FHSConfig | None = None,
+             tag: str = "", w_cov: float | None = None, retriever: str = DEFAULT_RETRIEVER) -> RunSpec:
+        """The run :meth:`run` (no ``model``) or :meth:`run_llm` would execute, for :meth:`run_all`.
+
+        With a model, the seed is the model choice's and the selector is on
+        (``direct`` included) unless ``config`` switches it off; without
+        ``config`` the profile's budgets carry the dataset's named
+        configuration (:meth:`configuration`), with it ``config`` is the run's
+        FHS settings. A dense or hybrid ``retriever`` uses the profile's
+        embedding model and leaves label coverage off unless ``w_cov`` is given.
+        """
+        dense_model = self.profile.dense_model if retriever != DEFAULT_RETRIEVER else DEFAULT_MODEL
+        spec = RunSpec(dataset=dataset, method=method, retriever=retriever, dense_model=dense_model, w_cov=w_cov,
+                       tag=tag)
+        if model is None:
+            return spec
+        spec = replace(spec, model=model, seed=model.seed, configuration=self.configuration(dataset), selector=True)
+        return spec if config is None else spec.with_config(config, model.profile.fhs_config())
+
+    def run(self, dataset: str, method: str, *, w_cov: float | None = None, tag: str = "",
+            facts: list[Fact] | None = None, retriever: str = DEFAULT_RETRIEVER) -> Run:
+        """Run (or reload) an LLM-free ``method`` on ``dataset``'s sample under this profile."""
+        spec = self.spec(dataset, method, tag=tag, w_cov=w_cov, retriever=retriever)
+        return self.run_all([spec], None if facts is None else {dataset: facts})[0]
+
     def run_llm(self, dataset: str, method: str, model: ModelChoice, *, config: FHSConfig | None = None,
                 tag: str = "", facts: list[Fact] | None = None, w_cov: float | None = None,
                 retriever: str = DEFAULT_RETRIEVER) -> Run:
         """Run an LLM method (or ``direct`` with the shared selector) with ``model`` on the profile's sample.
 
-        Records live in ``<dataset>/<method>[-tag]-seed<seed>``; the model, the
-        seed, every FHS knob and a non-default ``retriever`` are part of the run's recorded configuration.
-        Without ``config`` the profile's budgets carry the dataset's named
-        configuration (:meth:`configuration`).
+        Records are cached on disk: a larger sample only adds the facts not yet
+        recorded, and changed settings or inputs start a new folder (:meth:`spec`).
         """
-        if config is None and self.configuration(dataset) != DEFAULT_CONFIG:
-            config = model.profile.fhs_config().with_named(self.configuration(dataset))
-        experiment = self.experiment(dataset)
-        searcher = cached_retriever(experiment.taxonomy,
-                                    retrieval_config(experiment.spec.taxonomy, retriever, w_cov=w_cov), retriever,
-                                    self.profile.dense_model)
-        scoped = Experiment(experiment.spec, experiment.taxonomy, experiment.facts, searcher)
-        ctx = scoped.llm_context(model, config)
-        settings = {"model": model.describe(), "fhs": ctx.config.to_dict()}
-        name_tag = "-".join(part for part in (tag, f"seed{model.seed}") if part)
-        return self.run(dataset, method, w_cov=w_cov, llm=True, tag=name_tag, facts=facts, settings=settings,
-                        llm_context=ctx, workers=model.profile.workers, retriever=retriever)
+        spec = self.spec(dataset, method, model, config=config, tag=tag, w_cov=w_cov, retriever=retriever)
+        return self.run_all([spec], None if facts is None else {dataset: facts})[0]
 
-    def run(self, dataset: str, method: str, *, w_cov: float | None = None, llm: bool = False,
-            ctx_options: dict[str, Any] | None = None, tag: str = "", facts: list[Fact] | None = None,
-            settings: dict[str, Any] | None = None, llm_context: MethodContext | None = None,
-            workers: int = 1, retriever: str = DEFAULT_RETRIEVER, **context: Any) -> Run:
-        """Run (or reload) ``method`` on ``dataset`` under this profile; records are cached on disk.
+    def run_all(self, specs: Sequence[RunSpec], facts: Mapping[str, Sequence[Fact]] | None = None, *,
+                workers: int | None = None) -> list[Run]:
+        """Execute many runs together; one :class:`Run` per spec, in order.
 
-        ``settings`` (model, backend, FHS knobs) join the run's recorded
-        configuration, so records made with other settings are never mixed in;
-        a larger sample only adds the facts not yet recorded. A dense or hybrid
-        ``retriever`` (label coverage off unless ``w_cov`` is given) names its
-        own folder (``<method>-<retriever>[-<dense model>]...``, the model named when it
-        is not the default) and is recorded with its embedding model; BM25 runs keep their
-        folder and configuration.
+        ``facts`` gives a dataset's facts (default: the profile's sample, for
+        LLM runs or not). ``workers`` facts are in flight at once (default: the
+        largest ``workers`` of the models' profiles, 1 without a model); the
+        records are those of running the specs one after another, in order.
         """
-        experiment = self.experiment(dataset)
-        config = retrieval_config(experiment.spec.taxonomy, retriever, w_cov=w_cov)
-        searcher = cached_retriever(experiment.taxonomy, config, retriever, self.profile.dense_model)
-        facts = self.facts(dataset, llm=llm) if facts is None else facts
-        default_wcov = retrieval_config(experiment.spec.taxonomy, retriever).w_cov
-        dense_model = self.profile.dense_model if retriever != DEFAULT_RETRIEVER else DEFAULT_MODEL
-        name = method + (f"-{retriever}" if retriever != DEFAULT_RETRIEVER else "") \
-            + (f"-{dense_model}" if dense_model != DEFAULT_MODEL else "") \
-            + (f"-wcov{config.w_cov:g}" if config.w_cov != default_wcov else "") + (f"-{tag}" if tag else "")
-        ctx = llm_context or Experiment(experiment.spec, experiment.taxonomy, experiment.facts,
-                                        searcher).method_context(options=ctx_options or {}, **context)
-        run_config = {"dataset": dataset, "method": method,
-                      "retrieval": {"w_cov": config.w_cov, "pool_multiplier": config.pool_multiplier,
-                                    "top_k": config.top_k}, **(settings or {})}
-        if retriever != DEFAULT_RETRIEVER:
-            run_config["retriever"] = {"kind": retriever, **retriever_inputs(searcher)}
-        if settings:
-            # Model and FHS settings pick the folder: changed settings start a new run (the
-            # response cache still replays every unchanged call) instead of mixing records.
-            digest = hashlib.sha256(json.dumps(run_config, sort_keys=True, default=str).encode()).hexdigest()
-            name += f"-{digest[:8]}"
-        path = self.root / self.profile.name / dataset / name
-        result = run_method(facts, method, ctx, path, run_config=run_config, progress=self.progress,
-                            workers=workers)
-        wanted = {fact.id for fact in facts}
-        records = [r for r in read_records(path / "records.jsonl") if r["id"] in wanted]
-        return Run(dataset, method, path, records, result)
+        chosen = dict(facts or {})
 
+        def facts_of(spec: RunSpec) -> Sequence[Fact]:
+            return chosen[spec.dataset] if spec.dataset in chosen else self.facts(spec.dataset, llm=spec.asks_model)
+
+        if workers is None:
+            workers = max([spec.model.profile.workers for spec in specs if spec.model is not None] or [1])
+        runs = [(spec, self.experiment(spec.dataset), facts_of(spec)) for spec in specs]
+        outcomes = run_all(runs, root=self.root / self.profile.name, workers=workers, progress=self.progress,
+                           refused=self.refused)
+        return [Run(spec.dataset, spec.method, outcome.path, evaluated(outcome.summaries, self.refused),
+                    outcome.metrics, self.refused) for spec, outcome in zip(specs, outcomes)]
 
 
 def llm_study(profile: str, runs_dir: str | Path, *, llm_limit: int | None = None, backend: str | None = None,

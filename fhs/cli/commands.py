@@ -8,15 +8,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import asdict
 
 from fhs.cli.parser import names
 from fhs.core.errors import InputError
 from fhs.data.datasets import DATASETS
 from fhs.data.domain import available_domains
 from fhs.data.taxonomies import TAXONOMIES
-from fhs.method.config import DEFAULT_CONFIG
-from fhs.retrieval.kinds import DEFAULT_RETRIEVER, retriever_kind
+from fhs.retrieval.kinds import DEFAULT_RETRIEVER
 
 
 def cmd_show(args: argparse.Namespace) -> None:
@@ -83,75 +81,49 @@ def cmd_facts(args: argparse.Namespace) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> dict:
+    from dataclasses import replace
+
     from fhs.data.taxonomies.ids import check_gold
     from fhs.data.sampling import sample_by_context
-    from fhs.method.registry import LLM_METHODS, get_method
+    from fhs.method.knobs import knob_overrides
     from fhs.run.inputs import ModelChoice
-    from fhs.run.runner import run_method
+    from fhs.run.spec import RunSpec
 
-    get_method(args.method)  # fail on an unknown method before loading any data
-    selector = args.selector == "on" if args.selector else args.method in LLM_METHODS
-    uses_model = args.method in LLM_METHODS or selector
-    model = None
-    if uses_model and (args.facts or args.taxonomy) and not args.domain:
+    # an unknown method or setting fails here, before any data is loaded
+    spec = RunSpec(dataset="", method=args.method, seed=args.seed, retriever=args.retriever,
+                   dense_model=args.dense_model, w_cov=args.wcov, configuration=args.config,
+                   overrides=knob_overrides(beta=args.beta, j=args.j, fusion=args.fusion, normalise=args.normalise,
+                                            render=args.render, window=args.window),
+                   selector=None if args.selector is None else args.selector == "on")
+    if spec.asks_model and (args.facts or args.taxonomy) and not args.domain:
         raise InputError(f"--method {args.method} asks a model, which needs the taxonomy's domain", field="domain",
                          fix="pass --domain FILE.yaml (check it with `fhs domain check FILE.yaml`) or one of "
                              + ", ".join(available_domains()))
-    if uses_model:
-        model = ModelChoice.resolve(args.profile or "cpu", backend=args.backend, model=args.model,
-                                    base_urls=args.base_url, seed=args.seed, cache=args.cache,
-                                    structured=args.structured, replay_unparsed=args.replay_unparsed,
-                                    any_server=args.replay_from_any_server)
+    if spec.asks_model:
+        spec = replace(spec, model=ModelChoice.resolve(
+            args.profile or "cpu", backend=args.backend, model=args.model, base_urls=args.base_url, seed=args.seed,
+            cache=args.cache, structured=args.structured, replay_unparsed=args.replay_unparsed,
+            any_server=args.replay_from_any_server))
     experiment = _experiment(args)
+    spec = replace(spec, dataset=experiment.spec.name)
     facts = experiment.facts
     if args.limit is not None:
         facts = facts[: args.limit]
-    elif args.sample is not None or model is not None:
-        facts = sample_by_context(facts, args.sample if args.sample is not None else model.profile.llm_facts)
+    elif args.sample is not None or spec.model is not None:
+        facts = sample_by_context(facts, args.sample if args.sample is not None else spec.model.profile.llm_facts)
     check_gold(facts, experiment.taxonomy, args.facts or experiment.spec.name)
-    inputs = experiment.fingerprint(llm=model is not None)
-    if model is not None:
-        inputs["model"] = model.fingerprint()
-    run_config = {
-        "dataset": experiment.spec.name,
-        "method": args.method,
-        "retriever": retriever_kind(experiment.retriever),
-        "retrieval": asdict(experiment.retriever.config),
-        "inputs": inputs,
-    }
+    sources = None
     if args.facts:  # where the inputs came from, so `fhs show` can find them again (not part of the stamp)
         from pathlib import Path
 
         taxonomy = args.taxonomy if args.taxonomy in TAXONOMIES else str(Path(args.taxonomy).resolve())
-        run_config["sources"] = {"facts": str(Path(args.facts).resolve()), "taxonomy": taxonomy,
-                                 "domain": args.domain or experiment.spec.domain}
-    if model is not None:
-        ctx = experiment.llm_context(model)
-        ctx.config = _with_knobs(ctx.config.with_named(args.config).replace(selector=selector), args)
-        run_config["model"] = model.describe()
-        if args.config != DEFAULT_CONFIG:
-            run_config["fhs_configuration"] = args.config
-        run_config["fhs"] = ctx.config.to_dict()
-    else:
-        ctx = experiment.method_context()
-    workers = args.workers or (model.profile.workers if model is not None else 1)
-    result = run_method(facts, args.method, ctx, args.out, run_config=run_config, progress=not args.quiet,
-                        workers=workers, fresh=args.fresh)
-    print(json.dumps({k: v for k, v in result.items() if k != "config"}, indent=2))
-    return result
-
-
-def _with_knobs(config, args: argparse.Namespace):
-    """The run's FHSConfig with the knobs given on the command line."""
-    from fhs.method.knobs import knob_overrides
-
-    changes = knob_overrides(beta=args.beta, j=args.j, fusion=args.fusion, normalise=args.normalise,
-                             render=args.render, window=args.window)
-    try:
-        return config.replace(**changes)
-    except ValueError as error:
-        raise InputError(str(error), field=next(iter(changes), "fhs"),
-                         fix="see fhs run --help for each knob's range") from None
+        sources = {"facts": str(Path(args.facts).resolve()), "taxonomy": taxonomy,
+                   "domain": args.domain or experiment.spec.domain}
+    workers = args.workers or (spec.model.profile.workers if spec.model is not None else 1)
+    outcome = spec.execute(experiment, facts, out_dir=args.out, fresh=args.fresh, refused=args.refused,
+                           sources=sources, workers=workers, progress=not args.quiet)
+    print(json.dumps({k: v for k, v in outcome.metrics.items() if k != "config"}, indent=2))
+    return outcome.metrics
 
 
 def _experiment(args: argparse.Namespace):

@@ -20,6 +20,7 @@ from fhs.method.knobs import FUSION, NORMALISE, RENDER, WINDOW
 from fhs.method.registry import METHODS
 from fhs.retrieval.encoders import DEFAULT_MODEL, MODELS
 from fhs.retrieval.kinds import DEFAULT_RETRIEVER, RETRIEVERS
+from fhs.run.evaluate import MISS, REFUSED
 from fhs.run.profiles import PROFILES
 
 
@@ -124,7 +125,10 @@ def build_parser() -> argparse.ArgumentParser:
                          f"{c.name} = {c.description}" for c in NAMED_CONFIGS.values())
                      + f" (default {DEFAULT_CONFIG})")
     run.add_argument("--workers", type=_positive_int("workers"), default=None,
-                     help="facts processed at once, to keep a server busy (default: the profile's; 1 on the CPU)")
+                     help="facts in flight at once, to keep a server busy (default: the profile's; 1 on the CPU)")
+    run.add_argument("--refused", choices=list(REFUSED), default=MISS,
+                     help="facts the server refused: " + "; ".join(f"{k} = {v}" for k, v in REFUSED.items())
+                          + f" (default {MISS}); metrics.json counts them either way")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     run.add_argument("--fresh", action="store_true",
                      help="discard the records already in --out instead of resuming from them")

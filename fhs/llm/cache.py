@@ -6,7 +6,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -143,6 +143,9 @@ class CachedLLM:
     unless ``replay_unparsed``. Misses go to the backend in batches of ``batch_size`` (each batch committed
     as it returns); identical requests within one call are sent once. Hits come
     back with ``cached=True``. ``stats`` tallies every response served.
+    Single flight: a request identical to one another thread is asking right
+    now waits for that answer instead of asking again, so concurrent callers
+    send what a sequential run would (the later one is served, as from the cache).
     """
 
     def __init__(self, backend: Any, cache: ResponseCache, *, batch_size: int = 64,
@@ -152,6 +155,8 @@ class CachedLLM:
         self.batch_size = max(1, batch_size)
         self.stats = stats if stats is not None else CallStats()
         self._stats_lock = threading.Lock()
+        self._flights: dict[str, _Flight] = {}  # keys being asked of the backend now (single flight)
+        self._flights_lock = threading.Lock()
         self.kind = getattr(backend, "kind", type(backend).__name__)
         self.model = getattr(backend, "model", getattr(backend, "name", ""))
         self.name = getattr(backend, "name", f"{self.kind}:{self.model}")
@@ -168,31 +173,83 @@ class CachedLLM:
         self.cache.mark_unparsed(self.key(request))
 
     def complete(self, requests: Sequence[Request]) -> list[Response]:
-        keys = [self.key(r) for r in requests]
-        found = self.cache.get_many(keys, unparsed=self.replay_unparsed)
-        results: list[Response | None] = [found.get(k) for k in keys]
-        first_index: dict[str, int] = {}
-        for index, key in enumerate(keys):
-            if results[index] is None and key not in first_index:
-                first_index[key] = index
-        for chunk in _chunks(list(first_index), self.batch_size):
-            batch = [requests[first_index[k]] for k in chunk]
-            answers = self.backend.complete(batch)
-            if len(answers) != len(batch):
-                raise BackendError(f"{self.name} returned {len(answers)} answers for {len(batch)} requests")
-            self.cache.put_many([(k, self.kind, self.model, r.purpose, a)
-                                 for k, r, a in zip(chunk, batch, answers)])
-            fresh = dict(zip(chunk, answers))
-            for index, key in enumerate(keys):
-                if key in fresh and results[index] is None:
-                    made_here = index == first_index[key]
-                    results[index] = replace(fresh[key], cached=not made_here)
-        served = [r for r in results if r is not None]
-        assert len(served) == len(requests)
+        served = self._serve(requests)
         with self._stats_lock:
             for request, response in zip(requests, served):
                 self.stats.add(request, response)
         return served
+
+    def _serve(self, requests: Sequence[Request]) -> list[Response]:
+        keys = [self.key(r) for r in requests]
+        found = self.cache.get_many(keys, unparsed=self.replay_unparsed)
+        first_index: dict[str, int] = {}
+        for index, key in enumerate(keys):
+            if key not in found and key not in first_index:
+                first_index[key] = index
+        lead, follow = self._claim(list(first_index))
+        made: dict[str, Response] = {}  # asked of the backend by this call
+        try:
+            if lead:  # answered and stored by another caller between the lookup and the claim
+                found.update(self.cache.get_many(list(lead), unparsed=self.replay_unparsed))
+            asked = [k for k in lead if k not in found]
+            for chunk in _chunks(asked, self.batch_size):
+                batch = [requests[first_index[k]] for k in chunk]
+                answers = self.backend.complete(batch)
+                if len(answers) != len(batch):
+                    raise BackendError(f"{self.name} returned {len(answers)} answers for {len(batch)} requests")
+                self.cache.put_many([(k, self.kind, self.model, r.purpose, a)
+                                     for k, r, a in zip(chunk, batch, answers)])
+                made.update((k, replace(a, cached=False)) for k, a in zip(chunk, answers))
+                self._land({k: lead[k] for k in chunk}, made)
+        finally:
+            self._land(lead, {**found, **made})  # a key with no answer failed: its followers ask again
+        for key, flight in follow.items():
+            answer = flight.wait()
+            # served as the cache would have served it; if the other caller's request failed, ask ourselves
+            found[key] = replace(answer, cached=True) if answer is not None else \
+                self._serve([requests[first_index[key]]])[0]
+        results = []
+        for index, key in enumerate(keys):
+            answer = made.get(key) or found[key]
+            results.append(answer if key not in made or index == first_index[key] else replace(answer, cached=True))
+        return results
+
+    def _claim(self, keys: Sequence[str]) -> tuple[dict[str, "_Flight"], dict[str, "_Flight"]]:
+        """Single flight: the keys this caller asks the backend for, and those another caller is asking now."""
+        lead: dict[str, _Flight] = {}
+        follow: dict[str, _Flight] = {}
+        with self._flights_lock:
+            for key in keys:
+                if key in self._flights:
+                    follow[key] = self._flights[key]
+                else:
+                    lead[key] = self._flights[key] = _Flight()
+        return lead, follow
+
+    def _land(self, flights: Mapping[str, "_Flight"], answers: Mapping[str, Response]) -> None:
+        """Hand this caller's flights their answers (none: the request failed) and retire them."""
+        with self._flights_lock:
+            mine = [(key, flight) for key, flight in flights.items() if self._flights.get(key) is flight]
+            for key, _ in mine:
+                del self._flights[key]
+        for key, flight in mine:
+            flight.land(answers.get(key))
+
+
+class _Flight:
+    """One request being asked of the backend; identical requests wait for its answer instead of asking too."""
+
+    def __init__(self) -> None:
+        self._done = threading.Event()
+        self._answer: Response | None = None
+
+    def land(self, answer: Response | None) -> None:
+        self._answer = answer
+        self._done.set()
+
+    def wait(self) -> Response | None:
+        self._done.wait()
+        return self._answer
 
 
 # --- the factory --------------------------------------------------------------------------

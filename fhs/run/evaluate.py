@@ -17,6 +17,12 @@ the chapters: the shared listwise selector's pick is a gold id (the paper's
 "top-1 after the shared selector", Appendix B.5). A record the selector did not
 run on is scored by rank 1 of its final list instead, and :func:`accuracy_basis`
 names which of the two a figure is, so a table can label it.
+
+A fact the server refused (the record's ``failed``) is a miss for every metric
+by default, as it would be for a reader of the paper: the fact was asked and
+not answered. ``refused="exclude"`` leaves such facts out of the denominators
+instead (``REFUSED``); ``metrics`` reports how many facts were evaluated and how
+many were refused either way.
 """
 
 from __future__ import annotations
@@ -29,6 +35,11 @@ import numpy as np
 from fhs.data.facts import matches_gold
 
 CUTOFFS = (1, 10, 50, 200)
+MISS, EXCLUDE = "miss", "exclude"
+REFUSED = {
+    MISS: "a fact the server refused counts as a miss (the paper's denominators)",
+    EXCLUDE: "a fact the server refused is left out of the denominators",
+}
 BOOTSTRAP_SEED = 20260724
 BOOTSTRAP_RESAMPLES = 2000
 
@@ -70,16 +81,34 @@ ACCURACY_BASES = {
 }
 
 
+def _refused(record: Mapping) -> bool:
+    """Whether the server refused this fact (the runner's ``failed``)."""
+    return bool(record.get("failed"))
+
+
+def evaluated(records: Iterable[Mapping], policy: str = MISS) -> list[Mapping]:
+    """The records a metric's denominator holds under a refused-facts policy (``REFUSED``)."""
+    if policy not in REFUSED:
+        raise ValueError(f"refused-facts policy must be one of {sorted(REFUSED)}, got {policy!r}")
+    return [r for r in records if policy == MISS or not _refused(r)]
+
+
 def record_value(record: Mapping, metric: str, rank_key: str = "rank") -> float:
-    """One record's contribution to ``metric``; "accuracy" reads the selector's verdict when present."""
+    """One record's contribution to ``metric``; "accuracy" reads the selector's verdict when present.
+
+    A refused fact contributes 0 to every metric (a miss)."""
+    if _refused(record):
+        return 0.0
     if metric == "accuracy" and "correct" in record:
         return float(bool(record["correct"]))
     return per_fact(record.get(rank_key), metric)
 
 
 def accuracy_basis(records: Iterable[Mapping]) -> str:
-    """Which definition of Acc. a set of records gets: ``selector``, ``rank-1`` or ``mixed``."""
-    judged = {"correct" in record for record in records}
+    """Which definition of Acc. a set of records gets: ``selector``, ``rank-1`` or ``mixed``.
+
+    Refused facts have no answer to judge, so they do not decide the basis."""
+    judged = {"correct" in record for record in records if not _refused(record)}
     if judged == {True}:
         return SELECTOR
     if judged == {True, False}:
@@ -107,15 +136,24 @@ def summarize(ranks: Sequence[int | None], cutoffs: Sequence[int] = CUTOFFS) -> 
 
 
 def _block(records: Sequence[Mapping], rank_key: str, cutoffs: Sequence[int]) -> dict:
-    block = summarize([r.get(rank_key) for r in records], cutoffs)
+    block = summarize([None if _refused(r) else r.get(rank_key) for r in records], cutoffs)
     block["accuracy"] = accuracy(records, rank_key)
     block["accuracy_basis"] = accuracy_basis(records)
     return block
 
 
-def metrics(records: Sequence[Mapping], rank_key: str = "rank", cutoffs: Sequence[int] = CUTOFFS) -> dict:
-    """Pooled metrics plus one block per modality (``by_modality``), each with its Acc. and basis."""
+def metrics(records: Sequence[Mapping], rank_key: str = "rank", cutoffs: Sequence[int] = CUTOFFS,
+            refused: str = MISS) -> dict:
+    """Pooled metrics plus one block per modality (``by_modality``), each with its Acc. and basis.
+
+    ``n_facts`` counts the facts evaluated (the denominator) and ``n_refused`` the
+    facts the server refused, counted as misses or left out as ``refused`` says.
+    """
+    everything = list(records)
+    records = evaluated(everything, refused)
     result = _block(records, rank_key, cutoffs)
+    result["n_refused"] = sum(1 for r in everything if _refused(r))
+    result["refused"] = refused
     result["by_modality"] = {
         modality: _block([r for r in records if r.get("modality") == modality], rank_key, cutoffs)
         for modality in sorted({r.get("modality") for r in records if r.get("modality")})

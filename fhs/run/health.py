@@ -11,7 +11,7 @@ runner warns when a stage falls back often.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from fhs.core.errors import warn
@@ -24,32 +24,47 @@ def failed(record: Mapping) -> bool:
     return bool(record.get("failed"))
 
 
-def stage_health(records: Sequence[Mapping]) -> dict[str, dict[str, int]]:
+STAGE_COUNTS = ("calls", "parse_failures", "fallbacks")
+
+
+def record_health(record: Mapping) -> dict[str, list[int]]:
+    """One record's ``{stage: [calls, parse_failures, fallbacks]}`` (see :func:`stage_health`)."""
+    if "health" in record and "llm_calls" not in record:  # a summary (fhs.run.summary) already holds it
+        return {name: list(counts) for name, counts in record["health"].items()}
+    stages: dict[str, list[int]] = {}
+
+    def stage(name: str) -> list[int]:
+        return stages.setdefault(name or "other", [0, 0, 0])
+
+    for call in record.get("llm_calls") or []:
+        counts = stage(call.get("purpose", ""))
+        counts[0] += 1
+        counts[1] += not call.get("parsed", True)
+    hypotheses = record.get("hypotheses") or []
+    if hypotheses and all(h.get("source") == "fallback" for h in hypotheses):
+        stage("hypothesis")[2] += 1
+    verifier = record.get("verifier") or {}
+    for verdict in verifier.get("verdicts") or []:
+        if verdict.get("asked") and not verdict.get("parsed"):
+            stage("verifier")[2] += 1
+    if "selected" in record and record.get("selection", {}) is None:
+        stage("selector")[2] += 1
+    return stages
+
+
+def stage_health(records: Iterable[Mapping]) -> dict[str, dict[str, int]]:
     """Per stage (a call's ``purpose``): calls, answers not parsed, and fallbacks taken.
 
     Fallbacks count facts (hypothesis: no sample parsed, the direct query was
     searched; selector: the method's order was kept) or hypotheses (verifier:
-    the fill value stood in for the verdicts).
+    the fill value stood in for the verdicts). Reads records or their summaries.
     """
     stages: dict[str, dict[str, int]] = {}
-
-    def stage(name: str) -> dict[str, int]:
-        return stages.setdefault(name or "other", {"calls": 0, "parse_failures": 0, "fallbacks": 0})
-
     for record in records:
-        for call in record.get("llm_calls") or []:
-            block = stage(call.get("purpose", ""))
-            block["calls"] += 1
-            block["parse_failures"] += not call.get("parsed", True)
-        hypotheses = record.get("hypotheses") or []
-        if hypotheses and all(h.get("source") == "fallback" for h in hypotheses):
-            stage("hypothesis")["fallbacks"] += 1
-        verifier = record.get("verifier") or {}
-        for verdict in verifier.get("verdicts") or []:
-            if verdict.get("asked") and not verdict.get("parsed"):
-                stage("verifier")["fallbacks"] += 1
-        if "selected" in record and record.get("selection", {}) is None:
-            stage("selector")["fallbacks"] += 1
+        for name, counts in record_health(record).items():
+            block = stages.setdefault(name, dict.fromkeys(STAGE_COUNTS, 0))
+            for key, value in zip(STAGE_COUNTS, counts):
+                block[key] += value
     return stages
 
 
@@ -61,7 +76,7 @@ def failed_facts(records: Sequence[Mapping]) -> dict[str, Any]:
 
 
 def warn_about(stages: Mapping[str, Mapping[str, int]], failures: Mapping[str, Any], n_records: int,
-               share: float = WARN_SHARE) -> list[str]:
+               share: float = WARN_SHARE, refused: str = "miss") -> list[str]:
     """Warnings on stderr for stages over ``share`` parse failures and for failed facts; returns them."""
     lines = []
     for name, block in stages.items():
@@ -70,7 +85,8 @@ def warn_about(stages: Mapping[str, Mapping[str, int]], failures: Mapping[str, A
                          f"({block['fallbacks']} fallbacks taken); metrics partly measure the fallback, "
                          f"not the method (check the server; parse_failures in metrics.json)")
     if failures["count"]:
-        lines.append(f"{failures['count']} of {n_records} facts failed and are left out of the metrics "
+        counted = "count as misses in" if refused == "miss" else "are left out of"
+        lines.append(f"{failures['count']} of {n_records} facts failed and {counted} the metrics "
                      f"(e.g. {failures['ids'][0]}: {next(iter(failures['reasons'].values()))[:160]}); "
                      f"a rerun retries them")
     for line in lines:

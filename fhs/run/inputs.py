@@ -6,7 +6,8 @@ see the same facts, the same index and the same retrieval settings.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import threading
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from fhs.core.errors import InputError, warn
@@ -55,7 +56,7 @@ class Experiment:
         from fhs.data.domain import domain_path
         from fhs.method.prompting import PROMPTS_DIR
 
-        inputs = {"facts": facts_digest(self.facts), "taxonomy": taxonomy_digest(self.taxonomy)}
+        inputs = {"facts": _once(facts_digest, self.facts), "taxonomy": _once(taxonomy_digest, self.taxonomy)}
         if retriever_inputs(self.retriever):  # dense/hybrid: the embedding model's files
             inputs["retriever"] = retriever_inputs(self.retriever)
         if llm:
@@ -63,12 +64,17 @@ class Experiment:
             inputs["prompts"] = files_digest(PROMPTS_DIR.glob("*.txt"))
         return inputs
 
-    def llm_context(self, model: "ModelChoice", config: FHSConfig | None = None, **kw) -> MethodContext:
-        """A method context with a model, the dataset's domain and the profile's FHS knobs."""
+    def llm_context(self, model: "ModelChoice", config: FHSConfig | None = None, *, seed: int | None = None,
+                    **kw) -> MethodContext:
+        """A method context with a model, the dataset's domain and the profile's FHS knobs.
+
+        The list depth and w_cov come from the retriever, the seed from ``seed`` (else the model choice's).
+        """
         from fhs.data.domain import load_domain
 
         config = (config or model.profile.fhs_config()).replace(
-            k=self.retriever.config.top_k, w_cov=self.retriever.config.w_cov, seed=model.seed)
+            k=self.retriever.config.top_k, w_cov=self.retriever.config.w_cov,
+            seed=model.seed if seed is None else seed)
         kw.setdefault("ledger", model.ledger())
         return self.method_context(llm=model.llm(), domain=load_domain(self.domain_name()),
                                    config=config, **kw)
@@ -76,6 +82,18 @@ class Experiment:
     def method_context(self, **kw) -> MethodContext:
         options = {"oracle_with_id": self.spec.oracle_with_id, **kw.pop("options", {})}
         return MethodContext(taxonomy=self.taxonomy, retriever=self.retriever, options=options, **kw)
+
+
+_DIGESTS: dict[tuple[int, object], tuple[object, str]] = {}
+
+
+def _once(digest, value) -> str:
+    """``digest(value)`` computed once per process and object (facts and taxonomies are not changed in
+    place; holding the object keeps its id() unique)."""
+    key = (id(value), digest)
+    if key not in _DIGESTS:
+        _DIGESTS[key] = (value, digest(value))
+    return _DIGESTS[key][1]
 
 
 _RETRIEVERS: dict[tuple, tuple[Taxonomy, Searcher]] = {}
@@ -200,8 +218,8 @@ class ModelChoice:
     structured: str | None = None
     replay_unparsed: bool = False  # serve cached answers a stage could not parse instead of asking again
     any_server: bool = False  # replay answers cached from another server URL (same model name)
-    _llm: object = None
-    _ledger: object = None
+    _llm: object = field(default=None, compare=False, repr=False)
+    _ledger: object = field(default=None, compare=False, repr=False)
 
     @classmethod
     def resolve(cls, profile: str | Profile, *, backend: str | None = None, model: str | None = None,
@@ -215,18 +233,31 @@ class ModelChoice:
                    structured=structured, replay_unparsed=replay_unparsed, any_server=any_server)
 
     def llm(self):
-        """The cached model client (built once; every call goes through the response cache)."""
-        if self._llm is None:
-            from fhs.llm.factory import make_llm
+        """The cached model client (every call goes through the response cache).
 
-            options: dict = {"n_threads": 2} if self.backend == "llama_cpp" else {}
-            if self.backend == "openai" and self.structured:
-                options["structured"] = self.structured
-            if self.backend == "openai" and self.any_server:
-                options["any_server"] = True
-            self._llm = make_llm(self.backend, self.model, base_urls=list(self.base_urls) or None,
-                                 cache_path=self.cache_path, replay_unparsed=self.replay_unparsed, **options)
+        Built once per process for each backend, model, servers and cache: the
+        choices of several seeds share one client, so a local model is loaded
+        once and identical requests in flight together are sent once.
+        """
+        if self._llm is None:
+            key = (self.backend, self.model, self.base_urls, str(self.cache_path), self.structured,
+                   self.replay_unparsed, self.any_server)
+            with _CLIENTS_LOCK:
+                if key not in _CLIENTS:
+                    _CLIENTS[key] = self._make_llm()
+                self._llm = _CLIENTS[key]
         return self._llm
+
+    def _make_llm(self):
+        from fhs.llm.factory import make_llm
+
+        options: dict = {"n_threads": 2} if self.backend == "llama_cpp" else {}
+        if self.backend == "openai" and self.structured:
+            options["structured"] = self.structured
+        if self.backend == "openai" and self.any_server:
+            options["any_server"] = True
+        return make_llm(self.backend, self.model, base_urls=list(self.base_urls) or None,
+                        cache_path=self.cache_path, replay_unparsed=self.replay_unparsed, **options)
 
     def fingerprint(self) -> dict[str, object]:
         """What identifies the model's weights: the GGUF's SHA-256, or the server's model and URLs."""
@@ -240,16 +271,24 @@ class ModelChoice:
         return {"model": self.model}
 
     def ledger(self):
-        """The verdict ledger beside the response cache (``verdicts.sqlite``), opened once."""
+        """The verdict ledger beside the response cache (``verdicts.sqlite``), opened once per process and file."""
         if self._ledger is None:
             from fhs.method.ledger import ledger_beside
 
-            self._ledger = ledger_beside(self.cache_path)
+            key = ("ledger", str(self.cache_path))
+            with _CLIENTS_LOCK:
+                if key not in _CLIENTS:
+                    _CLIENTS[key] = ledger_beside(self.cache_path)
+                self._ledger = _CLIENTS[key]
         return self._ledger
 
     def describe(self) -> dict:
-        return {"backend": self.backend, "model": self.model, "seed": self.seed,
-                "structured": self.structured}
+        """The model as a run stamp records it (the seed is the run's own, ``fhs.run.spec``)."""
+        return {"backend": self.backend, "model": self.model, "structured": self.structured}
+
+
+_CLIENTS: dict[tuple, object] = {}  # model clients and verdict ledgers, shared by equal model choices
+_CLIENTS_LOCK = threading.Lock()
 
 
 _GGUF_DIGESTS: dict[tuple[str, int, int], str] = {}

@@ -15,15 +15,17 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from fhs.core.errors import InputError, warn
-from fhs.core.files import atomic_write, write_text_atomic
+from fhs.core.files import atomic_write
 from fhs.run.lock import RunLock
 from fhs.run.stamp import differences
+from fhs.run.summary import summarize
 
 STAMP_NAME = "run-config.json"
 
@@ -35,41 +37,86 @@ def write_json_atomic(path: str | Path, payload: Any) -> None:
         handle.write("\n")
 
 
-def _parse_lines(path: Path) -> tuple[list[dict], bool]:
-    """Records of ``path`` and whether a torn last line (a killed write) was dropped.
+class _Torn(NamedTuple):
+    """A damaged last line (a killed write) and the byte offset where it starts."""
+
+    offset: int
+
+
+def _scan(path: Path) -> Iterator[tuple[int, dict] | _Torn]:
+    """``(offset, record)`` of ``path`` one line at a time, then a ``_Torn`` if the last line is a
+    killed write's fragment.
 
     Lines are decoded one by one, so a write cut inside a multi-byte character
     only loses its own line. A damaged line anywhere but at the end is not a
     fragment of a killed write: it is an error naming the line, and nothing is
-    rewritten.
+    rewritten. Only one line is held at a time, whatever the file's size.
     """
-    lines = path.read_bytes().split(b"\n")
-    last = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
-    records: list[dict] = []
-    torn = False
-    for index, raw in enumerate(lines):
-        if not raw.strip():
-            continue
-        try:
-            record = json.loads(raw.decode("utf-8"))
-            if not isinstance(record, dict) or not isinstance(record.get("id"), str):
-                raise ValueError("not a record")
-        except ValueError:  # JSONDecodeError and UnicodeDecodeError included
-            if index == last:
-                torn = True
-                break
-            raise InputError("not a record (a JSON object with an 'id')", path=path, line=index + 1,
-                             fix=f"repair or remove line {index + 1}; the other records are kept") from None
-        records.append(record)
-    return records, torn
+    damaged: tuple[int, int] | None = None  # (line number, offset) of a bad line not yet known to be the last
+    offset = 0
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            start, offset = offset, offset + len(raw)
+            if not raw.strip():
+                continue
+            if damaged is not None:
+                raise _not_a_record(path, damaged[0])
+            try:
+                record = json.loads(raw)
+                if not isinstance(record, dict) or not isinstance(record.get("id"), str):
+                    raise ValueError("not a record")
+            except ValueError:  # JSONDecodeError and UnicodeDecodeError included
+                damaged = (number, start)
+                continue
+            yield start, record
+    if damaged is not None:
+        yield _Torn(damaged[1])
+
+
+def _not_a_record(path: Path, line: int) -> InputError:
+    return InputError("not a record (a JSON object with an 'id')", path=path, line=line,
+                      fix=f"repair or remove line {line}; the other records are kept")
+
+
+def iter_records(path: str | Path, fields: Sequence[str] | None = None) -> Iterator[dict]:
+    """The complete records of a ``records.jsonl`` one at a time (a torn last line is ignored).
+
+    ``fields`` keeps only those keys of each record (those it has), so a reader
+    of a large run holds one full record at a time and only what it asked for.
+    """
+    path = Path(path)
+    if not path.exists():
+        return
+    for item in _scan(path):
+        if isinstance(item, _Torn):
+            return
+        yield _chosen(item[1], fields)
+
+
+def _chosen(record: dict, fields: Sequence[str] | None) -> dict:
+    return record if fields is None else {name: record[name] for name in fields if name in record}
+
+
+def records_at(path: str | Path, summaries: Iterable[Mapping], fields: Sequence[str] | None = None) -> Iterator[dict]:
+    """The records that ``summaries`` (from :class:`RecordWriter`) point to, in their order.
+
+    Each summary holds its record's byte ``offset``, so this reads only those
+    records, one at a time, however many others the file holds.
+    """
+    with Path(path).open("rb") as handle:
+        for summary in summaries:
+            handle.seek(summary["offset"])
+            record = json.loads(handle.readline())
+            if record.get("id") != summary["id"]:
+                raise InputError(f"holds another record where {summary['id']!r} was written; the file changed "
+                                 "since this run was read", path=path, fix="read the run again")
+            yield _chosen(record, fields)
 
 
 def read_records(path: str | Path) -> list[dict]:
-    """All complete records of a ``records.jsonl`` (a torn last line is ignored)."""
-    path = Path(path)
-    if not path.exists():
-        return []
-    return _parse_lines(path)[0]
+    """All complete records of a ``records.jsonl``: loads every record, so small runs only
+    (:func:`iter_records` streams them)."""
+    return list(iter_records(path))
 
 
 class RecordWriter:
@@ -78,6 +125,10 @@ class RecordWriter:
     Holds the run directory's lock while open. ``fresh`` discards the records
     (and the stamp) of an earlier run instead of resuming from them.
     ``sync_seconds``: the longest a flushed record waits for its fsync.
+    Keeps no record in memory, only each fact's summary (``fhs.run.summary``:
+    what resuming and the metrics need, about a kilobyte); a later record of
+    the same fact (a failed fact retried) replaces the earlier one. Safe to
+    write from several threads.
     """
 
     def __init__(self, path: str | Path, config: Mapping[str, Any] | None = None, *, fresh: bool = False,
@@ -85,6 +136,7 @@ class RecordWriter:
         self.path = Path(path)
         self.sync_seconds = sync_seconds
         self._synced = time.monotonic()
+        self._write_lock = threading.Lock()
         if self.path.parent.exists() and not self.path.parent.is_dir():
             raise InputError("is a file, not a run directory", path=self.path.parent,
                              fix="pass a directory to --out")
@@ -94,14 +146,21 @@ class RecordWriter:
             if fresh:
                 for name in (self.path.name, "metrics.json", STAMP_NAME):
                     (self.path.parent / name).unlink(missing_ok=True)
-            existing, torn = _parse_lines(self.path) if self.path.exists() else ([], False)
-            self._check_config(config, bool(existing))
-            if torn:
+            self._summaries: dict[str, dict] = {}
+            torn = None
+            if self.path.exists():
+                for item in _scan(self.path):
+                    if isinstance(item, _Torn):
+                        torn = item
+                    else:
+                        self._summaries[item[1]["id"]] = {**summarize(item[1]), "offset": item[0]}
+            self._check_config(config, bool(self._summaries))
+            if torn is not None:
                 warn(f"{self.path}: dropped a torn last line (a run was stopped while writing it); "
-                     f"{len(existing)} finished records are kept")
-            self._rewrite_clean(existing)
-            self.done: dict[str, dict] = {record["id"]: record for record in existing}
-            self._handle = self.path.open("a", encoding="utf-8")
+                     f"{len(self._summaries)} finished records are kept")
+            self._repair(torn)
+            self._handle = self.path.open("ab")
+            self._end = self.path.stat().st_size
         except BaseException:
             self._lock.release()
             raise
@@ -132,23 +191,45 @@ class RecordWriter:
                     path=self.path.parent, fix=fix)
         write_json_atomic(stamp, dict(config))
 
-    def _rewrite_clean(self, records: list[dict]) -> None:
-        """Drop a torn trailing fragment so appends start on a fresh line."""
+    def _repair(self, torn: _Torn | None) -> None:
+        """Cut a torn trailing fragment off (or end a complete last line) so appends start on a fresh line."""
         if not self.path.exists():
             return
-        data = self.path.read_bytes()
-        if data and not data.endswith(b"\n"):
-            write_text_atomic(self.path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+        with self.path.open("r+b") as handle:
+            if torn is not None:
+                handle.truncate(torn.offset)
+            end = handle.seek(0, os.SEEK_END)
+            unfinished = False
+            if end:
+                handle.seek(end - 1)
+                unfinished = handle.read(1) != b"\n"
+            if unfinished:
+                handle.write(b"\n")
+            elif torn is None:
+                return
+            handle.flush()
+            os.fsync(handle.fileno())
 
     def __contains__(self, fact_id: str) -> bool:
-        return fact_id in self.done
+        return fact_id in self._summaries
 
-    def write(self, record: Mapping[str, Any]) -> None:
-        self._handle.write(json.dumps(record, ensure_ascii=False) + "\n")
-        self._handle.flush()
-        if time.monotonic() - self._synced >= self.sync_seconds:
-            self._sync()
-        self.done[record["id"]] = dict(record)
+    def failed(self, fact_id: str) -> bool:
+        """Whether the fact's record says it failed (a rerun retries it)."""
+        return bool(self._summaries[fact_id].get("failed"))
+
+    def write(self, record: Mapping[str, Any]) -> dict:
+        """Append one record (a line, flushed at once); returns its summary (with the record's offset)."""
+        line = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
+        summary = summarize(record)
+        with self._write_lock:
+            summary["offset"] = self._end
+            self._handle.write(line)
+            self._handle.flush()
+            self._end += len(line)
+            if time.monotonic() - self._synced >= self.sync_seconds:
+                self._sync()
+            self._summaries[record["id"]] = summary
+        return summary
 
     def _sync(self) -> None:
         os.fsync(self._handle.fileno())
@@ -157,8 +238,9 @@ class RecordWriter:
     def close(self) -> None:
         try:
             try:
-                self._handle.flush()
-                self._sync()
+                with self._write_lock:
+                    self._handle.flush()
+                    self._sync()
             finally:
                 self._handle.close()
         finally:
@@ -170,5 +252,6 @@ class RecordWriter:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def records_in_order(self, fact_ids: Iterable[str]) -> list[dict]:
-        return [self.done[fid] for fid in fact_ids if fid in self.done]
+    def summaries(self, fact_ids: Iterable[str]) -> list[dict]:
+        """The summaries of those of ``fact_ids`` that have a record, in that order."""
+        return [self._summaries[fid] for fid in fact_ids if fid in self._summaries]

@@ -1,15 +1,27 @@
-"""Run one method over a list of facts: records as they finish, then metrics.
+"""Run methods over facts: records as they finish, then metrics.
 
 The runner is the single place where a method's per-fact output becomes a
 record on disk, so every method (and every ablation) is evaluated the same
 way, and a rerun resumes from the records already written.
+
+Several runs execute together (:func:`run_jobs`) as *fact-major* tasks: one
+task per fact runs that fact's runs one after another in the order given, and
+different facts run at once, up to ``workers`` of them. Runs that reuse each
+other's model calls (the response cache, the verdict ledger, both keyed by
+the fact's own requests and id) therefore see, for each fact, exactly what
+running them one after another would have shown them, whatever the
+concurrency; and a server sees the facts of every run in flight together.
+Only ``workers`` tasks exist at a time, and each holds one record at a time,
+so memory does not grow with the number of facts.
 """
 
 from __future__ import annotations
 
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -20,24 +32,39 @@ from fhs.data.taxonomies.ids import unknown_gold
 from fhs.llm.contract import RequestRefused
 from fhs.method.context import MethodContext
 from fhs.method.registry import get_method
-from fhs.run.evaluate import gold_rank, metrics
+from fhs.run.evaluate import MISS, gold_rank, metrics
 from fhs.run.health import failed, failed_facts, stage_health, warn_about
 from fhs.run.records import RecordWriter, write_json_atomic
+from fhs.run.summary import call_totals
+
+__all__ = ["RunJob", "RunOutcome", "call_totals", "run_jobs", "run_method"]  # call_totals: chapters read it here
 
 
-def call_totals(records: Sequence[Mapping]) -> dict[str, float]:
-    """Model calls, cache hits, tokens and model seconds over records' ``llm_calls`` lists."""
-    calls = [call for record in records for call in record.get("llm_calls") or []]
-    fresh = [call for call in calls if not call.get("cached")]
-    return {
-        "llm_calls": len(fresh),
-        "cache_hits": len(calls) - len(fresh),
-        "tokens_in": sum(call.get("tokens_in", 0) for call in calls),
-        "tokens_out": sum(call.get("tokens_out", 0) for call in calls),
-        "model_seconds": round(sum(call.get("seconds", 0.0) for call in fresh), 3),
-        # seconds the calls took when they were made, cached or not (the cost of the method)
-        "recorded_seconds": round(sum(call.get("seconds", 0.0) for call in calls), 3),
-    }
+@dataclass
+class RunJob:
+    """One run to execute: its facts, its method in its context, and where its records go.
+
+    ``stamp`` is the run directory's ``run-config.json`` (records of another
+    stamp are refused); ``refused`` says whether facts the server refused count
+    as misses or are left out of the metrics (``fhs.run.evaluate.REFUSED``).
+    """
+
+    facts: Sequence[Fact]
+    method: str
+    ctx: MethodContext
+    out_dir: Path
+    stamp: Mapping[str, Any] | None = None
+    fresh: bool = False
+    refused: str = MISS
+
+
+@dataclass
+class RunOutcome:
+    """A finished run: its metrics (metrics.json's content) and its facts' summaries, in fact order."""
+
+    path: Path
+    metrics: dict[str, Any]
+    summaries: list[dict] = field(default_factory=list)
 
 
 def _guarded(function):
@@ -50,28 +77,6 @@ def _guarded(function):
             return {"ranking": [], "failed": " ".join(str(error).split())}
 
     return run
-
-
-def _results(facts: Sequence[Fact], function, ctx: MethodContext, workers: int):
-    """``(fact, stage record)`` as facts finish; several at once when ``workers`` > 1.
-
-    Facts in flight at the same time keep an OpenAI-compatible server busy (each
-    fact's calls are few and short). If one fact fails, the ones already
-    yielded are on disk; those still running are abandoned, and their model
-    calls, cached as they returned, make the rerun cheap.
-    """
-    if workers <= 1:
-        for fact in facts:
-            yield fact, function(fact, ctx)
-        return
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = {pool.submit(function, fact, ctx): fact for fact in facts}
-        try:
-            for future in as_completed(futures):
-                yield futures[future], future.result()
-        finally:
-            for future in futures:
-                future.cancel()
 
 
 def _timed(function):
@@ -87,6 +92,138 @@ def _timed(function):
     return timed
 
 
+def _record(fact: Fact, method: str, stage: dict) -> dict:
+    """The record of one fact: the runner's fields (id, gold, rank, ...) and the method's stages."""
+    match = gold_match_of(fact)
+    record = {
+        "id": fact.id,
+        "context_id": fact.context_id,
+        "modality": fact.modality,
+        "gold": list(fact.gold),
+        "method": method,
+        "rank": gold_rank(stage.get("ranking", []), fact.gold, match),
+        **stage,
+    }
+    if match != "exact":
+        record["gold_match"] = match
+    if "selected" in stage:
+        record["correct"] = matches_gold(stage["selected"], fact.gold, match)
+    return record
+
+
+Task = list[tuple[int, Fact]]  # one fact's (run index, fact) pairs, in the order of the runs
+
+
+def _fact_tasks(jobs: Sequence[RunJob], writers: Sequence[RecordWriter]) -> list[Task]:
+    """One task per fact id still to do (not recorded, or recorded as failed), in first-seen order."""
+    tasks: dict[str, Task] = {}
+    for index, (job, writer) in enumerate(zip(jobs, writers)):
+        seen: set[str] = set()
+        for fact in job.facts:
+            if fact.id in seen or (fact.id in writer and not writer.failed(fact.id)):
+                continue
+            seen.add(fact.id)
+            tasks.setdefault(fact.id, []).append((index, fact))
+    return list(tasks.values())
+
+
+def _as_finished(tasks: Iterable[Task], run: Callable[[Task], int], workers: int) -> Iterator[int]:
+    """``run(task)`` for every task, at most ``workers`` at once; results as tasks finish.
+
+    Tasks are handed to the pool only as others finish, so no more than
+    ``workers`` exist (and hold results) at a time. If one fails, the error
+    comes out here, tasks not started are dropped and those running finish
+    (their records are written; the rerun skips them).
+    """
+    if workers <= 1:
+        for task in tasks:
+            yield run(task)
+        return
+    queue = iter(tasks)
+    pool = ThreadPoolExecutor(max_workers=workers)
+    try:
+        pending = {pool.submit(run, task) for task in islice(queue, workers)}
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            results = [future.result() for future in done]
+            pending |= {pool.submit(run, task) for task in islice(queue, len(done))}
+            yield from results
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def run_jobs(jobs: Sequence[RunJob], *, workers: int = 1, progress: bool = True) -> list[RunOutcome]:
+    """Execute several runs together (fact-major, ``workers`` facts at once); one outcome per job.
+
+    ``llm_calls``/``cache_hits``/tokens in each run's metrics count what THIS
+    invocation did (a fact recorded by an earlier run costs nothing now);
+    ``per_fact`` averages the cost over every record, cached or not, for the
+    cost tables; ``wall_seconds`` is the time of the whole invocation. A fact
+    whose request the server refused is recorded as failed (and retried by
+    the next run) and counted as the job's ``refused`` policy says.
+    """
+    paths = [Path(job.out_dir).resolve() for job in jobs]
+    if len(set(paths)) != len(paths):
+        raise ValueError("two runs of one batch write to the same run directory")
+    started = time.perf_counter()
+    functions = [_timed(_guarded(get_method(job.method))) for job in jobs]
+    writers: list[RecordWriter] = []
+    try:
+        for job in jobs:
+            writers.append(RecordWriter(Path(job.out_dir) / "records.jsonl", config=job.stamp, fresh=job.fresh))
+        tasks = _fact_tasks(jobs, writers)
+        new: list[list[dict]] = [[] for _ in jobs]
+
+        def run(task: Task) -> int:
+            for index, fact in task:
+                record = _record(fact, jobs[index].method, functions[index](fact, jobs[index].ctx))
+                new[index].append(writers[index].write(record))
+            return len(task)
+
+        total = sum(len(task) for task in tasks)
+        label = jobs[0].method if len(jobs) == 1 else f"{len(jobs)} runs"
+        with tqdm(total=total, desc=label, unit="fact", disable=not progress or not total, leave=False) as bar:
+            for done in _as_finished(tasks, run, workers):
+                bar.update(done)
+        wall = round(time.perf_counter() - started, 3)
+        return [_finish(job, writer, added, wall) for job, writer, added in zip(jobs, writers, new)]
+    finally:
+        for writer in writers:
+            writer.close()
+
+
+def _finish(job: RunJob, writer: RecordWriter, new: list[dict], wall_seconds: float) -> RunOutcome:
+    """metrics.json of one run, from its facts' summaries (no record is read again)."""
+    ids = list(dict.fromkeys(fact.id for fact in job.facts))
+    summaries = writer.summaries(ids)
+    ran = [s for s in summaries if not failed(s)]
+    # Acc. and its basis (selector pick or rank 1) come from fhs.run.evaluate, as in the chapters
+    result: dict[str, Any] = {"method": job.method, **metrics(summaries, refused=job.refused)}
+    totals = call_totals(ran)
+    result.update(call_totals(new))
+    result["n_new"] = len(new)
+    result["wall_seconds"] = wall_seconds
+    n = max(len(ran), 1)
+    result["per_fact"] = {
+        "llm_calls": (totals["llm_calls"] + totals["cache_hits"]) / n,
+        "tokens_in": totals["tokens_in"] / n,
+        "tokens_out": totals["tokens_out"] / n,
+        "model_seconds": totals["recorded_seconds"] / n,
+    }
+    stages = stage_health(summaries)
+    result["parse_failures"] = {name: block["parse_failures"] for name, block in stages.items()}
+    result["fallbacks"] = {name: block["fallbacks"] for name, block in stages.items()}
+    result["stages"] = stages
+    result["failed_facts"] = failed_facts(summaries)
+    unknown = unknown_gold(job.facts, job.ctx.taxonomy)
+    result["unknown_gold"] = {"count": len(unknown), "ids": unknown[:50]}
+    warn_about(stages, result["failed_facts"], len(summaries), refused=job.refused)
+    if job.stamp:
+        result["config"] = dict(job.stamp)
+    write_json_atomic(Path(job.out_dir) / "metrics.json", result)
+    return RunOutcome(Path(job.out_dir), result, summaries)
+
+
 def run_method(
     facts: Sequence[Fact],
     method: str,
@@ -97,65 +234,12 @@ def run_method(
     progress: bool = True,
     workers: int = 1,
     fresh: bool = False,
+    refused: str = MISS,
 ) -> dict:
     """Run ``method`` on every fact not yet recorded in ``out_dir``; return metrics.json's content.
 
-    ``llm_calls``/``cache_hits``/tokens count what THIS invocation did (a fact
-    recorded by an earlier run costs nothing now); ``per_fact`` averages the
-    cost over every record, cached or not, for the cost tables. A fact whose
-    request the server refused is recorded as failed (and retried by the next
-    run); the metrics leave it out and say how many were left out.
+    One run of :func:`run_jobs` (see there for what the metrics count);
+    ``workers`` facts are in flight at once.
     """
-    out_dir = Path(out_dir)
-    function = _timed(_guarded(get_method(method)))
-    started = time.perf_counter()
-    new_records: list[dict] = []
-    with RecordWriter(out_dir / "records.jsonl", config=run_config, fresh=fresh) as writer:
-        todo = [fact for fact in facts if fact.id not in writer or failed(writer.done[fact.id])]
-        bar = tqdm(total=len(todo), desc=method, unit="fact", disable=not progress or not todo, leave=False)
-        for fact, stage in _results(todo, function, ctx, workers):
-            bar.update()
-            ranking = stage.get("ranking", [])
-            record = {
-                "id": fact.id,
-                "context_id": fact.context_id,
-                "modality": fact.modality,
-                "gold": list(fact.gold),
-                "method": method,
-                "rank": gold_rank(ranking, fact.gold, gold_match_of(fact)),
-                **stage,
-            }
-            if gold_match_of(fact) != "exact":
-                record["gold_match"] = gold_match_of(fact)
-            if "selected" in stage:
-                record["correct"] = matches_gold(stage["selected"], fact.gold, gold_match_of(fact))
-            writer.write(record)
-            new_records.append(record)
-        bar.close()
-        everything = writer.records_in_order(fact.id for fact in facts)
-    records = [r for r in everything if not failed(r)]
-    # Acc. and its basis (selector pick or rank 1) come from fhs.run.evaluate, as in the chapters
-    result: dict[str, Any] = {"method": method, **metrics(records)}
-    totals = call_totals(records)
-    result.update(call_totals(new_records))
-    result["n_new"] = len(new_records)
-    result["wall_seconds"] = round(time.perf_counter() - started, 3)
-    n = max(len(records), 1)
-    result["per_fact"] = {
-        "llm_calls": (totals["llm_calls"] + totals["cache_hits"]) / n,
-        "tokens_in": totals["tokens_in"] / n,
-        "tokens_out": totals["tokens_out"] / n,
-        "model_seconds": totals["recorded_seconds"] / n,
-    }
-    stages = stage_health(everything)
-    result["parse_failures"] = {name: block["parse_failures"] for name, block in stages.items()}
-    result["fallbacks"] = {name: block["fallbacks"] for name, block in stages.items()}
-    result["stages"] = stages
-    result["failed_facts"] = failed_facts(everything)
-    unknown = unknown_gold(facts, ctx.taxonomy)
-    result["unknown_gold"] = {"count": len(unknown), "ids": unknown[:50]}
-    warn_about(stages, result["failed_facts"], len(everything))
-    if run_config:
-        result["config"] = dict(run_config)
-    write_json_atomic(out_dir / "metrics.json", result)
-    return result
+    job = RunJob(facts, method, ctx, Path(out_dir), stamp=run_config, fresh=fresh, refused=refused)
+    return run_jobs([job], workers=workers, progress=progress)[0].metrics
