@@ -55,6 +55,7 @@ def test_identical_verdicts_in_both_formats_agree_everywhere():
     assert summary["v_agreement"] == 1.0 and summary["v_mean_abs_diff"] == 0.0 and summary["top1_same"] == 1.0
     assert summary["recall@1"] == {"compact": 1.0, "verbose": 1.0}
     assert summary["verifier_tokens_out"]["compact"] < summary["verifier_tokens_out"]["verbose"]
+    assert json.dumps(summary)
 
 
 def test_one_flipped_cell_shows_in_dimension_and_support_agreement():

@@ -27,10 +27,11 @@ import json
 import sys
 import tempfile
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from fhs.core.files import write_text_atomic
 from fhs.data.domain import load_domain
 from fhs.data.sampling import sample_by_context
 from fhs.method.fhs import run_fhs_fact
@@ -124,9 +125,12 @@ def summarize(tallies: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     }
 
 
-def measure(dataset: str, choice: ModelChoice, n_facts: int, *, data: str | None = None,
-            seed: int = 0) -> list[dict[str, Any]]:
-    """Each sampled fact of ``dataset``: hypotheses once, then the verifier in the compact and the verbose format."""
+def measure(dataset: str, choice: ModelChoice, n_facts: int, *, data: str | None = None, seed: int = 0,
+            done: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
+    """Each sampled fact of ``dataset``: hypotheses once, then the verifier in the compact and the verbose format.
+
+    ``done`` is called with each fact's tally as it finishes (the command line writes the report so far).
+    """
     experiment = load_experiment(dataset, data=data, progress=False)
     domain = load_domain(experiment.domain_name())
     config = experiment.llm_context(choice).config.replace(selector=False)
@@ -140,7 +144,8 @@ def measure(dataset: str, choice: ModelChoice, n_facts: int, *, data: str | None
                                config.replace(compact_outputs=False), hypotheses=logged)
         tallies.append({**compare_fact(compact, verbose, domain.dimension_names, config.scoring, fact.gold),
                         "dataset": dataset, "fact": fact.id})
-        print(f"{dataset} {fact.id}: top-1 same {tallies[-1]['top1_same']}", file=sys.stderr, flush=True)
+        if done is not None:
+            done(tallies[-1])
     return tallies
 
 
@@ -151,15 +156,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--facts", type=int, default=10, help="context-level sample size per dataset")
     parser.add_argument("--seed", type=int, default=0, help="the sample's seed")
     parser.add_argument("--data", default=None)
-    parser.add_argument("--cache", default=None, help="response cache (default: a fresh temporary one)")
+    parser.add_argument("--cache", default=None,
+                        help="response cache (default: a fresh temporary one); a kept cache makes a rerun resume")
+    parser.add_argument("--out", default=None, help="also write the report so far here after every fact")
     args = parser.parse_args(argv)
+    datasets = args.datasets.split(",")
+    tallies: list[dict[str, Any]] = []
+
+    def report() -> dict[str, Any]:
+        return {"model": choice.model, "profile": args.profile, "all": summarize(tallies),
+                **{name: summarize([t for t in tallies if t["dataset"] == name]) for name in datasets}}
+
+    def done(tally: dict[str, Any]) -> None:
+        tallies.append(tally)
+        print(f"{tally['dataset']} {tally['fact']}: top-1 same {tally['top1_same']}", file=sys.stderr, flush=True)
+        if args.out:
+            write_text_atomic(args.out, json.dumps(report(), indent=2) + "\n")
+
     with tempfile.TemporaryDirectory() as tmp:
         choice = ModelChoice.resolve(args.profile, cache=args.cache or Path(tmp) / "responses.sqlite")
-        tallies = [t for name in args.datasets.split(",") for t in measure(name, choice, args.facts,
-                                                                            data=args.data, seed=args.seed)]
-    report = {"model": choice.model, "profile": args.profile, "all": summarize(tallies),
-              **{name: summarize([t for t in tallies if t["dataset"] == name]) for name in args.datasets.split(",")}}
-    print(json.dumps(report, indent=2))
+        for name in datasets:
+            measure(name, choice, args.facts, data=args.data, seed=args.seed, done=done)
+    print(json.dumps(report(), indent=2))
     return 0
 
 
