@@ -19,6 +19,7 @@ from fhs.method.free_text import free_text
 from fhs.method.oracle import oracle
 from fhs.method.parallel import parallel, parallel_instructed
 from fhs.method.parallel_diverse import parallel_diverse
+from fhs.method.parallel_verified import parallel_verified
 from fhs.method.self_refine import self_refine
 from fhs.method.structured import structured
 
@@ -31,6 +32,7 @@ METHODS: dict[str, Method] = {
     "parallel": parallel,
     "parallel-instructed": parallel_instructed,  # the authors' CodiEsp wording of parallel sampling
     "parallel-diverse": parallel_diverse,
+    "parallel-verified": parallel_verified,  # Table 6: the free-text ensemble + FHS's verifier
     "decomposed": decomposed,
     "self-refine": self_refine,
     "feedback-refine": feedback_refine,
@@ -40,7 +42,7 @@ METHODS: dict[str, Method] = {
 
 # Methods that cannot run without a model (direct only uses one for the selector).
 LLM_METHODS = frozenset({"free-text", "structured", "parallel", "parallel-instructed", "parallel-diverse",
-                         "decomposed", "self-refine", "feedback-refine", "fhs", "fhs-seq"})
+                         "parallel-verified", "decomposed", "self-refine", "feedback-refine", "fhs", "fhs-seq"})
 
 
 def get_method(name: str) -> Method:

@@ -44,6 +44,8 @@ from fhs.retrieval.bm25 import Ranking
 from fhs.retrieval.fusion import FusedPool
 
 PURPOSE = "verifier"
+# Hypothesis.source of a reading that is one free-text description, not a partial assignment
+DESCRIPTION_SOURCE = "description"
 VERDICT_LABELS = ("support", "contradict", "unresolved")
 # The compact answer: one letter per dimension, in the domain's order (book/deviations.md).
 CODE_LETTERS = ("S", "C", "A")
@@ -158,6 +160,18 @@ def verifier_schema(domain: Domain, window_ids: Sequence[str], compact: bool = T
     return {"type": "object", "properties": {"verdicts": verdicts}, "required": ["verdicts"]}
 
 
+def interpretation_lines(hypothesis: Hypothesis, names: Sequence[str]) -> str:
+    """What the verifier reads as the interpretation: one line per dimension, or a free-text description.
+
+    A reading built from an unfactorized sample (``source == DESCRIPTION_SOURCE``,
+    Table 6's free-text ensemble + verifier, ``fhs/method/parallel_verified.py``)
+    is shown as its description, and every dimension is judged against it.
+    """
+    if hypothesis.source == DESCRIPTION_SOURCE:
+        return render("verifier_description", description=hypothesis.retrieval_query).strip()
+    return "\n".join(f"{name}: {hypothesis.value(name)}" for name in names)
+
+
 def verifier_prompt(fact: Fact, hypothesis: Hypothesis, candidates: Sequence[Concept], domain: Domain,
                     context_chars: int, definition_chars: int, field_chars: int | None = None,
                     label_chars: int | None = None, compact: bool = True) -> str:
@@ -174,7 +188,7 @@ def verifier_prompt(fact: Fact, hypothesis: Hypothesis, candidates: Sequence[Con
         "verifier",
         evidence_kind=domain.evidence,
         evidence=evidence_block(fact, context_chars, field_chars),
-        hypothesis_lines="\n".join(f"{name}: {hypothesis.value(name)}" for name in names),
+        hypothesis_lines=interpretation_lines(hypothesis, names),
         dimension_lines="\n".join(f"- {d.name}: {d.verifier_gloss}" for d in domain.dimensions),
         taxonomy=domain.taxonomy,
         candidate_lines="\n".join(candidate_line(i, c, definition_chars, label_chars)
