@@ -252,11 +252,13 @@ def load_inputs(dataset: str, data: str | Path | None = None, root: Path = ROOT)
 
 def plan_profile(profile: str, *, chapters: list[str] | None = None, sample: int = 20,
                  fraction: float | None = None, throughput=None, data: str | Path | None = None,
-                 progress: bool = True, root: Path = ROOT, counter=None) -> tuple[dict[str, Any], list]:
+                 progress: bool = True, root: Path = ROOT, counter=None,
+                 changes: Mapping[str, Any] | None = None) -> tuple[dict[str, Any], list]:
     """``fhs plan``: the profile's chapters dry-run on the simulated model, sized to the profile.
 
     ``fraction`` plans a rehearsal on that share of every LLM sample (``make rehearsal``'s
-    ``REHEARSAL_FRACTION``). Returns the plan (what ``--json`` prints) and its rows.
+    ``REHEARSAL_FRACTION``); ``changes`` are FHS settings changed for every run (a what-if,
+    e.g. a shorter selector list). Returns the plan (what ``--json`` prints) and its rows.
     """
     import time
     from dataclasses import replace
@@ -268,6 +270,8 @@ def plan_profile(profile: str, *, chapters: list[str] | None = None, sample: int
     chosen = get_profile(profile)
     if fraction is not None:
         chosen = replace(chosen, llm_fraction=float(fraction))
+    if changes:
+        chosen = replace(chosen, fhs_overrides={**chosen.fhs_overrides, **changes})
     throughput = throughput or Throughput()
     counter = counter or default_counter()
     started = time.perf_counter()
@@ -280,7 +284,7 @@ def plan_profile(profile: str, *, chapters: list[str] | None = None, sample: int
         if row.run.asks_model and row.run.method != RELOCATOR:
             sampled[row.run.dataset] = max(sampled.get(row.run.dataset, 0), row.sampled)
     plan = {"profile": chosen.name, "description": chosen.description, "seeds": list(chosen.seeds),
-            "fraction": fraction, "chapters_planned": list(chapters or CHAPTERS), "sample": sampled,
+            "fraction": fraction, "changes": dict(changes or {}), "chapters_planned": list(chapters or CHAPTERS), "sample": sampled,
             "tokenizer": counter.name, "tokens_exact_on_sample": bool(counter.exact), **summary,
             "throughput_text": throughput.describe(),
             "bench_command": bench_command(summary["purposes"], chosen.model),

@@ -205,9 +205,9 @@ PROFILE_NOTES: dict[str, tuple[str, str]] = {
               "below), mean of the seeded runs. Run-to-run drift of the LLM is expected in the "
               "third decimal (see <i>Reproducing on a GPU</i>)."),
     "gpu-sample": ("warning",
-                   "Numbers from the <b>gpu-sample</b> profile: {model} on a sample of a few hundred "
-                   "facts per dataset (below), sized to one night on one GPU; read the intervals, "
-                   "they are wider than the paper's."),
+                   "Numbers from the <b>gpu-sample</b> profile: {model} on a small sample of facts "
+                   "per dataset (below), sized to one night on one GPU; read the intervals, they are "
+                   "much wider than the paper's."),
     "paper-full": ("note",
                    "Numbers from the <b>paper-full</b> profile: {model} on every fact of every test "
                    "set, mean of the seeded runs."),

@@ -231,7 +231,25 @@ def cmd_plan(args: argparse.Namespace) -> dict:
     elif args.prefill_tps is not None:
         throughput = Throughput(total_tps=None, prefill_tps=args.prefill_tps, decode_tps=args.decode_tps,
                                 source="given with --prefill-tps/--decode-tps")
+    changes = {}
+    for text in args.set:
+        import dataclasses
+
+        import yaml
+
+        from fhs.method.config import FHSConfig
+
+        name, sep, value = text.partition("=")
+        if not sep or name not in {f.name for f in dataclasses.fields(FHSConfig)}:
+            raise InputError(f"--set expects KNOB=VALUE with an FHSConfig field, got {text!r}", field="set",
+                             fix="see fhs/method/config.py for the knobs")
+        changes[name] = yaml.safe_load(value)
     plan, rows = plan_profile(args.profile, chapters=args.chapter, sample=args.sample, fraction=args.fraction,
-                              throughput=throughput, data=args.data, progress=not args.quiet and not args.json)
+                              throughput=throughput, data=args.data, progress=not args.quiet and not args.json,
+                              changes=changes)
     print(json.dumps(plan, indent=2) if args.json else format_plan(plan, rows))
+    if args.out:
+        from fhs.run.records import write_json_atomic
+
+        write_json_atomic(args.out, plan)
     return plan

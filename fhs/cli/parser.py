@@ -191,6 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--chapter", action="append", default=None,
                       help="plan only this chapter (e.g. 02_main_results); repeat for several (default: all)")
     plan.add_argument("--json", action="store_true", help="print the plan as JSON")
+    plan.add_argument("--out", default=None, help="also write the plan as JSON to this file")
     plan.add_argument("--sample", type=_positive_int("sample"), default=20,
                       help="facts per dataset the dry run asks the simulated model (a context-level sample; "
                            "default 20): more is slower and estimates tokens more closely")
@@ -203,6 +204,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="prompt tokens/s under load; with --decode-tps instead of --throughput")
     plan.add_argument("--decode-tps", type=_rate("decode-tps"), default=None,
                       help="generated tokens/s under load; with --prefill-tps")
+    plan.add_argument("--set", action="append", default=[], metavar="KNOB=VALUE",
+                      help="what if: an FHS setting changed for every run (fhs/method/config.py), e.g. "
+                           "selector_candidates=20; repeatable")
     plan.add_argument("--data", default=None, help="data directory (default: $FHS_DATA)")
     plan.add_argument("--quiet", action="store_true", help="no progress bar")
 

@@ -254,6 +254,7 @@ class Row:
         return {"chapter": run.chapter, "dataset": run.dataset, "method": run.method, "tag": run.tag,
                 "retriever": run.retriever, "configuration": run.configuration, "changes": dict(run.changes),
                 "seed": run.seed, "w_cov": run.w_cov, "selector": run.selector, "sample": run.facts,
+                "asks_model": run.asks_model,
                 "facts": self.facts, "sampled": self.sampled, "requests": self.requests,
                 "prompt_tokens": self.prompt_tokens, "output_tokens": self.output_tokens,
                 "requests_exact": self.requests_exact, "by_purpose": {k: dict(v) for k, v in self.by_purpose.items()}}

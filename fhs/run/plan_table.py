@@ -35,7 +35,8 @@ def _tokens(n: float) -> str:
 
 def format_plan(plan: Mapping[str, Any], rows: Sequence[Row]) -> str:
     """The plan as text: the table, the totals per chapter and per stage, the wall time."""
-    lines = [f"fhs plan --profile {plan['profile']}: {plan['description']}",
+    lines = [f"fhs plan --profile {plan['profile']}: {plan['description']}"
+             + (f" (what if: {', '.join(f'{k}={v}' for k, v in plan['changes'].items())})" if plan.get("changes") else ""),
              f"seeds {', '.join(map(str, plan['seeds']))}; facts sent to the model: "
              + ", ".join(f"{d} {n:,}" for d, n in plan["facts"].items()),
              f"dry run: the simulated model on {', '.join(f'{d} {n}' for d, n in plan['sample'].items())} "
