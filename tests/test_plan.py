@@ -13,7 +13,9 @@ from fhs.llm.tokens import CharEstimate
 from fhs.paper import CALLS_PER_FACT
 from fhs.retrieval.bm25 import RetrievalConfig, Retriever
 from fhs.run.inputs import Experiment
-from fhs.run.plan import FIXED_CALLS, LineMemo, PlannedRun, Throughput, dry_run, summarize
+from fhs.run.plan import FIXED_CALLS, PlannedRun, dry_run
+from fhs.run.plan_standins import LineMemo
+from fhs.run.plan_totals import Throughput, summarize
 from fhs.run.profiles import get_profile
 from test_pipeline import TAXONOMY
 

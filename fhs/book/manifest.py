@@ -264,7 +264,8 @@ def plan_profile(profile: str, *, chapters: list[str] | None = None, sample: int
     from dataclasses import replace
 
     from fhs.llm.tokens import default_counter
-    from fhs.run.plan import Throughput, bench_command, dry_run, summarize
+    from fhs.run.plan import dry_run
+    from fhs.run.plan_totals import Throughput, bench_command, summarize
     from fhs.run.profiles import get_profile
 
     chosen = get_profile(profile)

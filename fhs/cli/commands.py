@@ -216,7 +216,7 @@ def cmd_bench_llm(args: argparse.Namespace) -> dict:
 def cmd_plan(args: argparse.Namespace) -> dict:
     """``fhs plan``: the profile's chapters dry-run on the simulated model, printed as a table or JSON."""
     from fhs.book.manifest import plan_profile
-    from fhs.run.plan import Throughput
+    from fhs.run.plan_totals import Throughput
     from fhs.run.plan_table import format_plan
 
     if (args.prefill_tps is None) != (args.decode_tps is None):

@@ -15,16 +15,13 @@ same number of requests. Everything else is estimated from the sample: prompt
 tokens, output tokens (the simulator writes schema-shaped answers; where the
 authors measured a stage's output, that figure is used instead, see
 :data:`MEASURED_OUTPUT`), and the variable rounds of FHS-Seq and the verifier.
-Wall time divides the tokens by a server throughput (:class:`Throughput`).
+Wall time divides the tokens by a server throughput (:mod:`fhs.run.plan_totals`).
 """
 
 from __future__ import annotations
 
 import copy
-import hashlib
-import math
 import random
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,15 +31,15 @@ from tqdm import tqdm
 from fhs.data.facts import Fact
 from fhs.data.sampling import sample_by_context
 from fhs.llm.cache import CachedLLM, ResponseCache
-from fhs.llm.contract import Request, Response
 from fhs.llm.simulated import SimulatedBackend
 from fhs.llm.tokens import TokenCounter, default_counter
 from fhs.method.config import DEFAULT_CONFIG, FHSConfig
 from fhs.method.ledger import MemoryLedger
 from fhs.method.registry import LLM_METHODS, get_method
-from fhs.retrieval.bm25 import Ranking, Retriever
+from fhs.retrieval.bm25 import Retriever
 from fhs.retrieval.kinds import DEFAULT_RETRIEVER
 from fhs.run.inputs import Experiment, ModelChoice, cached_retriever, retrieval_config
+from fhs.run.plan_standins import LineMemo, MemoDomain, Meter, StandIn
 from fhs.run.profiles import Profile
 
 RELOCATOR = "llm-relocator"  # chapter 2's LLM relocator: one request per CodiEsp mention of a few documents
@@ -119,105 +116,6 @@ def fhs_config(profile: Profile, run: PlannedRun) -> FHSConfig:
     if run.configuration != DEFAULT_CONFIG:
         config = config.with_named(run.configuration)
     return config.replace(**dict(run.changes), selector=run.selector)
-
-
-class StandIn:
-    """A stand-in for the dense and hybrid retrievers: BM25's list, reordered per kind.
-
-    The plan does not embed 90,000 concepts; what it needs from another retriever is
-    that its windows and candidate lists differ from BM25's while sharing some
-    candidates, so the verifier and the selector are asked again where a real swap
-    would ask them. Each candidate moves by a pseudo-random amount of up to
-    ``spread`` places (from a hash of the kind and its id). Figures of those runs are
-    estimates.
-    """
-
-    def __init__(self, base: Any, kind: str, spread: int = 30) -> None:
-        self.base, self.kind, self.spread = base, kind, spread
-        self.taxonomy, self.config = base.taxonomy, base.config
-
-    def search(self, query: str, datatype: str | None = None, top_k: int | None = None) -> Ranking:
-        ranking = self.base.search(query, datatype, top_k)
-
-        def jitter(concept_id: str) -> int:
-            digest = hashlib.sha256(f"{self.kind}:{concept_id}".encode()).digest()
-            return digest[0] % self.spread
-
-        order = sorted(range(len(ranking.ids)), key=lambda i: (i + jitter(ranking.ids[i]), i))
-        return Ranking(tuple(ranking.ids[i] for i in order), ranking.scores)
-
-
-class LineMemo:
-    """A token counter that counts a prompt line by line and remembers each line's count.
-
-    The plan renders hundreds of thousands of prompts whose lines repeat (the
-    selector's 200 candidate lines, the instructions). Qwen's pre-tokenizer never
-    joins a newline to the text after it, so cutting where a newline meets
-    non-space text gives the same total as counting the whole; the first
-    ``checks`` texts are counted both ways, and any difference turns the memo off.
-    """
-
-    # where a newline meets text, and after the "]" of a candidate's "[rank]" (so a candidate's
-    # line is counted once whatever its rank): no pre-token of Qwen's spans either cut
-    _CUT = re.compile(r"(?<=[\r\n])(?=\S)|(?<=\])(?= )")
-
-    def __init__(self, counter: TokenCounter, checks: int = 50) -> None:
-        self.counter, self.checks = counter, checks
-        self.name, self.exact = counter.name, counter.exact
-        self.memo: dict[str, int] = {}
-        self.enabled = True
-
-    def _pieces(self, text: str) -> int:
-        total = 0
-        for piece in self._CUT.split(text):
-            count = self.memo.get(piece)
-            if count is None:
-                count = self.memo[piece] = self.counter.count(piece)
-            total += count
-        return total
-
-    def count(self, text: str) -> int:
-        if not self.enabled or not text:
-            return self.counter.count(text)
-        if self.checks > 0:
-            self.checks -= 1
-            whole = self.counter.count(text)
-            if whole != self._pieces(text):
-                self.enabled = False
-            return whole
-        return self._pieces(text)
-
-
-class MemoDomain:
-    """A domain whose candidates' category profiles are computed once per concept (the window
-    builder asks for them again in every run); everything else is the domain's own."""
-
-    def __init__(self, domain: Any) -> None:
-        self._domain = domain
-        self._profiles: dict[str, Any] = {}
-
-    def profile_of(self, concept: Any) -> Any:
-        key = concept.id
-        if key not in self._profiles:
-            self._profiles[key] = self._domain.profile_of(concept)
-        return self._profiles[key]
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._domain, name)
-
-
-class Meter:
-    """The simulated model behind the plan's cache: every request reaching it is one a server answers."""
-
-    def __init__(self, backend: Any) -> None:
-        self.backend = backend
-        self.kind, self.model, self.name = backend.kind, backend.model, backend.name
-        self.calls: list[tuple[str, int, int]] = []  # (purpose, prompt tokens, output tokens)
-
-    def complete(self, requests: Sequence[Request]) -> list[Response]:
-        answers = self.backend.complete(requests)
-        self.calls += [(r.purpose or "other", a.tokens_in, a.tokens_out) for r, a in zip(requests, answers)]
-        return answers
 
 
 @dataclass
@@ -397,80 +295,3 @@ def dry_run(runs: Sequence[PlannedRun], profile: Profile, inputs: Callable[[str]
             rows.append(machine.run(run, bar))
     machine.llm.cache.close()
     return rows
-
-
-# ----------------------------------------------------------------------------- wall time
-
-
-@dataclass(frozen=True)
-class Throughput:
-    """A server's aggregate throughput under load: one total rate, or prefill and decode rates.
-
-    The default is a published measurement of the setting the ``paper`` profile serves:
-    vLLM 0.11.0 with default settings serving Qwen3-32B (BF16) on one NVIDIA H100,
-    ``vllm bench serve`` on random prompts of 4,000 input and 200 output tokens, 500
-    prompts at once: 2,148.69 total tokens/s (GPUStack performance lab, "Optimizing
-    Qwen3-32B Throughput on NVIDIA H100 GPUs"; book/reproducing.md cites it). That shape
-    (long prompts, short answers) is close to this project's requests.
-    """
-
-    total_tps: float | None = 2148.69
-    prefill_tps: float | None = None
-    decode_tps: float | None = None
-    source: str = ("published: vLLM 0.11.0, Qwen3-32B BF16, one H100, random 4,000-in/200-out prompts "
-                   "(GPUStack performance lab)")
-
-    def seconds(self, prompt_tokens: int, output_tokens: int) -> float:
-        if self.prefill_tps and self.decode_tps:
-            return prompt_tokens / self.prefill_tps + output_tokens / self.decode_tps
-        if not self.total_tps:
-            raise ValueError("a throughput needs a total rate, or both a prefill and a decode rate")
-        return (prompt_tokens + output_tokens) / self.total_tps
-
-    def describe(self) -> str:
-        if self.prefill_tps and self.decode_tps:
-            return f"prefill {self.prefill_tps:,.0f} tok/s, decode {self.decode_tps:,.0f} tok/s ({self.source})"
-        return f"{self.total_tps:,.0f} tok/s in all ({self.source})"
-
-
-def summarize(rows: Sequence[Row], throughput: Throughput) -> dict[str, Any]:
-    """Totals per dataset, chapter and purpose, the request shapes, and the wall time."""
-    def zero() -> dict[str, int]:
-        return {"requests": 0, "prompt_tokens": 0, "output_tokens": 0}
-
-    total, chapters, purposes = zero(), {}, {}
-    facts: dict[str, int] = {}
-    for row in rows:
-        if row.run.asks_model and row.run.method != RELOCATOR:
-            facts[row.run.dataset] = max(facts.get(row.run.dataset, 0), row.facts)
-        block = chapters.setdefault(row.run.chapter, zero())
-        for key in total:
-            value = getattr(row, key)
-            total[key] += value
-            block[key] += value
-        for purpose, part in row.by_purpose.items():
-            shape = purposes.setdefault(purpose, {**zero(), "output_source": part["output_source"]})
-            for key in ("requests", "prompt_tokens", "output_tokens"):
-                shape[key] += int(part[key])
-    for shape in purposes.values():
-        n = max(shape["requests"], 1)
-        shape["mean_prompt_tokens"] = round(shape["prompt_tokens"] / n)
-        shape["mean_output_tokens"] = round(shape["output_tokens"] / n)
-    seconds = throughput.seconds(total["prompt_tokens"], total["output_tokens"])
-    for block in chapters.values():
-        block["hours"] = round(throughput.seconds(block["prompt_tokens"], block["output_tokens"]) / 3600, 2)
-    return {"facts": facts, "total": total, "chapters": chapters, "purposes": purposes,
-            "throughput": {"total_tps": throughput.total_tps, "prefill_tps": throughput.prefill_tps,
-                           "decode_tps": throughput.decode_tps, "source": throughput.source},
-            "hours": round(seconds / 3600, 2), "days": round(seconds / 86400, 2)}
-
-
-def bench_command(purposes: Mapping[str, Mapping[str, Any]], model: str, base_url: str = "http://127.0.0.1:8000",
-                  prompts: int = 500) -> str:
-    """A ``vllm bench serve`` command with the plan's request shape: the token-weighted mean prompt and answer."""
-    requests = sum(p["requests"] for p in purposes.values()) or 1
-    prompt = sum(p["prompt_tokens"] for p in purposes.values()) / requests
-    output = sum(p["output_tokens"] for p in purposes.values()) / requests
-    return (f"vllm bench serve --backend openai-chat --endpoint /v1/chat/completions --base-url {base_url} "
-            f"--model {model} --dataset-name random --random-input-len {math.ceil(prompt)} "
-            f"--random-output-len {max(1, math.ceil(output))} --num-prompts {prompts} --seed 42")

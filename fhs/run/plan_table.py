@@ -1,8 +1,10 @@
 """How ``fhs plan`` prints a plan: one line per chapter, dataset and method, then the totals.
 
-Seeded runs of one method are summed on one line (the ``runs`` column). A
-request count marked ``=`` is exact; ``~`` marks a figure estimated from the
-plan's sample (see :mod:`fhs.run.plan`). Token counts are always estimates.
+Seeded runs of one method are summed on one line (the ``runs`` column); runs
+that ask nothing new (replays of an earlier run's calls, LLM-free runs) are
+counted on one line per chapter. A request count marked ``=`` is exact; ``~``
+marks a figure estimated from the plan's sample (see :mod:`fhs.run.plan`).
+Token counts are always estimates.
 """
 
 from __future__ import annotations
@@ -45,16 +47,22 @@ def format_plan(plan: Mapping[str, Any], rows: Sequence[Row]) -> str:
              f"{'prompt tok':>12}{'output tok':>12}"
     lines += [header, "-" * len(header)]
     free: dict[str, int] = {}
+    replayed: dict[str, int] = {}
     for block in grouped(rows):
         if not block["asks_model"]:
             free[block["chapter"]] = free.get(block["chapter"], 0) + block["runs"]
+            continue
+        if block["requests"] == 0:  # every call served by an earlier run's answers or verdicts
+            replayed[block["chapter"]] = replayed.get(block["chapter"], 0) + block["runs"]
             continue
         mark = "=" if block["exact"] else "~"
         lines.append(f"{block['chapter']:<24}{block['dataset']:<11}{block['method'][:31]:<32}{block['runs']:>5}"
                      f"{block['facts']:>8,}{mark + format(block['requests'], ','):>13}"
                      f"{_tokens(block['prompt_tokens']):>12}{_tokens(block['output_tokens']):>12}")
+    for chapter, n in replayed.items():
+        lines.append(f"{chapter:<24}{'':<11}{n} runs replayed from earlier runs (no new request)")
     for chapter, n in free.items():
-        lines.append(f"{chapter:<24}{'':<11}{f'{n} LLM-free runs (no request)':<32}")
+        lines.append(f"{chapter:<24}{'':<11}{n} LLM-free runs (no request)")
     lines += ["", "per chapter (hours at the throughput below):"]
     for chapter, block in plan["chapters"].items():
         lines.append(f"  {chapter:<24}{block['requests']:>12,} requests {_tokens(block['prompt_tokens']):>9} in "
