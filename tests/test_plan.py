@@ -184,3 +184,17 @@ def test_every_page_states_its_size():
     assert "fincl 500" in note and "ixbrl 2,087" in note and "seeds 0, 1, 2" in note and "std" in note
     assert "every located fact" in repr(profile_note("paper", "m", facts={"pcs": "every located fact"}, seeds=(0,)))
     assert "evaluated" in repr(profile_note("cpu", facts={"fincl": 500}))
+
+
+@pytest.mark.data
+def test_plan_on_real_facts_prints_its_json(capsys):
+    """`fhs plan --json` on FinCL under the smoke profile: the facts a chapter sends, its requests."""
+    from fhs.cli import main
+    from fhs.run.inputs import load_experiment
+
+    assert main(["plan", "--profile", "smoke", "--chapter", "06_fhs_seq", "--json", "--sample", "2"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    fincl = load_experiment("fincl", progress=False).facts
+    assert out["facts"] == {"fincl": len(sample_by_context(fincl, get_profile("smoke").llm_facts))}
+    assert out["total"]["requests"] > 0 and out["total"]["prompt_tokens"] > out["total"]["requests"] * 100
+    assert out["tokens_exact_on_sample"] in (True, False) and out["tokenizer"]
