@@ -21,6 +21,9 @@ FHS_DATA ?= $(abspath ../shared/data)## the data directory
 VLLM_PORT ?= 8000## port of the local vLLM test server on 127.0.0.1 (make vllm-server)
 VLLM_MODEL ?= smollm2-135m## model that server serves: smollm2-135m | qwen2.5-0.5b
 VLLM_VENV ?= .vllm## the vLLM server's own virtual environment (not VENV)
+REHEARSAL_FRACTION ?= 0.02## share of the paper profile's LLM facts `make rehearsal` runs (fhs plan --fraction takes the same)
+REHEARSAL_PORT ?= 8017## port of the rehearsal's simulated server on 127.0.0.1
+REHEARSAL_ARGS ?= ## more arguments for scripts/rehearsal.py, e.g. "--chapter 02_main_results --server-args '--time-scale 10'"
 export FHS_DATA VLLM_PORT VLLM_MODEL VLLM_VENV
 
 BIN := $(VENV)/bin
@@ -53,7 +56,7 @@ STAMP_TEST := $(VENV)/.stamp-test
 STAMP_MODELS := $(VENV)/.stamp-models
 
 .PHONY: help book notebooks html check-offline test venv install-book install-test models clean distclean \
-	vllm-server vllm-stop test-vllm
+	vllm-server vllm-stop test-vllm rehearsal
 
 help: ## list targets and variables
 	@echo "FHS companion. Targets:"
@@ -95,6 +98,12 @@ test-vllm: install-test install-book models ## the `vllm` tests (pytest -m vllm)
 	scripts/vllm_server.sh fhs-deps; \
 	FHS_VLLM_BASE_URL=http://127.0.0.1:$(VLLM_PORT)/v1 FHS_VLLM_PYTHON=$(abspath $(VLLM_VENV))/bin/python \
 		$(PY) -m pytest -m vllm -s $(PYTEST_ARGS) tests/test_vllm.py
+
+# The paper profile's chapters against the simulated server (tests/sim_server.py) on a fraction
+# of its facts, in a copy of the checkout under _build/rehearsal/; then a kill -9 and resume
+# check and a report against `fhs plan` (scripts/rehearsal.py says what each step does).
+rehearsal: install-test install-book models ## dress rehearsal of the paper profile against the simulated server (REHEARSAL_FRACTION)
+	$(PY) scripts/rehearsal.py --fraction $(REHEARSAL_FRACTION) --port $(REHEARSAL_PORT) $(REHEARSAL_ARGS)
 
 venv: $(PY) ## create the virtual environment
 

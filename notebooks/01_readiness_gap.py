@@ -68,7 +68,7 @@ if protocol_check:
           "and are neither compared with nor recorded as this profile's values.")
 METRICS = ["recall@1", "recall@10", "recall@50", "recall@200", "mrr"]
 interval = dict(resamples=bootstrap_resamples, seed=seed)
-profile_note(profile)
+profile_note(profile, facts={name: len(study.facts(name)) for name in datasets})
 
 # %% [markdown]
 # ## The data

@@ -48,10 +48,11 @@ profile = "cpu"  # smoke | cpu | paper (fhs/run/profiles.py)
 runs_dir = "runs"  # where run records are cached
 datasets = ["fincl", "codiesp"]  # add "ixbrl" on a GPU box
 llm_limit = None  # facts per dataset (a context-level sample); None takes the profile size
+llm_fraction = None  # a share of every LLM sample (make rehearsal); None takes all of it
 backend = None  # llama_cpp, openai or vllm; None takes the profile backend
 model = None  # None takes the profile model
 base_url = None  # OpenAI-compatible server(s), comma-separated; None takes the profile URL
-runs = 1  # seeded runs per method (the paper: 3)
+runs = None  # seeded runs per method: None takes every seed of the profile (three under paper), N its first N
 seed = 20260724  # bootstrap seed
 bootstrap_resamples = 2000
 cache_dir = ".fhs-cache"  # every model call is cached here; a rebuild replays it
@@ -69,7 +70,6 @@ page_started = time.perf_counter()  # the page says at its end how long it took
 # a persistent response cache, so re-executing this page replays the calls.
 
 # %%
-import random
 from dataclasses import replace
 from pathlib import Path
 
@@ -78,6 +78,7 @@ import numpy as np
 import pandas as pd
 
 from fhs.book.check import check
+from fhs.book.manifest import MAIN_ROWS
 from fhs.book.report import Estimate, NEUTRAL_COLOR, ORACLE_COLOR, OURS_COLOR, profile_note, show, use_style
 from fhs.book.study import Study, over_runs
 from fhs.method.registry import METHODS as REGISTERED
@@ -92,26 +93,30 @@ from fhs.paper import (BEST_BASELINE_ACCURACY, CALLS_PER_FACT, MODALITY_CONTRAST
                        relocation_rate as paper_relocation_rate)
 from fhs.run.evaluate import ACCURACY_BASES, accuracy_basis, paired_difference
 from fhs.run.inputs import ModelChoice
+from fhs.run.plan import codiesp_documents, relocation_documents as relocation_sample
 from fhs.run.profiles import get_profile
 from fhs.run.runner import call_totals
 
 use_style()
 study = Study.for_profile(profile, runs_dir, progress=False, configurations={"codiesp": codiesp_config})
 if llm_limit is not None:
-    study.profile = replace(study.profile, llm_facts=int(llm_limit))
+    study.profile = study.profile.with_llm_facts(int(llm_limit))
+if llm_fraction is not None:
+    study.profile = replace(study.profile, llm_fraction=float(llm_fraction))
+seeds = study.seeds(runs)  # the profile's seeded runs (fhs/run/profiles.py), the one source
 choices = [ModelChoice.resolve(profile, backend=backend, model=model,
                                base_urls=base_url.split(",") if base_url else None,
-                               seed=s, cache=Path(cache_dir) / "responses.sqlite") for s in range(runs)]
-# The paper's row order; FHS-Seq joins when its module is registered.
-ROWS = ["direct", "free-text", "structured", "parallel", "parallel-diverse", "decomposed", "self-refine",
-        "feedback-refine", "fhs-seq", "fhs"]
-METHODS = [m for m in ROWS if m in REGISTERED]
+                               seed=s, cache=Path(cache_dir) / "responses.sqlite") for s in seeds]
+# The paper's row order (fhs/book/manifest.py, which `fhs plan` sizes); FHS-Seq joins when registered.
+METHODS = [m for m in MAIN_ROWS if m in REGISTERED]
 BASELINES = [m for m in METHODS if m != "fhs"]
 METRICS = ["recall@1", "recall@10", "recall@50", "recall@200", "mrr", "accuracy"]
 interval = dict(resamples=bootstrap_resamples, seed=seed)
+samples = {name: study.facts(name, llm=True) for name in datasets}
 profile_note(profile, display_name(choices[0].model),
              configurations={name: study.configuration(name) for name in datasets},
-             descriptions={name: named.description for name, named in NAMED_CONFIGS.items()})
+             descriptions={name: named.description for name, named in NAMED_CONFIGS.items()},
+             facts={name: len(facts) for name, facts in samples.items()}, seeds=seeds)
 if protocol_check:
     print(f"PROTOCOL CHECK: profile {profile} with {choices[0].model} on a tiny sample; these are not "
           "paper numbers and are neither compared with nor recorded as this profile's values.")
@@ -127,13 +132,12 @@ if protocol_check:
 
 # %%
 results, oracle = {}, {}
-samples = {name: study.facts(name, llm=True) for name in datasets}
 for name in datasets:
     for method in METHODS:
         results[(name, method)] = [study.run_llm(name, method, choice, facts=samples[name]) for choice in choices]
     oracle[name] = study.run(name, "oracle", facts=samples[name])
 sizes = {name: len(samples[name]) for name in datasets}
-print("facts per dataset:", sizes, "| model:", choices[0].model, "| seeded runs:", runs)
+print("facts per dataset:", sizes, "| model:", choices[0].model, "| seeded runs:", len(seeds))
 
 # %% [markdown]
 # ## Tables 4 and 5
@@ -178,7 +182,7 @@ for name in datasets:
                  **{m: dash(paper_value(name, "oracle", m)) for m in METRICS}})
 main_table = pd.DataFrame(rows)
 bases = sorted({accuracy_basis(run.records) for group in results.values() for run in group})
-show(main_table, caption="Tables 4 and 5: ours (mean" + (" ± std across runs" if runs > 1 else "")
+show(main_table, caption="Tables 4 and 5: ours (mean" + (" ± std across runs" if len(seeds) > 1 else "")
      + ", 95% interval) and the paper's (— where the paper gives no figure). "
      + "; ".join(ACCURACY_BASES[b] for b in bases))
 print("the paper's best baseline accuracy:",
@@ -409,9 +413,8 @@ show(pd.DataFrame(shares), caption="Share of the verifier's dimension verdicts (
 relocation = {}
 if "codiesp" in datasets:
     taxonomy = study.experiment("codiesp").taxonomy
-    all_docs = sorted({f.context_id for f in load_split(data_dir(study.data), taxonomy).all_facts})
-    random.Random(seed).shuffle(all_docs)
-    sample_docs = set(all_docs[:relocation_documents])
+    # the documents `fhs plan` sizes: every test document with a diagnosis, shuffled by the seed
+    sample_docs = set(relocation_sample(codiesp_documents(data_dir(study.data)), relocation_documents, seed))
     deterministic = load_split(data_dir(study.data), taxonomy, documents=sample_docs)
     with_llm = load_split(data_dir(study.data), taxonomy, documents=sample_docs,
                           relocator=LLMRelocator(choices[0].llm()))

@@ -30,6 +30,8 @@ profile = "cpu"  # smoke | cpu | paper (fhs/run/profiles.py)
 runs_dir = "runs"
 datasets = ["fincl", "codiesp"]
 llm_limit = None
+llm_fraction = None  # a share of every LLM sample (make rehearsal); None takes all of it
+runs = None  # seeded runs: None takes every seed of the profile (three under paper), N its first N
 backend = None
 model = None
 base_url = None
@@ -39,6 +41,7 @@ cache_dir = ".fhs-cache"
 
 # %%
 import time
+from dataclasses import replace
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -58,12 +61,34 @@ started = time.perf_counter()
 use_style()
 study, choice = llm_study(profile, runs_dir, llm_limit=llm_limit, backend=backend, model=model,
                           base_url=base_url, cache_dir=cache_dir)
+if llm_fraction is not None:
+    study.profile = replace(study.profile, llm_fraction=float(llm_fraction))
+seeds = study.seeds(runs)  # the profile's seeded runs, the one source
+choices = [replace(choice, seed=s) for s in seeds]
 interval = dict(resamples=bootstrap_resamples, seed=seed)
-runs = {name: study.run_llm(name, "fhs", choice) for name in datasets}
+seeded = {name: [study.run_llm(name, "fhs", c) for c in choices] for name in datasets}
+# The verdict statistics pool every verifier call of every seeded run; re-scorings are
+# computed per run and shown as the mean ± the std across runs.
+runs = {name: group[0] for name, group in seeded.items()}  # the first run, for one-fact views
+pooled = {name: [r for run in group for r in run.records] for name, group in seeded.items()}
 dims = {name: load_domain(study.experiment(name).spec.domain).dimension_names for name in datasets}
 for name, run in runs.items():
-    print(f"{name}: {len(run.records)} facts from {len({r['context_id'] for r in run.records})} contexts")
-profile_note(profile, display_name(choice.model))
+    print(f"{name}: {len(run.records)} facts from {len({r['context_id'] for r in run.records})} contexts, "
+          f"{len(seeds)} seeded run(s)")
+profile_note(profile, display_name(choice.model), facts={name: len(run.records) for name, run in runs.items()},
+             seeds=seeds)
+
+
+def across(values):
+    """One value per seeded run: the mean, ± the std when there are several."""
+    return Estimate(float(np.mean(values)), std=float(np.std(values, ddof=1)) if len(values) > 1 else None)
+
+
+def across_differences(ds):
+    """Paired differences, one per seeded run: one run's interval, or the mean ± std of several."""
+    if len(ds) == 1:
+        return Estimate(ds[0].estimate, ds[0].low, ds[0].high)
+    return across([d.estimate for d in ds])
 
 # %% [markdown]
 # ## Table 15
@@ -79,8 +104,8 @@ def panel_frame(panel, name):
     return pd.DataFrame([{"dataset": name, "group": group, **values} for group, values in panel.items()])
 
 
-panels_a = {name: panel_a(run.records, dims[name]) for name, run in runs.items()}
-panels_b = {name: panel_b(run.records, dims[name]) for name, run in runs.items()}
+panels_a = {name: panel_a(records, dims[name]) for name, records in pooled.items()}
+panels_b = {name: panel_b(records, dims[name]) for name, records in pooled.items()}
 show(pd.concat([panel_frame(p, n) for n, p in panels_a.items()]),
      caption="Panel A: does the verifier separate candidates? Support rate, gold vs non-gold")
 show(pd.concat([panel_frame(p, n) for n, p in panels_b.items()]),
@@ -90,7 +115,7 @@ show(pd.concat([panel_frame(p, n) for n, p in panels_b.items()]),
 # ## The window and the hypotheses (Appendix E.2)
 
 # %%
-stats = {name: window_stats(run.records) for name, run in runs.items()}
+stats = {name: window_stats(records) for name, records in pooled.items()}
 show(pd.DataFrame([{"dataset": name, **s} for name, s in stats.items()]
                   + [{"dataset": "paper (FinTagging)", "calls": VERIFIER["calls"],
                       "gold_in_window": VERIFIER["gold_in_window"],
@@ -108,15 +133,18 @@ show(pd.DataFrame([{"dataset": name, **s} for name, s in stats.items()]
 
 # %%
 abstain_rows, abstain_runs = [], {}
-for name, run in runs.items():
+for name, group in seeded.items():
     for scoring in ("paper", "code", "strict"):
-        records = [rescore(r, beta=0.6, vbar=rescored_vbar(r, dims[name], scoring)) for r in run.records]
-        abstain_runs[(name, scoring)] = records
-        values = metrics(records)
-        row = {"dataset": name, "scoring": scoring, "recall@1": values["recall@1"], "mrr": values["mrr"]}
+        per_run = [[rescore(r, beta=0.6, vbar=rescored_vbar(r, dims[name], scoring)) for r in run.records]
+                   for run in group]
+        abstain_runs[(name, scoring)] = per_run
+        values = [metrics(records) for records in per_run]
+        row = {"dataset": name, "scoring": scoring, "recall@1": across([v["recall@1"] for v in values]),
+               "mrr": across([v["mrr"] for v in values])}
         if scoring != "paper":
-            d = paired_difference(records, abstain_runs[(name, "paper")], "mrr", **interval)
-            row["Δ MRR vs paper"] = Estimate(d.estimate, d.low, d.high)
+            row["Δ MRR vs paper"] = across_differences(
+                [paired_difference(records, base, "mrr", **interval)
+                 for records, base in zip(per_run, abstain_runs[(name, "paper")])])
         abstain_rows.append(row)
 show(pd.DataFrame(abstain_rows), caption="Abstain excluded (paper, code) vs counted as non-support (strict)")
 
@@ -124,7 +152,7 @@ show(pd.DataFrame(abstain_rows), caption="Abstain excluded (paper, code) vs coun
 # ## Verdict shares per dimension
 
 # %%
-shares = {name: verdict_shares(run.records, dims[name]) for name, run in runs.items()}
+shares = {name: verdict_shares(records, dims[name]) for name, records in pooled.items()}
 fig, axes = plt.subplots(1, len(shares), figsize=(5 * len(shares), 3.2), layout="constrained", squeeze=False)
 for ax, (name, by_dim) in zip(axes[0], shares.items()):
     left = np.zeros(len(by_dim))
@@ -150,8 +178,9 @@ plt.show()
 codiesp_checks = {}
 if "codiesp" in runs:
     records = runs["codiesp"].records
-    no_verifier = study.run_llm("codiesp", "fhs", choice, config=choice.profile.fhs_config(beta=0.0),
-                                tag="no_verifier")
+    no_verifiers = [study.run_llm("codiesp", "fhs", c, config=choice.profile.fhs_config(beta=0.0), tag="no_verifier")
+                    for c in choices]
+    no_verifier = no_verifiers[0]
     arm = {r["id"]: r for r in no_verifier.records}
 
     def interest(record):
@@ -170,12 +199,14 @@ if "codiesp" in runs:
                          if cid in arm[example["id"]]["ranking"] else None})
         show(pd.DataFrame(rows), caption=f"Tables 26–28: fact {example['id']} (gold {', '.join(example['gold'])})")
     both = []
-    for label, run in (("FHS", runs["codiesp"]), ("− verifier (β = 0)", no_verifier)):
-        both.append({"arm": label, "recall@1": run.metrics["recall@1"], "mrr": run.metrics["mrr"],
-                     "accuracy": run.metrics.get("accuracy")})
-    show(pd.DataFrame(both), caption="CodiEsp with and without the verifier (same sample)")
-    codiesp_checks = {"codiesp/no_verifier/mrr": no_verifier.metrics["mrr"],
-                      "codiesp/no_verifier/accuracy": no_verifier.metrics.get("accuracy")}
+    for label, group in (("FHS", seeded["codiesp"]), ("− verifier (β = 0)", no_verifiers)):
+        accuracy = [run.metrics.get("accuracy") for run in group]
+        both.append({"arm": label, "recall@1": across([run.metrics["recall@1"] for run in group]),
+                     "mrr": across([run.metrics["mrr"] for run in group]),
+                     "accuracy": across(accuracy) if None not in accuracy else None})
+    show(pd.DataFrame(both), caption="CodiEsp with and without the verifier (same sample; mean over the seeded runs)")
+    codiesp_checks = {"codiesp/no_verifier/mrr": both[1]["mrr"].value,
+                      "codiesp/no_verifier/accuracy": both[1]["accuracy"].value if both[1]["accuracy"] else None}
 
 # %% [markdown]
 # ## Check against recorded values
@@ -192,7 +223,7 @@ for name in runs:
         checked[f"{name}/panel_b/{group.split()[0]}/support"] = values["all"]
     for row in abstain_rows:
         if row["dataset"] == name:
-            checked[f"{name}/abstain/{row['scoring']}/mrr"] = row["mrr"]
+            checked[f"{name}/abstain/{row['scoring']}/mrr"] = row["mrr"].value
 checked = {k: v for k, v in checked.items() if v is not None}
 print(f"page time: {time.perf_counter() - started:.0f} s")
 used = {name: study.facts(name, llm=True) for name in datasets}

@@ -44,6 +44,8 @@ datasets = ["fincl", "codiesp"]  # LLM rows and readiness gap
 retrievers = ["bm25", "dense", "hybrid"]
 readiness_limit = None  # facts per dataset for the readiness gap (None: the full test set)
 llm_limit = None  # facts per dataset for the LLM rows, as in chapter 2 (None: the profile size)
+llm_fraction = None  # a share of every LLM sample (make rehearsal); None takes all of it
+runs = None  # seeded runs: None takes every seed of the profile (three under paper), N its first N
 backend = None
 model = None
 base_url = None
@@ -54,6 +56,7 @@ codiesp_config = "paper"  # as chapter 2
 
 # %%
 import time
+from dataclasses import replace
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -61,7 +64,7 @@ import pandas as pd
 
 from fhs.book.check import check
 from fhs.book.report import Estimate, NEUTRAL_COLOR, ORACLE_COLOR, OURS_COLOR, PAPER_COLOR, profile_note, show, use_style
-from fhs.book.study import llm_study
+from fhs.book.study import llm_study, over_runs
 from fhs.llm.models import display_name
 from fhs.paper import PAPER, PAPER_BENCHMARK, RETRIEVER_SWAP
 from fhs.retrieval.encoders import MODELS
@@ -73,9 +76,23 @@ use_style()
 study, choice = llm_study(profile, runs_dir, llm_limit=llm_limit, backend=backend, model=model,
                           base_url=base_url, cache_dir=cache_dir)
 study.configurations = {"codiesp": codiesp_config}  # as chapter 2, so its FHS runs are reused
+if llm_fraction is not None:
+    study.profile = replace(study.profile, llm_fraction=float(llm_fraction))
+seeds = study.seeds(runs)  # the profile's seeded runs, the one source
+choices = [replace(choice, seed=s) for s in seeds]
 interval = dict(resamples=bootstrap_resamples, seed=seed)
 METRICS = ["recall@1", "recall@10", "recall@50", "recall@200", "mrr"]
-profile_note(profile, display_name(choice.model))
+samples = {name: study.facts(name, llm=True) for name in datasets}
+profile_note(profile, display_name(choice.model), facts={name: len(facts) for name, facts in samples.items()},
+             seeds=seeds)
+
+
+def across_differences(ds):
+    """Paired differences, one per seeded run: one run's interval, or the mean ± std of several."""
+    if len(ds) == 1:
+        return Estimate(ds[0].estimate, ds[0].low, ds[0].high)
+    values = [d.estimate for d in ds]
+    return Estimate(float(np.mean(values)), std=float(np.std(values, ddof=1)))
 
 # %% [markdown]
 # ## The dense index
@@ -160,21 +177,30 @@ plt.show()
 # candidate) and the shared selector sees new candidate lists.
 
 # %%
-llm_runs = {}
-samples = {name: study.facts(name, llm=True) for name in datasets}
+seeded_runs = {}
 for name in datasets:
     for retriever in retrievers:
         for method in ("direct", "structured", "fhs"):
-            llm_runs[(name, retriever, method)] = study.run_llm(name, method, choice, facts=samples[name],
-                                                                retriever=retriever)
-print("facts per dataset:", {name: len(samples[name]) for name in datasets}, "| model:", choice.model)
+            seeded_runs[(name, retriever, method)] = [study.run_llm(name, method, c, facts=samples[name],
+                                                                    retriever=retriever) for c in choices]
+print("facts per dataset:", {name: len(samples[name]) for name in datasets}, "| model:", choice.model,
+      "| seeded runs:", len(seeds))
+
+
+def mean_of(group, metric):
+    """The mean over seeded runs ± the std across them, with the bootstrap interval of that mean."""
+    if any(run.metrics.get(metric) is None for run in group):
+        return None
+    e = over_runs(group, metric, **interval)
+    return Estimate(e.estimate, e.low, e.high, e.std)
+
 
 rows = []
-for (name, retriever, method), run in llm_runs.items():
+for (name, retriever, method), group in seeded_runs.items():
     rows.append({"dataset": name, "retriever": retriever, "method": method,
-                 **{m: run.metrics[m] for m in ("recall@1", "recall@10", "recall@200", "mrr")},
-                 "accuracy": run.metrics.get("accuracy")})
-show(pd.DataFrame(rows), caption="Per retriever: direct (+ selector), one-pass structured and FHS")
+                 **{m: mean_of(group, m) for m in ("recall@1", "recall@10", "recall@200", "mrr", "accuracy")}})
+show(pd.DataFrame(rows), caption="Per retriever: direct (+ selector), one-pass structured and FHS "
+                                 "(mean over the seeded runs" + (" ± std" if len(seeds) > 1 else "") + ", 95% interval)")
 
 # %% [markdown]
 # ## FHS's margin over one-pass, per retriever
@@ -189,13 +215,13 @@ show(pd.DataFrame(rows), caption="Per retriever: direct (+ selector), one-pass s
 margins, margin_rows = {}, []
 for name in datasets:
     for retriever in retrievers:
-        fhs_run = llm_runs[(name, retriever, "fhs")]
-        one_pass = llm_runs[(name, retriever, "structured")]
+        fhs_group = seeded_runs[(name, retriever, "fhs")]
+        one_pass = seeded_runs[(name, retriever, "structured")]
         row = {"dataset": name, "retriever": retriever}
         for metric in ("mrr", "accuracy"):
-            d = paired_difference(fhs_run.records, one_pass.records, metric, **interval)
-            margins[(name, retriever, metric)] = d
-            row[f"Δ {metric}"] = Estimate(d.estimate, d.low, d.high)
+            ds = [paired_difference(a.records, b.records, metric, **interval) for a, b in zip(fhs_group, one_pass)]
+            margins[(name, retriever, metric)] = across_differences(ds)
+            row[f"Δ {metric}"] = margins[(name, retriever, metric)]
             row[f"paper Δ {metric}"] = RETRIEVER_SWAP["fhs_margin"][retriever][metric]
         margin_rows.append(row)
 show(pd.DataFrame(margin_rows), caption="FHS − one-pass structured, per retriever (paired, context-clustered 95%)")
@@ -204,10 +230,11 @@ show(pd.DataFrame(margin_rows), caption="FHS − one-pass structured, per retrie
 fig, axes = plt.subplots(1, len(datasets), figsize=(4.2 * len(datasets), 3.2), squeeze=False)
 for ax, name in zip(axes[0], datasets):
     x = np.arange(len(retrievers))
-    est = np.array([margins[(name, r, "mrr")].estimate for r in retrievers])
-    low = np.array([margins[(name, r, "mrr")].low for r in retrievers])
-    high = np.array([margins[(name, r, "mrr")].high for r in retrievers])
-    ax.errorbar(x - 0.1, est, yerr=[est - low, high - est], fmt="o", color=OURS_COLOR, capsize=3, label="ours")
+    marks = [margins[(name, r, "mrr")] for r in retrievers]
+    est = np.array([m.value for m in marks])
+    spread = np.array([[m.value - m.low, m.high - m.value] if m.low is not None else [m.std or 0.0, m.std or 0.0]
+                       for m in marks]).T
+    ax.errorbar(x - 0.1, est, yerr=spread, fmt="o", color=OURS_COLOR, capsize=3, label="ours")
     ax.plot(x + 0.1, [RETRIEVER_SWAP["fhs_margin"][r]["mrr"] for r in retrievers], "s", color=PAPER_COLOR,
             label="paper")
     ax.axhline(0, color=NEUTRAL_COLOR, lw=0.8)
@@ -229,13 +256,13 @@ plt.show()
 swap_rows, swaps = [], {}
 for name in datasets:
     for method in ("direct", "structured", "fhs"):
-        base = llm_runs[(name, "bm25", method)]
+        base = seeded_runs[(name, "bm25", method)]
         for retriever in [r for r in retrievers if r != "bm25"]:
-            d = paired_difference(llm_runs[(name, retriever, method)].records, base.records, "mrr", **interval)
+            d = across_differences([paired_difference(a.records, b.records, "mrr", **interval)
+                                    for a, b in zip(seeded_runs[(name, retriever, method)], base)])
             swaps[(name, method, retriever)] = d
             paper = RETRIEVER_SWAP["swap_delta_mrr"].get(method, {}).get(retriever)
-            swap_rows.append({"dataset": name, "method": method, "swap": f"{retriever} − bm25",
-                              "Δ mrr": Estimate(d.estimate, d.low, d.high),
+            swap_rows.append({"dataset": name, "method": method, "swap": f"{retriever} − bm25", "Δ mrr": d,
                               "paper Δ mrr": Estimate(*paper) if paper else None})
 show(pd.DataFrame(swap_rows), caption="Swap deltas: method under dense/hybrid minus the same method under BM25")
 
@@ -248,9 +275,9 @@ for (name, retriever, method), run in readiness.items():
     for metric in ("recall@1", "recall@10", "recall@200", "mrr"):
         checked[f"{name}/{retriever}/{method}/{metric}"] = run.metrics[metric]
 for (name, retriever, metric), d in margins.items():
-    checked[f"{name}/{retriever}/fhs_margin/{metric}"] = d.estimate
+    checked[f"{name}/{retriever}/fhs_margin/{metric}"] = d.value
 for (name, method, retriever), d in swaps.items():
-    checked[f"{name}/{method}/{retriever}_minus_bm25/mrr"] = d.estimate
+    checked[f"{name}/{method}/{retriever}_minus_bm25/mrr"] = d.value
 checked = {k: v for k, v in checked.items() if v is not None}
 print(f"page time: {time.perf_counter() - started:.0f} s")
 check(checked, chapter="05_retriever_swap", profile=profile,

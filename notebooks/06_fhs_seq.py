@@ -46,6 +46,8 @@ profile = "cpu"  # smoke | cpu | paper (fhs/run/profiles.py)
 runs_dir = "runs"  # where run records are cached
 datasets = ["fincl"]  # Table 20 is FinTagging; add "ixbrl" on a GPU box
 llm_limit = None  # facts per dataset (a context-level sample); None takes the profile size
+llm_fraction = None  # a share of every LLM sample (make rehearsal); None takes all of it
+runs = None  # seeded runs: None takes every seed of the profile (three under paper), N its first N
 backend = None  # llama_cpp, openai or vllm; None takes the profile backend
 model = None  # None takes the profile model
 base_url = None  # OpenAI-compatible server(s), comma-separated; None takes the profile URL
@@ -73,14 +75,14 @@ import numpy as np
 import pandas as pd
 
 from fhs.book.check import check
-from fhs.book.report import (Estimate, NEUTRAL_COLOR, OURS_COLOR, PAPER_COLOR, ours_vs_paper, profile_note, show,
-                             use_style)
+from fhs.book.report import (Estimate, NEUTRAL_COLOR, OURS_COLOR, PAPER_COLOR, fmt_estimate, ours_vs_paper,
+                             profile_note, show, use_style)
 from fhs.book.study import Study
 from fhs.llm.models import display_name
 from fhs.method.config import FHSConfig
 from fhs.method.fhs_seq import STOP_REASONS
 from fhs.paper import paper_value
-from fhs.run.evaluate import metric_interval, paired_difference, summarize
+from fhs.run.evaluate import paired_difference, runs_estimate, summarize
 from fhs.run.inputs import ModelChoice
 from fhs.run.runner import call_totals
 from fhs.run.seq_diagnostics import (oracle_best_single, rounds_distribution, stop_distribution, summary,
@@ -89,24 +91,47 @@ from fhs.run.seq_diagnostics import (oracle_best_single, rounds_distribution, st
 use_style()
 study = Study.for_profile(profile, runs_dir, progress=False)
 if llm_limit is not None:
-    study.profile = replace(study.profile, llm_facts=int(llm_limit))
+    study.profile = study.profile.with_llm_facts(int(llm_limit))
+if llm_fraction is not None:
+    study.profile = replace(study.profile, llm_fraction=float(llm_fraction))
+seeds = study.seeds(runs)  # the profile's seeded runs, the one source
 choice = ModelChoice.resolve(profile, backend=backend, model=model,
                              base_urls=base_url.split(",") if base_url else None,
-                             seed=0, cache=Path(cache_dir) / "responses.sqlite")
+                             seed=seeds[0], cache=Path(cache_dir) / "responses.sqlite")
+choices = [replace(choice, seed=s) for s in seeds]
 interval = dict(resamples=bootstrap_resamples, seed=seed)
-profile_note(profile, display_name(choice.model))
+profile_note(profile, display_name(choice.model),
+             facts={name: len(study.facts(name, llm=True)) for name in datasets}, seeds=seeds)
+
+
+def across(values):
+    """One value per seeded run: the mean, ± the std when there are several."""
+    return Estimate(float(np.mean(values)), std=float(np.std(values, ddof=1)) if len(values) > 1 else None)
+
+
+def across_differences(ds):
+    """Paired differences, one per seeded run: one run's interval, or the mean ± std of several."""
+    if len(ds) == 1:
+        return Estimate(ds[0].estimate, ds[0].low, ds[0].high)
+    return across([d.estimate for d in ds])
 
 # %% [markdown]
 # ## The runs
 
 # %%
-seq_runs, fhs_runs = {}, {}
+seq_groups, fhs_groups = {}, {}
 for name in datasets:
-    seq_runs[name] = study.run_llm(name, "fhs-seq", choice)
-    fhs_runs[name] = study.run_llm(name, "fhs", choice)
-records = {name: with_round_ranks(seq_runs[name].records) for name in datasets}
+    seq_groups[name] = [study.run_llm(name, "fhs-seq", c) for c in choices]
+    fhs_groups[name] = [study.run_llm(name, "fhs", c) for c in choices]
+by_seed = {name: [with_round_ranks(run.records) for run in seq_groups[name]] for name in datasets}
+# Shares (rounds, stopping reasons, revisions) pool the seeded runs: every run holds the same
+# facts, so a pooled share is the mean of the runs' shares. Table 20 is computed per run.
+records = {name: [r for recs in by_seed[name] for r in recs] for name in datasets}
+seq_runs = {name: group[0] for name, group in seq_groups.items()}
+fhs_runs = {name: group[0] for name, group in fhs_groups.items()}
 config = seq_runs[datasets[0]].metrics.get("config", {}).get("fhs")
-print({name: len(records[name]) for name in datasets}, "facts | model:", choice.model)
+print({name: len(by_seed[name][0]) for name in datasets}, "facts | model:", choice.model,
+      "| seeded runs:", len(seeds))
 
 # %% [markdown]
 # Round 1 is FHS: with the same sample, seed and cache, FHS-Seq's round-1 list should be
@@ -114,9 +139,11 @@ print({name: len(records[name]) for name in datasets}, "facts | model:", choice.
 
 # %%
 for name in datasets:
-    fhs_lists = {r["id"]: r["ranking"] for r in fhs_runs[name].records}
-    same = np.mean([r["rounds"][0]["ranking"] == fhs_lists[r["id"]] for r in records[name]])
-    print(f"{name}: round-1 list identical to FHS's final list for {same:.0%} of facts")
+    same = []
+    for seq_records, fhs_run in zip(by_seed[name], fhs_groups[name]):
+        fhs_lists = {r["id"]: r["ranking"] for r in fhs_run.records}
+        same += [r["rounds"][0]["ranking"] == fhs_lists[r["id"]] for r in seq_records]
+    print(f"{name}: round-1 list identical to FHS's final list for {np.mean(same):.0%} of facts (every seeded run)")
 
 # %% [markdown]
 # ## Table 20: does the loop improve on its own first round?
@@ -132,14 +159,17 @@ LABELS = {"delta_recall@50": "Δ Recall@50 (full − round 1)", "replaced_top50"
           "one_round": "facts stopping after round 1", "mean_rounds": "mean rounds used"}
 checked = {}
 for name in datasets:
-    recs = records[name]
-    r1 = metric_interval(recs, "recall@50", rank_key="rank_round1", **interval)
-    full = metric_interval(recs, "recall@50", rank_key="rank_full", **interval)
-    delta = paired_difference(recs, recs, "recall@50", rank_key_a="rank_full", rank_key_b="rank_round1", **interval)
-    s = summary(recs)
-    ours = {"Recall@50, round 1": (r1.estimate, r1.low, r1.high),
-            "Recall@50, full episode": (full.estimate, full.low, full.high),
-            "delta_recall@50": (delta.estimate, delta.low, delta.high), **s}
+    recs = by_seed[name][0]
+    r1 = runs_estimate(by_seed[name], "recall@50", rank_key="rank_round1", **interval)
+    full = runs_estimate(by_seed[name], "recall@50", rank_key="rank_full", **interval)
+    delta = across_differences([paired_difference(rs, rs, "recall@50", rank_key_a="rank_full",
+                                                  rank_key_b="rank_round1", **interval) for rs in by_seed[name]])
+    per_run = [summary(rs) for rs in by_seed[name]]
+    s = {k: float(np.mean([v[k] for v in per_run])) for k in per_run[0]}
+    spread = {k: across([v[k] for v in per_run]) for k in per_run[0]} if len(per_run) > 1 else s
+    ours = {"Recall@50, round 1": Estimate(r1.estimate, r1.low, r1.high, r1.std),
+            "Recall@50, full episode": Estimate(full.estimate, full.low, full.high, full.std),
+            "delta_recall@50": delta, **spread}
     paper = {LABELS.get(k, k): paper_value(name, "fhs-seq", k) for k in ours}
     ours = {LABELS.get(k, k): v for k, v in ours.items()}
     low, high = (paper_value(name, "fhs-seq", f"delta_recall@50_{end}") for end in ("low", "high"))
@@ -147,7 +177,7 @@ for name in datasets:
     show(ours_vs_paper(ours, paper, label="quantity"),
          caption=f"Table 20 on {name} ({len(recs)} facts): ours with 95% context-clustered intervals{note}")
     checked.update({f"{name}/facts": len(recs), f"{name}/fhs-seq/recall@50_round1": r1.estimate,
-                    f"{name}/fhs-seq/recall@50_full": full.estimate, f"{name}/fhs-seq/delta_recall@50": delta.estimate,
+                    f"{name}/fhs-seq/recall@50_full": full.estimate, f"{name}/fhs-seq/delta_recall@50": delta.value,
                     **{f"{name}/fhs-seq/{k}": v for k, v in s.items()}})
 
 # %% [markdown]
@@ -224,19 +254,23 @@ METRICS = ["recall@1", "recall@10", "recall@50", "recall@200", "mrr"]
 oracle_rows = []
 for name in datasets:
     fhs_config = FHSConfig.from_dict(config) if config else FHSConfig()
-    oracle = oracle_best_single(records[name], fhs_config)
+    oracles = [oracle_best_single(rs, fhs_config) for rs in by_seed[name]]
+    oracle = oracles[0]
     variants = {"FHS (round 1)": ("rank_round1", "fhs"), "oracle best single hypothesis": ("rank_oracle", "oracle_best_single"),
                 "FHS-Seq (full episode)": ("rank_full", None)}
     for label, (key, paper_row) in variants.items():
-        measured = summarize([r[key] for r in oracle])
-        oracle_rows.append({"dataset": name, "list": label, **{m: measured[m] for m in METRICS}})
+        per_run = [summarize([r[key] for r in o]) for o in oracles]
+        measured = {m: float(np.mean([v[m] for v in per_run])) for m in METRICS}
+        oracle_rows.append({"dataset": name, "list": label,
+                            **{m: across([v[m] for v in per_run]) for m in METRICS}})
         if paper_row:
             oracle_rows.append({"dataset": name, "list": f"{label} (paper)",
                                 **{m: paper_value(name, paper_row, m) for m in METRICS}})
         slug = {"rank_round1": "round1", "rank_oracle": "oracle_best_single", "rank_full": "full"}[key]
         checked.update({f"{name}/{slug}/{m}": measured[m] for m in METRICS})
-    gain = paired_difference(oracle, oracle, "recall@1", rank_key_a="rank_oracle", rank_key_b="rank_round1", **interval)
-    print(f"{name}: oracle minus FHS round 1, Recall@1 {gain}")
+    gain = across_differences([paired_difference(o, o, "recall@1", rank_key_a="rank_oracle", rank_key_b="rank_round1",
+                                                 **interval) for o in oracles])
+    print(f"{name}: oracle minus FHS round 1, Recall@1 {fmt_estimate(gain)}")
 show(pd.DataFrame(oracle_rows), caption="Oracle selection among FHS's own hypotheses (paper: Table 6 and Table 4)")
 
 # %% [markdown]
@@ -248,15 +282,16 @@ show(pd.DataFrame(oracle_rows), caption="Oracle selection among FHS's own hypoth
 # %%
 rows = []
 for name in datasets:
-    fhs_recs, seq_recs = fhs_runs[name].records, seq_runs[name].records
     row = {"dataset": name}
     for m in ("recall@1", "mrr", "accuracy"):
-        d = paired_difference(seq_recs, fhs_recs, m, **interval)
-        row[f"Δ {m}"] = Estimate(d.estimate, d.low, d.high)
-    for label, run in (("fhs", fhs_runs[name]), ("fhs-seq", seq_runs[name])):
-        row[f"{label} accuracy"] = run.metrics.get("accuracy")
+        row[f"Δ {m}"] = across_differences([paired_difference(seq.records, fhs.records, m, **interval)
+                                            for seq, fhs in zip(seq_groups[name], fhs_groups[name])])
+    for label, group in (("fhs", fhs_groups[name]), ("fhs-seq", seq_groups[name])):
+        accuracy = [run.metrics.get("accuracy") for run in group]
+        row[f"{label} accuracy"] = across(accuracy) if None not in accuracy else None
     rows.append(row)
-    checked[f"{name}/fhs-seq/accuracy"] = seq_runs[name].metrics.get("accuracy")
+    seq_accuracy = row["fhs-seq accuracy"]
+    checked[f"{name}/fhs-seq/accuracy"] = seq_accuracy.value if seq_accuracy is not None else None
 show(pd.DataFrame(rows), caption="FHS-Seq minus FHS, paired per fact (95% context-clustered interval)")
 
 # %% [markdown]
@@ -269,7 +304,7 @@ show(pd.DataFrame(rows), caption="FHS-Seq minus FHS, paired per fact (95% contex
 # %%
 cost = []
 for name in datasets:
-    recs = seq_runs[name].records
+    recs = [r for run in seq_groups[name] for r in run.records]  # every seeded run: per-fact means over runs
     n = max(len(recs), 1)
     calls = [[c for c in r["llm_calls"] if c["purpose"] != "selector"] for r in recs]
     totals = call_totals(recs)

@@ -27,6 +27,7 @@ profile = "cpu"  # smoke | cpu | paper (fhs/run/profiles.py)
 runs_dir = "runs"  # where run records are cached (shared with the main-results chapter)
 datasets = ["fincl", "codiesp"]  # add "ixbrl" on a GPU box
 llm_limit = None  # facts per dataset (a context-level sample); None takes the profile size
+llm_fraction = None  # a share of every LLM sample (make rehearsal); None takes all of it
 backend = None  # llama_cpp, openai or vllm; None takes the profile backend
 model = None  # None takes the profile model
 base_url = None  # OpenAI-compatible server(s), comma-separated; None takes the profile URL
@@ -172,12 +173,15 @@ display(Markdown(
 # %%
 study = Study.for_profile(profile, runs_dir, progress=False)
 if llm_limit is not None:
-    study.profile = replace(study.profile, llm_facts=int(llm_limit))
+    study.profile = study.profile.with_llm_facts(int(llm_limit))
+if llm_fraction is not None:
+    study.profile = replace(study.profile, llm_fraction=float(llm_fraction))
 choice = ModelChoice.resolve(profile, backend=backend, model=model,
                              base_urls=base_url.split(",") if base_url else None,
                              seed=0, cache=Path(cache_dir) / "responses.sqlite")
 methods = list(METHODS)  # every method registered when the chapter runs
-profile_note(profile, display_name(choice.model))
+profile_note(profile, display_name(choice.model),
+             facts={name: len(study.facts(name, llm=True)) for name in datasets}, seeds=(choice.seed,))
 runs = {(name, method): study.run_llm(name, method, choice) for name in datasets for method in methods}
 print("methods:", ", ".join(methods), "| facts per dataset:",
       {name: len(runs[(name, "fhs")].records) for name in datasets})

@@ -35,6 +35,7 @@ taxonomy_file = None  # concept file (JSONL/CSV/TSV); None converts the installe
 domain_file = "examples/icd-10-pcs/icd-10-pcs.yaml"  # the adapter's dimensions and profiles
 lexicon_file = "examples/icd-10-pcs/procedure_lexicon.txt"  # the adapter's words for the relocator
 llm_limit = None  # facts sent to structured and FHS (a context-level sample); None takes the profile size
+llm_fraction = None  # a share of the LLM sample (make rehearsal); None takes all of it
 backend = None  # None takes the profile backend
 model = None  # None takes the profile model
 base_url = None  # OpenAI-compatible server(s), comma-separated
@@ -55,6 +56,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -82,7 +84,10 @@ from fhs.run.stamp import file_digest
 
 use_style()
 chosen = get_profile(profile)
-llm_facts = int(llm_limit) if llm_limit is not None else chosen.llm_facts
+if llm_limit is not None:
+    chosen = chosen.with_llm_facts(int(llm_limit))
+if llm_fraction is not None:
+    chosen = replace(chosen, llm_fraction=float(llm_fraction))
 choice = ModelChoice.resolve(profile, backend=backend, model=model,
                              base_urls=base_url.split(",") if base_url else None,
                              cache=Path(cache_dir) / "responses.sqlite")
@@ -90,7 +95,11 @@ METRICS = ["recall@1", "recall@10", "recall@50", "recall@200", "mrr", "accuracy"
 interval = dict(resamples=bootstrap_resamples, seed=seed)
 root = data_dir()
 work = fhs_cache_dir("pcs")  # where the converted inputs live when no file is given
-profile_note(profile, display_name(choice.model))
+target = chosen.dataset_facts.get("codiesp-P", chosen.llm_facts)
+planned = (f"about {target:,}" if target is not None else "every located fact") + (
+    f", a {chosen.llm_fraction:.0%} share of it" if chosen.llm_fraction is not None else "")
+profile_note(profile, display_name(choice.model), facts={"codiesp-P (structured and FHS)": planned},
+             seeds=(choice.seed,))
 
 # %% [markdown]
 # ## Inputs an adapter provides
@@ -277,12 +286,15 @@ if model:
     model_args += ["--model", model]
 for url in (base_url.split(",") if base_url else []):
     model_args += ["--base-url", url]
+llm_facts = chosen.llm_sample_size("codiesp-P", len(facts))  # None: every located fact (the paper profile)
 sample = sample_by_context(facts, llm_facts)
+sample_args = ["--sample", str(llm_facts)] if llm_facts is not None else []
+print(f"structured and FHS run on {len(sample)} of the {len(facts)} located facts")
 runs = {
     "direct": fhs_run("direct", "--selector", "off"),
     "oracle": fhs_run("oracle"),
-    "structured": fhs_run("structured", "--sample", str(llm_facts), *model_args, facts_used=sample),
-    "fhs": fhs_run("fhs", "--sample", str(llm_facts), *model_args, facts_used=sample),
+    "structured": fhs_run("structured", *sample_args, *model_args, facts_used=sample),
+    "fhs": fhs_run("fhs", *sample_args, *model_args, facts_used=sample),
 }
 sample_ids = {f.id for f in sample}
 assert {r["id"] for r in runs["fhs"]["records"]} == sample_ids  # the CLI drew the same sample

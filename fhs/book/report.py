@@ -201,9 +201,16 @@ PROFILE_NOTES: dict[str, tuple[str, str]] = {
             "Qwen3-32B on the full test split. Read them next to the paper's figure, not "
             "instead of it; see <i>Reproducing on a GPU</i> to run the paper profile."),
     "paper": ("note",
-              "Numbers from the <b>paper</b> profile: {model} on the full test splits, "
-              "mean of the seeded runs. Run-to-run drift of the LLM is expected in the "
+              "Numbers from the <b>paper</b> profile: {model} at the paper's scale (the facts "
+              "below), mean of the seeded runs. Run-to-run drift of the LLM is expected in the "
               "third decimal (see <i>Reproducing on a GPU</i>)."),
+    "gpu-sample": ("warning",
+                   "Numbers from the <b>gpu-sample</b> profile: {model} on a small sample of facts "
+                   "per dataset (below), sized to one night on one GPU; read the intervals, they are "
+                   "much wider than the paper's."),
+    "paper-full": ("note",
+                   "Numbers from the <b>paper-full</b> profile: {model} on every fact of every test "
+                   "set, mean of the seeded runs."),
 }
 NO_MODEL_NOTE = ("note",
                  "No language model is involved in these numbers: they are deterministic and "
@@ -233,19 +240,38 @@ def configurations_line(configurations: Mapping[str, str], descriptions: Mapping
     return "FHS configuration per dataset: " + "; ".join(parts) + "."
 
 
+def size_line(facts: Mapping[str, int | str], seeds: Sequence[int] | None = None, llm: bool = True) -> str:
+    """This page's size: facts per dataset (a count, or words such as "every located fact") and the
+    seeded runs its means are taken over."""
+    sent = "sent to the model" if llm else "evaluated"
+    parts = ", ".join(f"{html.escape(name)} {n:,}" if isinstance(n, int) else f"{html.escape(name)}: {html.escape(n)}"
+                      for name, n in facts.items())
+    text = f"This page's facts {sent}: {parts}."
+    if seeds:
+        runs = len(seeds)
+        text += (f" Seeded runs: {runs} (seed{'s' if runs > 1 else ''} {', '.join(map(str, seeds))})"
+                 + ("; a mean is shown ± the std across them." if runs > 1 else "."))
+    return text
+
+
 def profile_note(profile: str, model: str | None = None,
                  configurations: Mapping[str, str] | None = None,
-                 descriptions: Mapping[str, str] | None = None) -> Html:
+                 descriptions: Mapping[str, str] | None = None, *,
+                 facts: Mapping[str, int | str] | None = None, seeds: Sequence[int] | None = None) -> Html:
     """The admonition each chapter shows above its numbers, so no reader mistakes a
     tiny-model number for the paper's. ``model=None``: the numbers involve no LLM.
     ``configurations`` (dataset -> named FHS configuration) adds a line saying which
-    configuration produced each dataset's numbers; ``descriptions`` explains the names."""
+    configuration produced each dataset's numbers; ``descriptions`` explains the names.
+    ``facts`` (dataset -> facts this page uses) and ``seeds`` (its seeded runs) state the
+    page's size, so every page says how large the run behind it was."""
     if model is None:
         kind, text = NO_MODEL_NOTE
     else:
         kind, text = PROFILE_NOTES.get(
             profile, ("note", "Numbers from the <b>{profile}</b> profile ({model})."))
     body = text.format(model=html.escape(model or ""), profile=html.escape(profile))
+    if facts:
+        body += " " + size_line(facts, seeds, llm=model is not None)
     if configurations:
         body += " " + configurations_line(configurations, descriptions or {})
     title = "Where these numbers come from"

@@ -94,8 +94,14 @@ class Study:
 
     def facts(self, dataset: str, llm: bool = False, seed: int = 0) -> list[Fact]:
         """The profile's facts for a dataset: a context-level sample, or every fact."""
-        target = self.profile.llm_facts if llm else self.profile.retrieval_facts
-        return sample_by_context(self.experiment(dataset).facts, target, seed=seed)
+        every = self.experiment(dataset).facts
+        target = self.profile.llm_sample_size(dataset, len(every)) if llm else self.profile.retrieval_facts
+        return sample_by_context(every, target, seed=seed)
+
+    def seeds(self, runs: int | None = None) -> tuple[int, ...]:
+        """The profile's seeded runs (the paper averages three), or the first ``runs`` of them."""
+        seeds = tuple(self.profile.seeds)
+        return seeds if runs is None else seeds[: max(1, int(runs))]
 
     def input_fingerprints(self, facts: dict[str, list[Fact]], model: ModelChoice | None = None) -> dict[str, str]:
         """What a chapter's expected values depend on: per dataset the facts it used and the
@@ -185,7 +191,7 @@ def llm_study(profile: str, runs_dir: str | Path, *, llm_limit: int | None = Non
     """
     study = Study.for_profile(profile, runs_dir, progress=False)
     if llm_limit is not None:
-        study.profile = replace(study.profile, llm_facts=int(llm_limit))
+        study.profile = study.profile.with_llm_facts(int(llm_limit))
     choice = ModelChoice.resolve(profile, backend=backend, model=model,
                                  base_urls=base_url.split(",") if base_url else None,
                                  seed=seed, cache=Path(cache_dir) / "responses.sqlite")

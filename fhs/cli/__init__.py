@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from fhs.cli.commands import cmd_bench, cmd_domain, cmd_facts, cmd_run, cmd_show, cmd_taxonomy
+from fhs.cli.commands import cmd_bench, cmd_domain, cmd_facts, cmd_plan, cmd_run, cmd_show, cmd_taxonomy
 from fhs.cli.parser import build_parser
 from fhs.core.errors import InputError
 from fhs.llm.contract import BackendError
@@ -30,6 +30,8 @@ def main(argv: list[str] | None = None) -> int:
             cmd_run(args)
         elif args.command == "bench":
             cmd_bench(args)
+        elif args.command == "plan":
+            cmd_plan(args)
         elif args.command == "show":
             cmd_show(args)
         elif args.command == "taxonomy":

@@ -198,3 +198,45 @@ def cmd_bench_llm(args: argparse.Namespace) -> dict:
     if args.out:
         write_json_atomic(args.out, result)
     return result
+
+
+def cmd_plan(args: argparse.Namespace) -> dict:
+    """``fhs plan``: the profile's chapters dry-run on the simulated model, printed as a table or JSON."""
+    from fhs.book.manifest import plan_profile
+    from fhs.run.plan_totals import Throughput
+    from fhs.run.plan_table import format_plan
+
+    if (args.prefill_tps is None) != (args.decode_tps is None):
+        raise InputError("--prefill-tps and --decode-tps go together", field="prefill-tps",
+                         fix="pass both, or one total rate with --throughput")
+    if args.throughput is not None and args.prefill_tps is not None:
+        raise InputError("--throughput and --prefill-tps/--decode-tps are alternatives", field="throughput",
+                         fix="pass one total rate, or the two rates")
+    throughput = None
+    if args.throughput is not None:
+        throughput = Throughput(total_tps=args.throughput, source="given with --throughput")
+    elif args.prefill_tps is not None:
+        throughput = Throughput(total_tps=None, prefill_tps=args.prefill_tps, decode_tps=args.decode_tps,
+                                source="given with --prefill-tps/--decode-tps")
+    changes = {}
+    for text in args.set:
+        import dataclasses
+
+        import yaml
+
+        from fhs.method.config import FHSConfig
+
+        name, sep, value = text.partition("=")
+        if not sep or name not in {f.name for f in dataclasses.fields(FHSConfig)}:
+            raise InputError(f"--set expects KNOB=VALUE with an FHSConfig field, got {text!r}", field="set",
+                             fix="see fhs/method/config.py for the knobs")
+        changes[name] = yaml.safe_load(value)
+    plan, rows = plan_profile(args.profile, chapters=args.chapter, sample=args.sample, fraction=args.fraction,
+                              throughput=throughput, data=args.data, progress=not args.quiet and not args.json,
+                              changes=changes)
+    print(json.dumps(plan, indent=2) if args.json else format_plan(plan, rows))
+    if args.out:
+        from fhs.run.records import write_json_atomic
+
+        write_json_atomic(args.out, plan)
+    return plan

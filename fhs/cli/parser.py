@@ -78,6 +78,26 @@ def _weight(name: str):
     return parse
 
 
+def _rate(name: str):
+    """An argparse type: tokens per second, a finite number above zero."""
+
+    def parse(text: str) -> float:
+        value = _weight(name)(text)
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"--{name} must be above 0, got {text}")
+        return value
+
+    return parse
+
+
+def _fraction(text: str) -> float:
+    """An argparse type: a share in (0, 1]."""
+    value = _weight("fraction")(text)
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"--fraction must be above 0 and at most 1, got {text}")
+    return value
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse, but a bad option is the same one-line error and exit status 2 as any bad input."""
 
@@ -179,6 +199,31 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--rounds", type=_positive_int("rounds"), default=3, help="cpu: timed rounds per setting")
     bench.add_argument("--prompt-tokens", type=_positive_int("prompt-tokens"), default=1500,
                        help="cpu: llama.cpp prompt length (the cpu profile's calls run 1-3k tokens)")
+
+    plan = commands.add_parser("plan", help="size a profile's run before any model is asked: requests, tokens, "
+                                            "wall time per chapter, dataset and method")
+    plan.add_argument("--profile", required=True, help=names(PROFILES))
+    plan.add_argument("--chapter", action="append", default=None,
+                      help="plan only this chapter (e.g. 02_main_results); repeat for several (default: all)")
+    plan.add_argument("--json", action="store_true", help="print the plan as JSON")
+    plan.add_argument("--out", default=None, help="also write the plan as JSON to this file")
+    plan.add_argument("--sample", type=_positive_int("sample"), default=20,
+                      help="facts per dataset the dry run asks the simulated model (a context-level sample; "
+                           "default 20): more is slower and estimates tokens more closely")
+    plan.add_argument("--fraction", type=_fraction, default=None,
+                      help="plan a rehearsal on this share of every LLM sample (make rehearsal's REHEARSAL_FRACTION)")
+    plan.add_argument("--throughput", type=_rate("throughput"), default=None,
+                      help="your server's total tokens/s under load (default: a published vLLM figure for "
+                           "Qwen3-32B on one H100, 2,149 tok/s)")
+    plan.add_argument("--prefill-tps", type=_rate("prefill-tps"), default=None,
+                      help="prompt tokens/s under load; with --decode-tps instead of --throughput")
+    plan.add_argument("--decode-tps", type=_rate("decode-tps"), default=None,
+                      help="generated tokens/s under load; with --prefill-tps")
+    plan.add_argument("--set", action="append", default=[], metavar="KNOB=VALUE",
+                      help="what if: an FHS setting changed for every run (fhs/method/config.py), e.g. "
+                           "selector_candidates=20; repeatable")
+    plan.add_argument("--data", default=None, help="data directory (default: $FHS_DATA)")
+    plan.add_argument("--quiet", action="store_true", help="no progress bar")
 
     show = commands.add_parser("show", help="write an offline HTML page showing what a run did with chosen facts")
     show.add_argument("run_dir", help="a run directory (the --out of `fhs run`, or one under runs/<profile>/)")

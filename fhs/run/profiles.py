@@ -3,8 +3,23 @@
 ``smoke`` is for tests and CI (SmolLM2-135M on the CPU, a handful of facts),
 ``cpu`` is the default book build on a laptop (Qwen2.5-Coder-0.5B-Instruct on the CPU; the
 LLM-free chapters on full test splits, the LLM chapters on a small
-context-level sample), ``paper`` is a GPU box serving Qwen3-32B through vLLM's
-OpenAI-compatible server (full test splits, three seeded runs).
+context-level sample). Three profiles serve Qwen3-32B through vLLM's
+OpenAI-compatible server on a GPU box, three seeded runs each:
+
+- ``paper``: the paper's scale. The paper's FinTagging test split holds 2,509
+  facts in 191 contexts, 93% of them table cells in tables of about 21 facts.
+  Our financial test data stands in for it with every FinCL fact (500, drawn from
+  the same benchmark but about one fact per context) plus a context-level sample
+  of the 2024/2025-tagged iXBRL filings, whose tables are as dense as the
+  paper's (about 2,009 facts, so about 2,509 together); every CodiEsp mention;
+  Table 11's pilot on a context-level sample of the 2023-tagged development
+  filings near the authors' 661 development facts. ``ixbrl-dev`` is never a
+  test set, and the full iXBRL test set only runs when asked for (``paper-full``).
+- ``gpu-sample``: about 30 facts per dataset, sized by ``fhs plan`` to one night
+  on one H100 (a few hundred per dataset would take days at the paper's budgets).
+- ``paper-full``: every fact of every set (53,523 iXBRL test facts, the pilot on
+  all 129,605 development facts): the ``paper`` profile as it was before it was
+  sized to the paper, kept so its cost can be planned and for whoever asks for it.
 
 Numbers from ``smoke`` and ``cpu`` are real but come from tiny models; the
 book says so wherever they appear.
@@ -13,7 +28,7 @@ book says so wherever they appear.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fhs.core.errors import choose
@@ -34,9 +49,28 @@ class Profile:
     fhs_overrides: Mapping[str, Any] = field(default_factory=dict)
     dense_model: str = DEFAULT_MODEL  # the dense retriever's encoder (fhs.retrieval.encoders.MODELS)
     description: str = ""
+    # LLM sample sizes of the datasets that need their own (None = every fact); the others take llm_facts
+    dataset_facts: Mapping[str, int | None] = field(default_factory=dict)
+    # a share of every LLM sample (a rehearsal of this profile on a fraction of its facts); None = all of it
+    llm_fraction: float | None = None
 
     def fhs_config(self, **more: Any) -> FHSConfig:
         return FHSConfig.fhs(**{**self.fhs_overrides, **more})
+
+    def llm_sample_size(self, dataset: str, n_facts: int | None = None) -> int | None:
+        """Facts of ``dataset`` sent to an LLM: its own size if the profile names one, else ``llm_facts``
+        (None = every one of its ``n_facts``), times ``llm_fraction`` when that is set."""
+        size = self.dataset_facts.get(dataset, self.llm_facts)
+        if self.llm_fraction is None:
+            return size
+        base = size if size is not None else n_facts
+        if base is None:
+            raise ValueError(f"a fraction of every fact of {dataset} needs its number of facts")
+        return max(1, round(self.llm_fraction * base))
+
+    def with_llm_facts(self, n: int | None) -> "Profile":
+        """The same profile with one LLM sample size for every dataset (a chapter's ``llm_limit``)."""
+        return replace(self, llm_facts=n, dataset_facts={})
 
 
 # Prompt budgets for 2 CPU cores: a shorter context and a shorter candidate list
@@ -88,7 +122,42 @@ PROFILES: dict[str, Profile] = {
             seeds=(0, 1, 2),
             base_urls=("http://127.0.0.1:8000/v1",),
             workers=8,
-            description="a GPU box: vLLM serving Qwen3-32B, full test splits, three seeded runs",
+            # 2,509 (the paper's FinTagging test split) - FinCL's 500 = 2,009 iXBRL facts in whole
+            # contexts; the authors' development sample held 661 facts
+            dataset_facts={"ixbrl": 2_009, "ixbrl-dev": 661},
+            description=("a GPU box, the paper's scale: vLLM serving Qwen3-32B; the financial test data "
+                         "as every FinCL fact plus a context-level sample of about 2,009 iXBRL test facts "
+                         "(about 2,509 together, the paper's FinTagging split), every CodiEsp mention, "
+                         "Table 11's pilot on about 661 iXBRL development facts; three seeded runs"),
+        ),
+        Profile(
+            name="gpu-sample",
+            backend="openai",
+            model="Qwen/Qwen3-32B",
+            # one night on one H100 by `fhs plan --profile gpu-sample`: about 9 hours at the published
+            # 2,149 tokens/s (300 facts per dataset would take 4 days: the 200-candidate selector
+            # prompt, asked for every method, seed and retriever, is 88% of the tokens)
+            llm_facts=30,
+            retrieval_facts=None,
+            seeds=(0, 1, 2),
+            base_urls=("http://127.0.0.1:8000/v1",),
+            workers=8,
+            description=("a GPU box, one night: vLLM serving Qwen3-32B on context-level samples of about "
+                         "30 facts per dataset (FinCL, iXBRL test, CodiEsp, the pilot's iXBRL development "
+                         "facts, ICD-10-PCS); three seeded runs"),
+        ),
+        Profile(
+            name="paper-full",
+            backend="openai",
+            model="Qwen/Qwen3-32B",
+            llm_facts=None,
+            retrieval_facts=None,
+            seeds=(0, 1, 2),
+            base_urls=("http://127.0.0.1:8000/v1",),
+            workers=8,
+            description=("a GPU box, every fact: vLLM serving Qwen3-32B on all of FinCL, all 53,523 iXBRL "
+                         "test facts and every CodiEsp mention, Table 11's pilot on all 129,605 iXBRL "
+                         "development facts; three seeded runs (weeks on one GPU: plan it first)"),
         ),
     )
 }

@@ -1,0 +1,118 @@
+"""What the plan's dry run stands on: a metered simulated model, a stand-in retriever, memos.
+
+``fhs plan`` (:mod:`fhs.run.plan`) asks the simulated model hundreds of thousands of
+times; these pieces keep that to minutes on two cores without changing a count: the
+prompt token counter remembers each line's count, the domain each candidate's
+category profile, and the dense and hybrid retrievers are stood in for by BM25's
+lists reordered.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from fhs.llm.contract import Request, Response
+from fhs.llm.tokens import TokenCounter
+from fhs.retrieval.bm25 import Ranking
+
+
+class StandIn:
+    """A stand-in for the dense and hybrid retrievers: BM25's list, reordered per kind.
+
+    The plan does not embed 90,000 concepts; what it needs from another retriever is
+    that its windows and candidate lists differ from BM25's while sharing some
+    candidates, so the verifier and the selector are asked again where a real swap
+    would ask them. Each candidate moves by a pseudo-random amount of up to
+    ``spread`` places (from a hash of the kind and its id). Figures of those runs are
+    estimates.
+    """
+
+    def __init__(self, base: Any, kind: str, spread: int = 30) -> None:
+        self.base, self.kind, self.spread = base, kind, spread
+        self.taxonomy, self.config = base.taxonomy, base.config
+
+    def search(self, query: str, datatype: str | None = None, top_k: int | None = None) -> Ranking:
+        ranking = self.base.search(query, datatype, top_k)
+
+        def jitter(concept_id: str) -> int:
+            digest = hashlib.sha256(f"{self.kind}:{concept_id}".encode()).digest()
+            return digest[0] % self.spread
+
+        order = sorted(range(len(ranking.ids)), key=lambda i: (i + jitter(ranking.ids[i]), i))
+        return Ranking(tuple(ranking.ids[i] for i in order), ranking.scores)
+
+
+class LineMemo:
+    """A token counter that counts a prompt line by line and remembers each line's count.
+
+    The plan renders hundreds of thousands of prompts whose lines repeat (the
+    selector's 200 candidate lines, the instructions). Qwen's pre-tokenizer never
+    joins a newline to the text after it, so cutting where a newline meets
+    non-space text gives the same total as counting the whole; the first
+    ``checks`` texts are counted both ways, and any difference turns the memo off.
+    """
+
+    # where a newline meets text, and after the "]" of a candidate's "[rank]" (so a candidate's
+    # line is counted once whatever its rank): no pre-token of Qwen's spans either cut
+    _CUT = re.compile(r"(?<=[\r\n])(?=\S)|(?<=\])(?= )")
+
+    def __init__(self, counter: TokenCounter, checks: int = 50) -> None:
+        self.counter, self.checks = counter, checks
+        self.name, self.exact = counter.name, counter.exact
+        self.memo: dict[str, int] = {}
+        self.enabled = True
+
+    def _pieces(self, text: str) -> int:
+        total = 0
+        for piece in self._CUT.split(text):
+            count = self.memo.get(piece)
+            if count is None:
+                count = self.memo[piece] = self.counter.count(piece)
+            total += count
+        return total
+
+    def count(self, text: str) -> int:
+        if not self.enabled or not text:
+            return self.counter.count(text)
+        if self.checks > 0:
+            self.checks -= 1
+            whole = self.counter.count(text)
+            if whole != self._pieces(text):
+                self.enabled = False
+            return whole
+        return self._pieces(text)
+
+
+class MemoDomain:
+    """A domain whose candidates' category profiles are computed once per concept (the window
+    builder asks for them again in every run); everything else is the domain's own."""
+
+    def __init__(self, domain: Any) -> None:
+        self._domain = domain
+        self._profiles: dict[str, Any] = {}
+
+    def profile_of(self, concept: Any) -> Any:
+        key = concept.id
+        if key not in self._profiles:
+            self._profiles[key] = self._domain.profile_of(concept)
+        return self._profiles[key]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._domain, name)
+
+
+class Meter:
+    """The simulated model behind the plan's cache: every request reaching it is one a server answers."""
+
+    def __init__(self, backend: Any) -> None:
+        self.backend = backend
+        self.kind, self.model, self.name = backend.kind, backend.model, backend.name
+        self.calls: list[tuple[str, int, int]] = []  # (purpose, prompt tokens, output tokens)
+
+    def complete(self, requests: Sequence[Request]) -> list[Response]:
+        answers = self.backend.complete(requests)
+        self.calls += [(r.purpose or "other", a.tokens_in, a.tokens_out) for r, a in zip(requests, answers)]
+        return answers

@@ -1,0 +1,200 @@
+"""fhs plan: exact request counts for fixed-call methods, calls replayed across runs counted once, the JSON."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fhs.data.datasets import DatasetSpec
+from fhs.data.facts import Fact
+from fhs.data.sampling import sample_by_context
+from fhs.llm.tokens import CharEstimate
+from fhs.paper import CALLS_PER_FACT
+from fhs.retrieval.bm25 import RetrievalConfig, Retriever
+from fhs.run.inputs import Experiment
+from fhs.run.plan import FIXED_CALLS, PlannedRun, dry_run
+from fhs.run.plan_standins import LineMemo
+from fhs.run.plan_totals import Throughput, summarize
+from fhs.run.profiles import get_profile
+from test_pipeline import TAXONOMY
+
+VALUES = ["1,229,202", "87,500", "12,000", "3,400", "250", "19"]
+
+
+def fixture_experiment(name: str = "toy") -> Experiment:
+    """Six facts in three tables of two against the toy share-award taxonomy."""
+    facts = [Fact(id=f"f{i}", context_id=f"c{i // 2}", modality="table", value=value, datatype="sharesItemType",
+                  context=f"Restricted stock units roll-forward table {i // 2}: nonvested, granted, vested {value}",
+                  gold=(TAXONOMY.concepts[i % 3].id,), row_header=f"Row {i}", column_header="Number of RSUs")
+             for i, value in enumerate(VALUES)]
+    spec = DatasetSpec(name, "", "", TAXONOMY.name, "toy facts", domain="us-gaap")
+    return Experiment(spec, TAXONOMY, facts, Retriever(TAXONOMY, RetrievalConfig()))
+
+
+def plan(runs, profile="smoke", sample=3, **kw):
+    experiment = fixture_experiment()
+    return dry_run(runs, get_profile(profile), lambda name: experiment, sample=sample, counter=CharEstimate(),
+                   progress=False, **kw)
+
+
+@pytest.mark.parametrize("method", ["direct", "free-text", "structured", "parallel", "parallel-diverse", "decomposed"])
+def test_a_fixed_call_method_scales_its_requests_exactly(method):
+    """The sample's requests per fact, times the profile's facts: the paper's calls per fact plus the selector."""
+    (row,) = plan([PlannedRun("c", "toy", method)], profile="paper")  # paper: every one of the 6 facts
+    assert row.facts == 6 and row.sampled < row.facts  # a context-level sample of the profile's facts
+    assert row.run.method in FIXED_CALLS and row.requests_exact
+    assert row.requests == (CALLS_PER_FACT[method] + 1) * row.facts
+    assert row.by_purpose["selector"]["requests"] == row.facts
+    assert row.prompt_tokens > 0 and row.output_tokens > 0
+
+
+def test_calls_a_later_run_replays_are_counted_once():
+    rows = plan([PlannedRun("02", "toy", "free-text"), PlannedRun("02", "toy", "self-refine"),
+                 PlannedRun("02", "toy", "fhs-seq"), PlannedRun("02", "toy", "fhs"),
+                 PlannedRun("03", "toy", "fhs", changes={"normalize": False}, selector=False, tag="raw_scores"),
+                 PlannedRun("03", "toy", "fhs", changes={"beta": 0.0}, tag="no_verifier")], profile="paper")
+    free, refine, seq, fhs, raw, no_verifier = rows
+    # self-refine's first round is the free-text call: after free-text, every fact's round 1 is replayed
+    (alone,) = plan([PlannedRun("02", "toy", "self-refine")], profile="paper")
+    assert alone.requests - refine.requests >= free.by_purpose["free-text"]["requests"] == free.facts
+    assert not refine.requests_exact and free.requests == 2 * free.facts
+    # FHS's hypotheses and verdicts are FHS-Seq's first round; only its selector is new
+    assert set(fhs.by_purpose) == {"selector"} and seq.by_purpose["hypothesis"]["requests"] == 2 * seq.facts
+    # a variant that only re-scores replays everything; beta = 0 only asks the selector about its new order
+    assert raw.requests == 0
+    assert set(no_verifier.by_purpose) <= {"selector"}
+    assert not fhs.requests_exact and seq.requests > 0
+
+
+def test_seeds_are_separate_requests_and_llm_free_runs_ask_nothing():
+    rows = plan([PlannedRun("02", "toy", "structured", seed=0), PlannedRun("02", "toy", "structured", seed=1),
+                 PlannedRun("01", "toy", "direct", selector=False, facts="all")], profile="paper")
+    assert rows[0].requests == rows[1].requests > 0  # the seed is part of every request
+    assert rows[2].requests == 0 and rows[2].facts == 6 and not rows[2].run.asks_model
+
+
+def test_a_retriever_swap_asks_the_verifier_and_selector_again_but_not_the_generator():
+    bm25, dense = plan([PlannedRun("05", "toy", "structured"), PlannedRun("05", "toy", "structured",
+                                                                          retriever="dense")], profile="paper")
+    assert "hypothesis" not in dense.by_purpose and dense.by_purpose["selector"]["requests"] > 0
+    assert not dense.requests_exact  # the stand-in retriever makes the figure an estimate
+
+
+def test_summary_totals_and_wall_time():
+    rows = plan([PlannedRun("02", "toy", "structured"), PlannedRun("03", "toy", "parallel")], profile="paper")
+    summary = summarize(rows, Throughput(total_tps=1000.0))
+    assert summary["facts"] == {"toy": 6}
+    assert summary["total"]["requests"] == sum(r.requests for r in rows)
+    tokens = summary["total"]["prompt_tokens"] + summary["total"]["output_tokens"]
+    assert summary["hours"] == round(tokens / 1000.0 / 3600, 2)
+    assert set(summary["chapters"]) == {"02", "03"}
+    split = Throughput(total_tps=None, prefill_tps=4000.0, decode_tps=100.0)
+    assert split.seconds(4000, 100) == pytest.approx(2.0)
+
+
+def test_plan_json_has_the_facts_totals_and_rows(monkeypatch, capsys):
+    import fhs.book.manifest as manifest
+    from fhs.cli import main
+
+    monkeypatch.setattr(manifest, "load_inputs", lambda name, data=None, root=None: fixture_experiment(name))
+    monkeypatch.setattr("fhs.llm.tokens.default_counter", lambda: CharEstimate())
+    assert main(["plan", "--profile", "smoke", "--chapter", "06_fhs_seq", "--json", "--sample", "2"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    profile_facts = len(sample_by_context(fixture_experiment().facts, get_profile("smoke").llm_facts))
+    assert out["facts"] == {"fincl": profile_facts} and out["profile"] == "smoke"
+    assert out["sample"] == {"fincl": len(sample_by_context(sample_by_context(
+        fixture_experiment().facts, get_profile("smoke").llm_facts), 2))}
+    assert set(out["total"]) == {"requests", "prompt_tokens", "output_tokens"}
+    assert out["total"]["requests"] == sum(row["requests"] for row in out["rows"]) > 0
+    assert {(row["chapter"], row["dataset"], row["method"]) for row in out["rows"]} == {
+        ("06_fhs_seq", "fincl", "fhs-seq"), ("06_fhs_seq", "fincl", "fhs")}
+    assert "vllm bench serve" in out["bench_command"] and out["days"] >= 0
+
+
+def test_bad_plan_options_are_one_line_errors(capsys):
+    from fhs.cli import main
+
+    assert main(["plan", "--profile", "paper", "--prefill-tps", "100"]) == 2
+    assert "--decode-tps" in capsys.readouterr().err
+    assert main(["plan", "--profile", "paper", "--chapter", "99_nothing"]) == 2
+    assert "unknown chapter" in capsys.readouterr().err
+
+
+def test_the_line_memo_counts_as_the_whole_text():
+    counter = LineMemo(CharEstimate(chars_per_token=1.0), checks=0)  # one token a character: cuts are exact
+    text = "System rules\n\n[1] us-gaap:Assets / monetary\n[2] us-gaap:Liabilities / monetary\n"
+    assert counter.count(text) == len(text) and counter.count(text) == len(text)
+
+
+@pytest.mark.model
+def test_the_line_memo_matches_qwens_tokenizer_on_selector_prompts():
+    """Cutting where a newline meets text (and after a candidate's "[rank]") keeps Qwen's token count."""
+    from fhs.llm.tokens import QwenVocab
+
+    vocab = QwenVocab()
+    memo = LineMemo(vocab, checks=0)
+    lines = "\n".join(f"[{i}] us-gaap:ShareBasedCompensation{i} / sharesItemType / Share based award {i} / "
+                      f"Definition: the number of awards ... ({i}).  " for i in range(1, 60))
+    for text in (lines, "Evidence:\n  Value: 1,229,202\n\n\nRow: Nonvested at end\n" + lines, "a]  b\n\n  c] d"):
+        assert memo.count(text) == vocab.count(text)
+    assert memo.enabled
+
+
+def test_profiles_size_each_dataset_and_the_chapters_take_their_seeds_from_them():
+    from dataclasses import replace
+
+    paper = get_profile("paper")
+    assert paper.llm_sample_size("fincl") is None and paper.llm_sample_size("codiesp") is None  # every fact
+    assert paper.llm_sample_size("ixbrl") == 2509 - 500  # FinCL's 500 + iXBRL make the paper's 2,509
+    assert paper.with_llm_facts(7).llm_sample_size("ixbrl") == 7
+    assert replace(paper, llm_fraction=0.1).llm_sample_size("fincl", 500) == 50
+    assert replace(paper, llm_fraction=0.1).llm_sample_size("ixbrl", 53_523) == round(0.1 * 2009)
+    assert get_profile("paper-full").llm_sample_size("ixbrl") is None
+    for name in ("paper", "gpu-sample", "paper-full"):
+        assert len(get_profile(name).seeds) == 3
+    assert len(get_profile("cpu").seeds) == len(get_profile("smoke").seeds) == 1
+
+
+def test_the_manifest_reads_each_chapters_loops_under_a_profile():
+    from fhs.book.manifest import ABLATION_VARIANTS, MAIN_ROWS, chapter_parameters, chapter_runs
+    from fhs.method.registry import METHODS
+
+    paper, smoke = get_profile("paper"), get_profile("smoke")
+    runs = chapter_runs(paper, ["02_main_results"])
+    llm = [r for r in runs if r.method in MAIN_ROWS]
+    assert {r.dataset for r in llm} == set(chapter_parameters("02_main_results", "paper")["datasets"])
+    assert len(llm) == len(chapter_parameters("02_main_results", "paper")["datasets"]) * len(
+        [m for m in MAIN_ROWS if m in METHODS]) * len(paper.seeds)
+    assert {r.seed for r in chapter_runs(smoke, ["02_main_results"]) if r.method in MAIN_ROWS} == set(smoke.seeds)
+    ablations = chapter_runs(paper, ["03_ablations"])
+    assert {r.tag for r in ablations} >= set(ABLATION_VARIANTS) | {"pilot"}
+    pilot = [r for r in ablations if r.tag == "pilot"]
+    assert pilot and not any(r.selector for r in pilot)  # Table 11 reads recall before the selector
+    assert all(r.selector for r in chapter_runs(get_profile("paper-full"), ["03_ablations"]) if r.tag == "pilot")
+    swap = chapter_runs(paper, ["05_retriever_swap"])
+    assert {r.retriever for r in swap} == set(chapter_parameters("05_retriever_swap", "paper")["retrievers"])
+    assert chapter_parameters("02_main_results", "paper", overrides={"runs": 1})["runs"] == 1
+
+
+def test_every_page_states_its_size():
+    from fhs.book.report import profile_note
+
+    note = repr(profile_note("paper", "Qwen3-32B", facts={"fincl": 500, "ixbrl": 2087}, seeds=(0, 1, 2)))
+    assert "fincl 500" in note and "ixbrl 2,087" in note and "seeds 0, 1, 2" in note and "std" in note
+    assert "every located fact" in repr(profile_note("paper", "m", facts={"pcs": "every located fact"}, seeds=(0,)))
+    assert "evaluated" in repr(profile_note("cpu", facts={"fincl": 500}))
+
+
+@pytest.mark.data
+def test_plan_on_real_facts_prints_its_json(capsys):
+    """`fhs plan --json` on FinCL under the smoke profile: the facts a chapter sends, its requests."""
+    from fhs.cli import main
+    from fhs.run.inputs import load_experiment
+
+    assert main(["plan", "--profile", "smoke", "--chapter", "06_fhs_seq", "--json", "--sample", "2"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    fincl = load_experiment("fincl", progress=False).facts
+    assert out["facts"] == {"fincl": len(sample_by_context(fincl, get_profile("smoke").llm_facts))}
+    assert out["total"]["requests"] > 0 and out["total"]["prompt_tokens"] > out["total"]["requests"] * 100
+    assert out["tokens_exact_on_sample"] in (True, False) and out["tokenizer"]
