@@ -20,7 +20,14 @@ class FakeStudy:
     def run_llm(self, dataset, method, model, *, config=None, tag=""):
         self.asked.append((dataset, method, config, tag))
         records = self.records[(dataset, method)]
-        return Run(dataset, method, Path("."), records(config) if callable(records) else records, {})
+        return memory_run(dataset, method, records(config) if callable(records) else records)
+
+
+def memory_run(dataset, method, records):
+    """A run whose records live in memory: full records serve as their own summaries."""
+    run = Run(dataset, method, Path("."), records, {})
+    run.__dict__["records"] = records  # fills the cached property instead of reading a file
+    return run
 
 
 def test_rows_run_their_methods_with_the_selector_off_and_share_the_development_run():
@@ -32,7 +39,7 @@ def test_rows_run_their_methods_with_the_selector_off_and_share_the_development_
         ("fincl", "fhs"): lambda config: [gold_behind(config.k_v, "t")],
     })
     assert free_text_verifier(study, "fincl", None, base).records[0]["id"] == "t"
-    test_run = Run("fincl", "fhs", Path("."), [gold_behind(5, "t1")], {})
+    test_run = memory_run("fincl", "fhs", [gold_behind(5, "t1")])
     chosen, rows = beta_on_development(study, "ixbrl-dev", test_run, None, base, grid=(0.0, 0.05, 0.6))
     assert chosen.beta == 0.05 and [r["beta"] for r in rows] == [0.05, 0.6]
     study.records[("ixbrl-dev", "fhs")] = [fhs_record("d1", "table", [(0, "definition", ["g"])])]
