@@ -127,6 +127,10 @@ def cmd_run(args: argparse.Namespace) -> dict:
                                  "domain": args.domain or experiment.spec.domain}
     if model is not None:
         ctx = experiment.llm_context(model)
+        if args.fresh and ctx.ledger is not None:  # a fresh run reuses no verdict, and records its own
+            from fhs.method.ledger import RecordOnly
+
+            ctx.ledger = RecordOnly(ctx.ledger)
         ctx.config = _with_knobs(ctx.config.with_named(args.config).replace(selector=selector), args)
         run_config["model"] = model.describe()
         if args.config != DEFAULT_CONFIG:

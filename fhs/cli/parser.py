@@ -127,7 +127,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="facts processed at once, to keep a server busy (default: the profile's; 1 on the CPU)")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     run.add_argument("--fresh", action="store_true",
-                     help="discard the records already in --out instead of resuming from them")
+                     help="discard the records already in --out instead of resuming from them, and reuse no "
+                          "verdict of the verdict ledger (model answers still come from --cache)")
     run.add_argument("--replay-unparsed", action="store_true",
                      help="serve cached answers that a stage could not parse (default: ask the model again)")
     run.add_argument("--replay-from-any-server", action="store_true",

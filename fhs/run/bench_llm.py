@@ -134,6 +134,7 @@ def bench_llm(datasets: Sequence[str], methods: Sequence[str], *, profile: str =
     with tempfile.TemporaryDirectory(prefix="fhs-bench-") as scratch:
         store = ResponseCache(Path(cache) if cache else Path(scratch) / "responses.sqlite")
         choice._llm = CachedLLM(timed, store)
+        choice.cache_path = store.path  # and the verdict ledger of that cache, so a fresh cache asks the verifier
         per_method: dict[str, list[CallCost]] = {m: [] for m in methods}
         stages: dict[str, list[dict]] = {m: [] for m in methods}
         sampled: list[Any] = []

@@ -25,7 +25,9 @@ def failed(record: Mapping) -> bool:
 
 
 def stage_health(records: Sequence[Mapping]) -> dict[str, dict[str, int]]:
-    """Per stage (a call's ``purpose``): calls, answers not parsed, and fallbacks taken.
+    """Per stage (a call's ``purpose``): calls, answers not parsed, answers cut at max_tokens, fallbacks.
+
+    A cut answer (``truncated``) also counts as not parsed: its stage treated it so.
 
     Fallbacks count facts (hypothesis: no sample parsed, the direct query was
     searched; selector: the method's order was kept) or hypotheses (verifier:
@@ -34,13 +36,14 @@ def stage_health(records: Sequence[Mapping]) -> dict[str, dict[str, int]]:
     stages: dict[str, dict[str, int]] = {}
 
     def stage(name: str) -> dict[str, int]:
-        return stages.setdefault(name or "other", {"calls": 0, "parse_failures": 0, "fallbacks": 0})
+        return stages.setdefault(name or "other", {"calls": 0, "parse_failures": 0, "truncations": 0, "fallbacks": 0})
 
     for record in records:
         for call in record.get("llm_calls") or []:
             block = stage(call.get("purpose", ""))
             block["calls"] += 1
             block["parse_failures"] += not call.get("parsed", True)
+            block["truncations"] += bool(call.get("truncated"))
         hypotheses = record.get("hypotheses") or []
         if hypotheses and all(h.get("source") == "fallback" for h in hypotheses):
             stage("hypothesis")["fallbacks"] += 1
@@ -66,9 +69,11 @@ def warn_about(stages: Mapping[str, Mapping[str, int]], failures: Mapping[str, A
     lines = []
     for name, block in stages.items():
         if block["calls"] and block["parse_failures"] > share * block["calls"]:
-            lines.append(f"{name}: {block['parse_failures']} of {block['calls']} answers could not be parsed "
-                         f"({block['fallbacks']} fallbacks taken); metrics partly measure the fallback, "
-                         f"not the method (check the server; parse_failures in metrics.json)")
+            cut = block.get("truncations", 0)
+            cut_text = f", {cut} of them cut at max_tokens" if cut else ""
+            lines.append(f"{name}: {block['parse_failures']} of {block['calls']} answers could not be parsed"
+                         f"{cut_text} ({block['fallbacks']} fallbacks taken); metrics partly measure the fallback, "
+                         f"not the method (check the server; parse_failures and truncations in metrics.json)")
     if failures["count"]:
         lines.append(f"{failures['count']} of {n_records} facts failed and are left out of the metrics "
                      f"(e.g. {failures['ids'][0]}: {next(iter(failures['reasons'].values()))[:160]}); "

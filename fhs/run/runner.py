@@ -149,6 +149,7 @@ def run_method(
     }
     stages = stage_health(everything)
     result["parse_failures"] = {name: block["parse_failures"] for name, block in stages.items()}
+    result["truncations"] = {name: block["truncations"] for name, block in stages.items()}
     result["fallbacks"] = {name: block["fallbacks"] for name, block in stages.items()}
     result["stages"] = stages
     result["failed_facts"] = failed_facts(everything)
