@@ -123,6 +123,10 @@ def bench_llm(datasets: Sequence[str], methods: Sequence[str], *, profile: str =
     from fhs.llm.factory import make_llm
     from fhs.run.inputs import ModelChoice, load_experiment
 
+    if facts < 1:  # zero facts would report 0.0 s per fact
+        from fhs.core.errors import InputError
+
+        raise InputError(f"must be at least 1, got {facts}", field="facts", fix="measure at least one fact")
     for method in methods:
         get_method(method)  # fail on an unknown name before loading a model
     choice = ModelChoice.resolve(profile, backend=backend, model=model, seed=seed)

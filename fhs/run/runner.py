@@ -17,7 +17,7 @@ from tqdm import tqdm  # plain text bars: no ipywidgets warning inside notebooks
 
 from fhs.data.facts import Fact, gold_match_of, matches_gold
 from fhs.data.taxonomies.ids import unknown_gold
-from fhs.llm.contract import RequestRefused
+from fhs.llm.contract import BackendError, RequestRefused
 from fhs.method.context import MethodContext
 from fhs.method.registry import get_method
 from fhs.run.evaluate import gold_rank, metrics
@@ -134,6 +134,10 @@ def run_method(
         bar.close()
         everything = writer.records_in_order(fact.id for fact in facts)
     records = [r for r in everything if not failed(r)]
+    if everything and not records:  # every fact failed: a recall of 0.0 would be a metric of nothing
+        reasons = failed_facts(everything)
+        raise BackendError(f"all {len(everything)} facts failed, so there is no metric to report "
+                           f"(e.g. {reasons['ids'][0]}: {reasons['reasons'][reasons['ids'][0]][:160]})")
     # Acc. and its basis (selector pick or rank 1) come from fhs.run.evaluate, as in the chapters
     result: dict[str, Any] = {"method": method, **metrics(records)}
     totals = call_totals(records)
