@@ -96,7 +96,7 @@ def _filing_stems(filings: list[str]) -> list[tuple[str, str]]:
     from fhs.core.errors import warn
     from fhs.data.datasets.ixbrl import filing_stem
 
-    seen: dict[str, str] = {}
+    seen: set[str] = set()
     named: list[tuple[str, str]] = []
     taken: set[str] = set()
     for filing in filings:
@@ -111,7 +111,7 @@ def _filing_stems(filings: list[str]) -> list[tuple[str, str]]:
             stem = f"{base}-{number}"
         if stem != base:
             warn(f"{filing} has the same name as an earlier filing: its ids start with {stem}, not {base}")
-        seen[resolved] = stem
+        seen.add(resolved)
         taken.add(stem)
         named.append((filing, stem))
     return named
