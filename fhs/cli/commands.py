@@ -125,7 +125,6 @@ def cmd_run(args: argparse.Namespace) -> dict:
     from fhs.run.runner import run_method
 
     get_method(args.method)  # fail on an unknown method before loading any data
-    _check_out(args.out, args.data)
     selector = args.selector == "on" if args.selector else args.method in LLM_METHODS
     uses_model = args.method in LLM_METHODS or selector
     model = None
@@ -139,6 +138,7 @@ def cmd_run(args: argparse.Namespace) -> dict:
                                     structured=args.structured, replay_unparsed=args.replay_unparsed,
                                     any_server=args.replay_from_any_server)
     experiment = _experiment(args)
+    _check_out(args.out, args.data)  # the inputs are named first, then where the run would write
     facts = experiment.facts
     if args.limit is not None:
         facts = facts[: args.limit]
