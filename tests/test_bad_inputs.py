@@ -34,6 +34,32 @@ def _facts(text):
     return lambda d: (d / "facts.jsonl").write_text(GOOD_FACTS + text)
 
 
+def _file(name: str, data: bytes):
+    def write(d: Path) -> None:
+        (d / name).parent.mkdir(parents=True, exist_ok=True)
+        (d / name).write_bytes(data)
+    return write
+
+
+def _old_cache(d: Path) -> None:
+    import sqlite3
+
+    (d / "c").mkdir()
+    db = sqlite3.connect(d / "c" / "responses.sqlite")
+    db.execute("CREATE TABLE responses (key TEXT PRIMARY KEY, text TEXT NOT NULL)")
+    db.commit()
+    db.close()
+
+
+def _dangling(d: Path) -> None:
+    (d / "link").symlink_to(d / "nowhere")
+
+
+# An OpenAI-compatible server that is never reached: each case fails before the first request.
+SERVED = ["--method", "structured", "--domain", "us-gaap", "--backend", "openai", "--model", "fake",
+          "--base-url", "http://127.0.0.1:9", "--cache", "c/responses.sqlite"]
+
+
 GOOD_FACTS = line() + line(id="f2", value="9")
 CASES = [
     ("facts not UTF-8", lambda d: (d / "facts.jsonl").write_bytes(GOOD_FACTS.encode() + b'{"id": "\xff"}\n'),
@@ -64,6 +90,15 @@ CASES = [
     ("run held by another process", lambda d: (d / "out" / "run.lock").write_text(
         json.dumps({"pid": os.getpid(), "host": os.uname().nodename, "started": "now"})),
      [], ["pid", "holds this run directory"]),
+    ("blank gold id under prefix match", _facts(line(id="f3", gold=[" "], metadata={"gold_match": "prefix"})),
+     [], ["facts.jsonl:3", "field 'gold'", "blank"]),
+    ("out inside the data directory", None, ["--data", ".", "--out", "runs/x"],
+     ["runs/x", "field 'out'", "inside the data directory"]),
+    ("out is a dangling symbolic link", _dangling, ["--out", "link"], ["link", "symbolic link", "does not exist"]),
+    ("verdict ledger not a database", _file("c/verdicts.sqlite", b"not a database " * 100), SERVED,
+     ["verdicts.sqlite", "not a usable verdict ledger"]),
+    ("response cache of an older layout", _old_cache, SERVED,
+     ["responses.sqlite", "another layout", "tokens_in"]),
 ]
 
 
@@ -108,3 +143,46 @@ def test_a_torn_records_tail_is_dropped_with_a_warning_and_the_run_finishes(fini
                "--quiet", cwd=work)
     assert done.returncode == 0 and "dropped a torn last line" in done.stderr
     assert json.loads(done.stdout)["n_new"] == 1 and records.read_text().startswith(kept)
+
+
+# ---- the other commands: fhs facts from-ixbrl, fhs bench, fhs show ---------------------------
+
+FILING = ('<?xml version="1.0" encoding="utf-8"?>\n<html xmlns="http://www.w3.org/1999/xhtml" '
+          'xmlns:ix="http://www.xbrl.org/2013/inlineXBRL" xmlns:gaap="http://fasb.org/us-gaap/2024">\n'
+          '<body>\n<p>Revenue was <ix:nonFraction name="gaap:Revenues" contextRef="c" unitRef="usd" '
+          'scale="{scale}" id="f1">5</ix:nonFraction> dollars.</p>\n</body></html>\n')
+OTHERS = [
+    ("from-ixbrl scale out of range", _file("x.htm", FILING.format(scale="99999999").encode()),
+     ["facts", "from-ixbrl", "x.htm", "--out", "f.jsonl", "--taxonomy", "none"],
+     ["x.htm:4", "field 'scale of ix:nonFraction f1'", "-30 to 30"]),
+    ("from-ixbrl scale of 900000", _file("x.htm", FILING.format(scale="900000").encode()),
+     ["facts", "from-ixbrl", "x.htm", "--out", "f.jsonl", "--taxonomy", "none"], ["x.htm:4", "scale"]),
+    ("from-ixbrl one filing twice", _file("x.htm", FILING.format(scale="6").encode()),
+     ["facts", "from-ixbrl", "x.htm", "./x.htm", "--out", "f.jsonl", "--taxonomy", "none"],
+     ["x.htm", "given twice"]),
+    ("bench retrieval limit 0", None, ["bench", "retrieval", "--dataset", "fincl", "--limit", "0"],
+     ["--limit", "at least 1"]),
+    ("bench retrieval limit -5", None, ["bench", "retrieval", "--dataset", "fincl", "--limit", "-5"],
+     ["--limit", "at least 1"]),
+    ("bench llm facts 0", None, ["bench", "llm", "--facts", "0"], ["--facts", "at least 1"]),
+    ("show a run-config that is not JSON", _file("out/run-config.json", b"{not json"),
+     ["show", "out", "--fact", "f1"], ["run-config.json", "not valid JSON"]),
+]
+
+
+@pytest.mark.parametrize("name, damage, args, named", OTHERS, ids=[c[0] for c in OTHERS])
+def test_other_commands_answer_bad_input_in_one_line_exit_2(name, damage, args, named, finished, tmp_path):
+    work = tmp_path / "w"
+    subprocess.run(["cp", "-r", str(finished), str(work)], check=True)
+    if damage is not None:
+        damage(work)
+    before = (work / "out" / "records.jsonl").read_bytes()
+    done = fhs(*args, cwd=work)
+    errors = [l for l in done.stderr.strip().splitlines() if not l.startswith("fhs: warning:")]
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert len(errors) == 1 and errors[0].startswith("fhs: error: "), done.stderr
+    for part in named:
+        assert part in errors[0], errors[0]
+    assert not (work / "f.jsonl").exists()  # nothing half written
+    assert (work / "out" / "records.jsonl").read_bytes() == before

@@ -15,12 +15,14 @@ import pytest
 from bs4 import BeautifulSoup
 
 from fhs.cli import main
-from fhs.data.facts import Fact, write_facts
+from fhs.data.facts import Fact, read_facts, write_facts
+from fhs.data.taxonomies import load_taxonomy_file
 from fhs.data.taxonomies.generic import write_generic
 from fhs.method.config import FHSConfig
 from fhs.method.context import MethodContext
 from fhs.run.records import read_records
 from fhs.run.runner import run_method
+from fhs.run.stamp import facts_digest, taxonomy_digest
 from scripted_llm import OverlapRetriever, ScriptedLLM
 from test_pipeline import DOMAIN, FACT, GOLD, TAXONOMY, hypothesis_reply, H1, H2, verifier_reply
 
@@ -47,7 +49,9 @@ def runs(tmp_path):
     write_generic(TAXONOMY, taxonomy)
     retriever = OverlapRetriever(TAXONOMY)
     config = FHSConfig()
-    inputs = {"dataset": "toy", "sources": {"facts": str(facts), "taxonomy": str(taxonomy)}}
+    # what `fhs run --facts --taxonomy` stamps: where the files were, and the digests of what it read
+    stamp = {"facts": facts_digest(read_facts(facts)), "taxonomy": taxonomy_digest(load_taxonomy_file(taxonomy))}
+    inputs = {"dataset": "toy", "sources": {"facts": str(facts), "taxonomy": str(taxonomy)}, "inputs": stamp}
     ctx = MethodContext(taxonomy=TAXONOMY, retriever=retriever, llm=llm(), domain=DOMAIN, config=config)
     run_method([TABLE, TEXT], "fhs", ctx, tmp_path / "fhs", progress=False,
                run_config={**inputs, "method": "fhs", "fhs": config.to_dict()})

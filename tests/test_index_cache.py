@@ -28,7 +28,7 @@ def test_a_second_run_reads_the_index_instead_of_building_it(tmp_path, monkeypat
     taxonomy = load_taxonomy_file(path)
     first = Retriever(taxonomy, RetrievalConfig(), cache_key=file_digest(path))
     expected = first.search("stomach resection", "procedure")
-    assert list((tmp_path / "cache" / "indexes").glob("*.pkl"))
+    assert list((tmp_path / "cache" / "indexes").glob("*.npz"))
 
     def no_build(*args, **kwargs):
         raise AssertionError("the index should come from the cache")
@@ -46,13 +46,13 @@ def test_an_edited_file_gets_a_new_index_and_a_damaged_one_is_rebuilt(tmp_path):
     facts.write_text('{"id": "f", "context_id": "c", "modality": "text", "value": "stomach resection", '
                      '"datatype": "procedure", "context": "x", "gold": ["0DT60ZZ"]}\n')
     load_experiment_from_files(facts, path).retriever.search("stomach", "procedure")
-    files = set((tmp_path / "cache" / "indexes").glob("*.pkl"))
+    files = set((tmp_path / "cache" / "indexes").glob("*.npz"))
     assert len(files) == 1
     concepts(tmp_path, "0DTJ4ZZ,Resection of Appendix,procedure\n")
     load_experiment_from_files(facts, path).retriever.search("stomach", "procedure")
-    assert len(set((tmp_path / "cache" / "indexes").glob("*.pkl"))) == 2
+    assert len(set((tmp_path / "cache" / "indexes").glob("*.npz"))) == 2
     damaged = next(iter(files))
-    damaged.write_bytes(b"not a pickle")
+    damaged.write_bytes(b"not an index")
     from fhs.data.taxonomies import load_taxonomy_file
 
     concepts(tmp_path)

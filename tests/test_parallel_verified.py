@@ -118,7 +118,7 @@ def test_replays_the_parallel_run_and_a_second_variant_reuses_the_ledger(tmp_pat
     assert [r.purpose for r in backend.requests] == ["parallel", "parallel", "verifier", "verifier"]
     assert [c["cached"] for c in first["llm_calls"]] == [True, True, False, False]
     readings = hypotheses_from_records(first["hypotheses"], DIMS)
-    assert hypothesis_key(readings[0]) != hypothesis_key(readings[1])  # each description has its own verdicts
+    assert hypothesis_key(readings[0], FACT) != hypothesis_key(readings[1], FACT)  # each description has its own verdicts
 
     # another beta and a smaller window: the same candidates under the same descriptions, no call at all
     second = METHODS["parallel-verified"](FACT, context(llm, ledger, selector=False, beta=0.3, k_v=3))

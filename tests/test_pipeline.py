@@ -133,7 +133,7 @@ def test_failed_generation_falls_back_and_skips_the_useless_verifier_call():
     assert [q["rendering"] for q in record["queries"]] == ["definition"]  # nothing resolved: no label query
     assert [c["purpose"] for c in record["llm_calls"]] == ["hypothesis"] * 4 + ["selector"]
     assert record["verifier"]["verdicts"] == [{"asked": False, "parsed": False, "from_ledger": 0, "malformed": 0,
-                                               "entries": {}}]
+                                               "truncated": False, "entries": {}}]
     assert record["final_ids"] == record["pool"]["ids"]  # v̄ is 0 everywhere: the order is S~'s
 
 

@@ -15,7 +15,8 @@ from fhs.llm.cache import CachedLLM, ResponseCache
 from fhs.method.config import FHSConfig
 from fhs.method.fhs import run_fhs_fact
 from fhs.method.knobs import knob_overrides
-from fhs.method.ledger import MemoryLedger, SqliteLedger, hypothesis_key
+from fhs.method.ledger import MemoryLedger, SqliteLedger, candidate_key, hypothesis_key
+from fhs.method.verifier import concept_or_stub
 from fhs.method.hypotheses import hypotheses_from_records
 from scripted_llm import OverlapRetriever, ScriptedLLM
 from test_pipeline import DOMAIN, FACT, H1, H2, TAXONOMY, hypothesis_reply, verifier_reply
@@ -114,7 +115,8 @@ def test_one_hypothesis_alone_replays_the_pair_and_reuses_its_verdicts(setup):
     assert alone["hypotheses"][0] == base["hypotheses"][1]
     h = hypotheses_from_records(alone["hypotheses"])[0]
     assert ledger.lookup(next(iter(ledger._db.execute("SELECT scope FROM verdicts").fetchone())),
-                         FACT.id, hypothesis_key(h), alone["verifier"]["window"]["ids"])
+                         FACT.id, hypothesis_key(h, FACT),
+                         [candidate_key(concept_or_stub(TAXONOMY, cid)) for cid in alone["verifier"]["window"]["ids"]])
 
 
 def test_knobs_reject_unknown_values_with_the_registry_choices():

@@ -10,6 +10,12 @@ selector's choice. Records come from ``records.jsonl``; the facts and taxonomy
 from what ``run-config.json`` names (a bundled dataset, or the files of an
 ``fhs run --facts ... --taxonomy ...``). The page is a Jinja2 template
 (``templates/explorer.html.j2``) with inline CSS and nothing loaded from the network.
+
+A run folder may come from someone else, and its files may have changed since
+the run: the facts and taxonomy are shown only where the run's stamp vouches
+for today's content (``fhs.book.vouched``), and the page says which input
+changed. A record edited by hand shows what can still be read and a note for
+the rest, never a traceback.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from fhs.core.files import write_text_atomic
 from fhs.data.datasets.html_tables import cell_kind
 from fhs.data.facts import Fact
 from fhs.data.taxonomy import Taxonomy
+from fhs.book.vouched import vouched_inputs
 from fhs.run.records import read_records
 
 HEAD = 10  # candidates shown per ranking, pool and decomposition
@@ -78,37 +85,15 @@ def open_run(run_dir: str | Path, data: str | Path | None = None) -> LoadedRun:
     path = Path(run_dir)
     records_path = _records_path(path)
     config_path = path / "run-config.json"
-    config = json.loads(config_path.read_text(encoding="utf-8")) if config_path.is_file() else {}
+    try:
+        config = json.loads(config_path.read_text(encoding="utf-8")) if config_path.is_file() else {}
+    except (ValueError, UnicodeDecodeError):
+        raise InputError("not valid JSON", path=config_path, fix="restore the run's run-config.json") from None
+    if not isinstance(config, dict):
+        raise InputError("expected a JSON object", path=config_path, fix="restore the run's run-config.json")
     records = {r["id"]: r for r in read_records(records_path)}
-    facts, taxonomy, note = _inputs(config, data)
+    facts, taxonomy, note = vouched_inputs(config, data)
     return LoadedRun(path, config, records, {f.id: f for f in facts if f.id in records}, taxonomy, note)
-
-
-_DATASETS_SEEN: dict[tuple[str, str], tuple[list[Fact], Taxonomy]] = {}
-
-
-def _inputs(config: dict, data) -> tuple[list[Fact], Taxonomy | None, str]:
-    from fhs.data.datasets import DATASETS
-    from fhs.data.facts import read_facts
-    from fhs.data.taxonomies import TAXONOMIES, load_taxonomy, load_taxonomy_file
-    from fhs.run.inputs import load_experiment
-
-    sources = config.get("sources") or {}
-    if sources.get("facts"):
-        facts_path, name = Path(sources["facts"]), sources.get("taxonomy", "")
-        if not facts_path.is_file():
-            return [], None, f"the run's facts file {facts_path} is gone: context not shown"
-        taxonomy = load_taxonomy(name, data) if name in TAXONOMIES else \
-            load_taxonomy_file(name) if name and Path(name).is_file() else None
-        return read_facts(facts_path), taxonomy, ""
-    if config.get("dataset") in DATASETS:
-        key = (config["dataset"], str(data))
-        if key not in _DATASETS_SEEN:  # several runs of one dataset on a page load it once
-            experiment = load_experiment(config["dataset"], data=data, progress=False)
-            _DATASETS_SEEN[key] = (experiment.facts, experiment.taxonomy)
-        facts, taxonomy = _DATASETS_SEEN[key]
-        return facts, taxonomy, ""
-    return [], None, "run-config.json names no dataset or facts file: context not shown"
 
 
 def fact_ids(run: LoadedRun) -> list[str]:
@@ -202,6 +187,7 @@ def context_view(fact: Fact | None) -> dict[str, Any] | None:
 # ---- the stages ---------------------------------------------------------------------------
 
 def _candidate(cid: str, gold: set[str], taxonomy: Taxonomy | None) -> dict[str, Any]:
+    cid = str(cid)
     concept = taxonomy.get(cid) if taxonomy is not None else None
     return {"id": cid, "label": concept.label if concept is not None else "", "gold": cid in gold}
 
@@ -212,86 +198,135 @@ def _gold_rank(ids: list[str], gold: set[str]) -> int | None:
 
 def _queries(record: dict) -> list[dict[str, Any]]:
     out = []
-    for q in record.get("queries") or []:
-        out.append(q if isinstance(q, dict) else {"text": str(q), "rendering": "", "hypothesis_index": None})
+    for q in _items(record.get("queries")):
+        if isinstance(q, dict):
+            index = q.get("hypothesis_index")
+            out.append({**q, "hypothesis_index": index if isinstance(index, int) and not isinstance(index, bool)
+                        else None})
+        else:
+            out.append({"text": str(q), "rendering": "", "hypothesis_index": None})
     return out
+
+
+def _number(value: Any) -> float | None:
+    """A recorded number, or None for anything else (a hand-edited record may hold anything)."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _items(value: Any) -> list:
+    return list(value) if isinstance(value, (list, tuple)) else []
+
+
+def _mapping(value: Any) -> dict:
+    return value if isinstance(value, dict) else {}
 
 
 def verifier_panels(verifier: dict, hypotheses: list[dict], gold: set[str], taxonomy) -> list[dict[str, Any]]:
     """One heatmap per hypothesis: window candidates x dimensions, with v_j(c) and the hypothesis's values."""
-    window = verifier["window"]["ids"]
+    window = [str(cid) for cid in _items(_mapping(verifier.get("window")).get("ids"))]
+    supports, fills = _items(verifier.get("support")), _items(verifier.get("fill"))
     panels = []
-    for j, verdicts in enumerate(verifier["verdicts"]):
-        dims = hypotheses[j]["dimensions"] if j < len(hypotheses) else {}
-        names = list(dims) or sorted({d for e in verdicts["entries"].values() for d in e})
-        support = verifier["support"][j] if j < len(verifier.get("support", [])) else {}
+    for j, verdicts in enumerate(_items(verifier.get("verdicts"))):
+        verdicts, dims = _mapping(verdicts), _mapping(_mapping(hypotheses[j] if j < len(hypotheses) else {})
+                                                      .get("dimensions"))
+        entries = {cid: _mapping(entry) for cid, entry in _mapping(verdicts.get("entries")).items()}
+        names = list(dims) or sorted({d for e in entries.values() for d in e})
+        support = _mapping(supports[j]) if j < len(supports) else {}
         rows = []
         for cid in window:
-            entry = verdicts["entries"].get(cid)
+            entry = entries.get(cid)
             rows.append({**_candidate(cid, gold, taxonomy),
-                         "cells": [(entry or {}).get(d, "not judged") for d in names],
-                         "judged": entry is not None, "v": support.get(cid)})
-        panels.append({"index": j + 1, "asked": verdicts["asked"], "parsed": verdicts["parsed"],
-                       "dimensions": [{"name": d, "value": dims.get(d, ""),
+                         "cells": [str((entry or {}).get(d, "not judged")) for d in names],
+                         "judged": entry is not None, "v": _number(support.get(cid))})
+        panels.append({"index": j + 1, "asked": bool(verdicts.get("asked", True)),
+                       "parsed": bool(verdicts.get("parsed", bool(entries))),
+                       "dimensions": [{"name": str(d), "value": dims.get(d, ""),
                                        "unresolved": str(dims.get(d, "")).upper() == "UNRESOLVED"} for d in names],
-                       "rows": rows, "fill": (verifier.get("fill") or [None] * (j + 1))[j]})
+                       "rows": rows, "fill": _number(fills[j]) if j < len(fills) else None})
     return panels
 
 
 def decomposition(record: dict, beta: float, gold: set[str], taxonomy, head: int = HEAD) -> list[dict[str, Any]]:
     """S~ + beta * v̄ for the head of the final order, next to the score the run recorded."""
-    pool, verifier = record.get("pool") or {}, record.get("verifier") or {}
-    s_tilde = dict(zip(pool.get("ids", []), pool.get("normalized", [])))
-    vbar = verifier.get("vbar", {})
-    outside = verifier.get("vbar_outside")
-    recorded = record.get("final_scores") or []
+    pool, verifier = _mapping(record.get("pool")), _mapping(record.get("verifier"))
+    pool_ids = _items(pool.get("ids"))
+    s_tilde = {cid: _number(s) for cid, s in zip(pool_ids, _items(pool.get("normalized")))}
+    vbar = {cid: _number(v) for cid, v in _mapping(verifier.get("vbar")).items()}
+    outside = _number(verifier.get("vbar_outside"))
+    recorded = _items(record.get("final_scores"))
     rows = []
-    for i, cid in enumerate(record.get("ranking", [])[:head]):
-        v = vbar.get(cid, outside if outside is not None else 0.0)
-        rows.append({**_candidate(cid, gold, taxonomy), "rank": i + 1, "s": s_tilde.get(cid), "vbar": v,
-                     "in_window": cid in vbar, "bonus": beta * v,
-                     "total": s_tilde.get(cid, 0.0) + beta * v,
-                     "recorded": recorded[i] if i < len(recorded) else None,
-                     "fused_rank": pool["ids"].index(cid) + 1 if cid in s_tilde else None})
+    for i, cid in enumerate(_items(record.get("ranking"))[:head]):
+        v = vbar.get(cid) if vbar.get(cid) is not None else (outside if outside is not None else 0.0)
+        s = s_tilde.get(cid)
+        rows.append({**_candidate(cid, gold, taxonomy), "rank": i + 1, "s": s, "vbar": v,
+                     "in_window": cid in vbar, "bonus": beta * v, "total": (s or 0.0) + beta * v,
+                     "recorded": _number(recorded[i]) if i < len(recorded) else None,
+                     "fused_rank": pool_ids.index(cid) + 1 if cid in s_tilde else None})
     return rows
+
+
+def _hypotheses(record: dict) -> list[dict[str, Any]]:
+    """Every hypothesis over one list of dimensions (a hypothesis without one shows it empty)."""
+    hypotheses = [_mapping(h) for h in _items(record.get("hypotheses"))]
+    names = list(dict.fromkeys(str(d) for h in hypotheses for d in _mapping(h.get("dimensions"))))
+    views = []
+    for j, h in enumerate(hypotheses):
+        dims = {str(d): v for d, v in _mapping(h.get("dimensions")).items()}
+        views.append({"index": j + 1, "source": h.get("source", ""), "query": h.get("retrieval_query", ""),
+                      "operators": [str(o) for o in _items(h.get("operators"))],
+                      "dimensions": [{"name": d, "value": dims.get(d, ""),
+                                      "unresolved": str(dims.get(d, "")).upper() == "UNRESOLVED"} for d in names]})
+    return views
 
 
 def stage_view(run: LoadedRun, fact_id: str, head: int = HEAD) -> dict[str, Any]:
     """Everything the page shows for one fact in one run."""
     record = require_fact(run, fact_id)
-    gold, taxonomy = set(record.get("gold", [])), run.taxonomy
-    beta = float((run.config.get("fhs") or {}).get("beta", 0.0))
-    ranking = record.get("ranking", [])
-    pool = record.get("pool")
+    gold_ids = [str(g) for g in _items(record.get("gold"))]
+    gold, taxonomy = set(gold_ids), run.taxonomy
+    beta = _number(_mapping(run.config.get("fhs")).get("beta", 0.0)) or 0.0
+    ranking = [str(cid) for cid in _items(record.get("ranking"))]
+    pool = _mapping(record.get("pool"))
     view = {
         "run": run.label, "path": str(run.path), "method": record.get("method", run.config.get("method")),
-        "gold": [_candidate(g, gold, taxonomy) for g in record.get("gold", [])],
-        "rank": record.get("rank"), "note": record.get("note", ""),
-        "hypotheses": [{"index": j + 1, "source": h.get("source", ""), "query": h.get("retrieval_query", ""),
-                        "operators": h.get("operators", []),
-                        "dimensions": [{"name": d, "value": v, "unresolved": str(v).upper() == "UNRESOLVED"}
-                                       for d, v in h.get("dimensions", {}).items()]}
-                       for j, h in enumerate(record.get("hypotheses") or [])],
+        "gold": [_candidate(g, gold, taxonomy) for g in gold_ids],
+        "rank": record.get("rank"), "note": "; ".join(str(n) for n in (record.get("note"), run.note) if n),
+        "hypotheses": _hypotheses(record),
         "queries": _queries(record),
-        "rankings": [{"index": i + 1, "gold_rank": _gold_rank(ids, gold),
-                      "head": [_candidate(c, gold, taxonomy) for c in ids[:head]]}
-                     for i, ids in enumerate(record.get("rankings") or [])],
+        "rankings": [{"index": i + 1, "gold_rank": _gold_rank(_items(ids), gold),
+                      "head": [_candidate(str(c), gold, taxonomy) for c in _items(ids)[:head]]}
+                     for i, ids in enumerate(_items(record.get("rankings")))],
         "pool": None, "panels": [], "decomposition": [], "beta": beta,
         "final": {"gold_rank": _gold_rank(ranking, gold), "head": [_candidate(c, gold, taxonomy) for c in ranking[:head]]},
         "selection": None,
     }
     if pool:
-        view["pool"] = {"gold_rank": _gold_rank(pool["ids"], gold), "size": len(pool["ids"]),
-                        "union": pool.get("union_size"),
-                        "head": [{**_candidate(c, gold, taxonomy), "score": s, "normalized": n}
-                                 for c, s, n in list(zip(pool["ids"], pool["scores"], pool["normalized"]))[:head]]}
-    if record.get("verifier"):
-        view["panels"] = verifier_panels(record["verifier"], record.get("hypotheses") or [], gold, taxonomy)
+        ids = [str(cid) for cid in _items(pool.get("ids"))]
+        view["pool"] = {"gold_rank": _gold_rank(ids, gold), "size": len(ids), "union": pool.get("union_size"),
+                        "head": [{**_candidate(c, gold, taxonomy), "score": _number(s), "normalized": _number(n)}
+                                 for c, s, n in list(zip(ids, _items(pool.get("scores")),
+                                                         _items(pool.get("normalized"))))[:head]]}
+    if _mapping(record.get("verifier")):
+        view["panels"] = verifier_panels(record["verifier"], _items(record.get("hypotheses")), gold, taxonomy)
         view["decomposition"] = decomposition(record, beta, gold, taxonomy, head)
     if "selected" in record:
-        view["selection"] = {**_candidate(record["selected"], gold, taxonomy), "correct": record.get("correct"),
+        view["selection"] = {**_candidate(str(record["selected"]), gold, taxonomy), "correct": record.get("correct"),
                              "parsed": record.get("selection") is not None}
     return view
+
+
+def safe_stage_view(run: LoadedRun, fact_id: str, head: int = HEAD) -> dict[str, Any]:
+    """:func:`stage_view`, or for a record edited out of shape, an empty view that says so."""
+    try:
+        return stage_view(run, fact_id, head)
+    except (AttributeError, KeyError, TypeError, ValueError, IndexError) as error:
+        if isinstance(error, InputError):
+            raise
+        return {"run": run.label, "path": str(run.path), "method": run.config.get("method"), "gold": [],
+                "rank": None, "note": f"this fact's record cannot be read ({type(error).__name__}: it was edited "
+                                      f"out of the shape fhs run writes); its stages are not shown",
+                "hypotheses": [], "queries": [], "rankings": [], "pool": None, "panels": [], "decomposition": [],
+                "beta": 0.0, "final": {"gold_rank": None, "head": []}, "selection": None}
 
 
 # ---- the page -----------------------------------------------------------------------------
@@ -300,9 +335,10 @@ def render_page(runs: list[LoadedRun], ids: list[str], title: str = "FHS explore
     """One HTML page: per fact, its context once and one column per run."""
     environment = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["j2", "html"]),
                               trim_blocks=True, lstrip_blocks=True)
+    environment.filters["num"] = lambda value, digits=3: "" if _number(value) is None else f"{value:.{digits}f}"
     facts = []
     for fact_id in ids:
-        stages = [stage_view(run, fact_id) for run in runs]
+        stages = [safe_stage_view(run, fact_id) for run in runs]
         fact = next((run.facts[fact_id] for run in runs if fact_id in run.facts), None)
         facts.append({"id": fact_id, "modality": runs[0].records[fact_id].get("modality", ""),
                       "context": context_view(fact), "runs": stages,

@@ -25,7 +25,7 @@ def cmd_show(args: argparse.Namespace) -> None:
     if args.list:
         from fhs.run.records import read_records
 
-        lines = [f"{r['id']}\t{r.get('modality', '')}\trank={r.get('rank')}"
+        lines = [f"{_printable(r['id'])}\t{_printable(r.get('modality', ''))}\trank={_printable(r.get('rank'))}"
                  for r in read_records(_records_file(args.run_dir))]
         try:
             sys.stdout.write("\n".join(lines) + "\n")
@@ -41,6 +41,11 @@ def cmd_show(args: argparse.Namespace) -> None:
     out = Path(args.out) if args.out else Path(args.run_dir) / "show.html"
     write_explorer(runs, args.fact, out, data=args.data)
     print(out)
+
+
+def _printable(value) -> str:
+    """``value`` as text with control characters escaped (``\\x1b``): a record cannot drive the terminal."""
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in str(value))
 
 
 def _records_file(run_dir: str):
@@ -72,12 +77,42 @@ def cmd_facts(args: argparse.Namespace) -> None:
     taxonomy = None if name == "none" else load_taxonomy(name, args.data) if name in TAXONOMIES \
         else load_taxonomy_file(name)
     facts = []
-    for filing in args.filings:
-        facts.extend(load_filing(filing, taxonomy, keep_unreachable=args.keep_unreachable or taxonomy is None))
+    for filing, stem in _filing_stems(args.filings):
+        facts.extend(load_filing(filing, taxonomy, keep_unreachable=args.keep_unreachable or taxonomy is None,
+                                 stem=stem))
     write_facts(facts, args.out)
     tables = sum(f.modality == "table" for f in facts)
     print(f"{len(facts):,} located facts ({tables:,} table, {len(facts) - tables:,} text) "
           f"from {len(args.filings)} filing(s) -> {args.out}")
+
+
+def _filing_stems(filings: list[str]) -> list[tuple[str, str]]:
+    """Each filing with the name its fact and context ids start with: two files of one name get
+    ``-2``, ``-3`` after it (said on stderr), so their ids never collide; one file twice is an error."""
+    from pathlib import Path
+
+    from fhs.core.errors import warn
+    from fhs.data.datasets.ixbrl import filing_stem
+
+    seen: set[str] = set()
+    named: list[tuple[str, str]] = []
+    taken: set[str] = set()
+    for filing in filings:
+        resolved = str(Path(filing).resolve())
+        if resolved in seen:
+            raise InputError("the same filing is given twice", path=filing, field="filings",
+                             fix="pass each filing once")
+        stem = base = filing_stem(Path(filing))
+        number = 1
+        while stem in taken:
+            number += 1
+            stem = f"{base}-{number}"
+        if stem != base:
+            warn(f"{filing} has the same name as an earlier filing: its ids start with {stem}, not {base}")
+        seen.add(resolved)
+        taken.add(stem)
+        named.append((filing, stem))
+    return named
 
 
 def cmd_run(args: argparse.Namespace) -> dict:
@@ -105,6 +140,7 @@ def cmd_run(args: argparse.Namespace) -> dict:
             cache=args.cache, structured=args.structured, replay_unparsed=args.replay_unparsed,
             any_server=args.replay_from_any_server))
     experiment = _experiment(args)
+    _check_out(args.out, args.data)  # the inputs are named first, then where the run would write
     spec = replace(spec, dataset=experiment.spec.name)
     facts = experiment.facts
     if args.limit is not None:
@@ -124,6 +160,26 @@ def cmd_run(args: argparse.Namespace) -> dict:
                            sources=sources, workers=workers, progress=not args.quiet)
     print(json.dumps({k: v for k, v in outcome.metrics.items() if k != "config"}, indent=2))
     return outcome.metrics
+
+
+def _check_out(out: str, data: str | None) -> None:
+    """Refuse an ``--out`` that is a dangling symbolic link (or lies under one), or inside the data directory."""
+    import os
+    from pathlib import Path
+
+    from fhs.data.datadir import ENV_VAR
+
+    path = Path(out)
+    for part in (path, *path.parents):
+        if part.is_symlink() and not part.exists():
+            raise InputError(f"is a symbolic link to {os.readlink(part)}, which does not exist", path=part,
+                             field="out", fix="create the link's target, remove the link, or pass another --out")
+    raw = data if data is not None else os.environ.get(ENV_VAR)
+    if raw and Path(raw).expanduser().is_dir():
+        root, where = Path(raw).expanduser().resolve(), path.resolve()
+        if where == root or root in where.parents:
+            raise InputError(f"is inside the data directory {root}", path=out, field="out",
+                             fix="write runs outside the data directory, which holds the inputs")
 
 
 def _experiment(args: argparse.Namespace):

@@ -151,7 +151,8 @@ def build_parser() -> argparse.ArgumentParser:
                           + f" (default {MISS}); metrics.json counts them either way")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     run.add_argument("--fresh", action="store_true",
-                     help="discard the records already in --out instead of resuming from them")
+                     help="discard the records already in --out instead of resuming from them, and reuse no "
+                          "verdict of the verdict ledger (model answers still come from --cache)")
     run.add_argument("--replay-unparsed", action="store_true",
                      help="serve cached answers that a stage could not parse (default: ask the model again)")
     run.add_argument("--replay-from-any-server", action="store_true",
@@ -168,7 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--dataset", action="append", default=None,
                        help=f"{names(DATASETS)}; repeat for several (llm: default fincl and codiesp)")
     bench.add_argument("--data", default=None, help="data directory (default: $FHS_DATA)")
-    bench.add_argument("--limit", type=int, default=None, help="retrieval: use only the first N facts")
+    bench.add_argument("--limit", type=_positive_int("limit"), default=None, help="retrieval: use only the first N facts")
     bench.add_argument("--queries", type=_positive_int("queries"), default=None,
                        help="retrieval: queries timed (default 2000 for bm25, 200 for dense and hybrid)")
     bench.add_argument("--reference-queries", type=int, default=50, help="queries timed for rank-bm25")
@@ -181,7 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
                             "(default: the whole taxonomy, in a scratch folder)")
     bench.add_argument("--methods", default="direct,structured,fhs",
                        help=f"llm: comma-separated, from {names(METHODS)}")
-    bench.add_argument("--facts", type=int, default=3, help="llm: facts per dataset (whole contexts)")
+    bench.add_argument("--facts", type=_positive_int("facts"), default=3, help="llm: facts per dataset (whole contexts)")
     bench.add_argument("--profile", default="cpu", help=f"llm: {names(PROFILES)}")
     bench.add_argument("--backend", default=None, help=f"llm: {names(BACKENDS)} (default: the profile's)")
     bench.add_argument("--model", default=None, help="llm: model name (default: the profile's)")

@@ -35,8 +35,8 @@ def matches_gold(concept_id: str, gold: Iterable[str], match: str = "exact") -> 
     """Whether ``concept_id`` is one of ``gold`` under the rule ``match`` (see ``GOLD_MATCHES``)."""
     if not isinstance(concept_id, str):  # e.g. a selector that picked nothing
         return False
-    if match == "prefix":
-        return any(concept_id.startswith(g) for g in gold)
+    if match == "prefix":  # an empty id would be a prefix of every concept
+        return any(g and concept_id.startswith(g) for g in gold)
     if match == "exact":
         return concept_id in set(gold)
     raise ValueError(f"gold_match must be one of {GOLD_MATCHES}, got {match!r}")
@@ -99,8 +99,9 @@ def fact_from_dict(record: Mapping[str, Any], *, path: str | Path | None = None,
     gold = record["gold"]
     if isinstance(gold, str):
         gold = [gold]
-    if not isinstance(gold, list) or not all(isinstance(g, str) and g for g in gold):
-        raise InputError("expected a list of concept ids", path=path, line=line, field="gold")
+    if not isinstance(gold, list) or not all(isinstance(g, str) and g.strip() for g in gold):
+        raise InputError("expected a list of concept ids, none of them empty or blank", path=path, line=line,
+                         field="gold", fix="a blank id would match every concept under gold_match 'prefix'")
     for name in ("id", "context_id", "value", "datatype", "context", "row_header", "column_header", "sentence"):
         if name in record and not isinstance(record[name], (str, int, float)):
             raise InputError(f"expected a string, got {type(record[name]).__name__}",

@@ -13,6 +13,7 @@ from typing import Any
 
 from fhs.core.errors import InputError
 from fhs.llm.contract import BackendError, CallStats, Request, Response, cache_key
+from fhs.llm.jsonout import MAX_REPLY_CHARS
 
 
 _SCHEMA_SQL = """
@@ -28,9 +29,12 @@ CREATE TABLE IF NOT EXISTS responses (
     created REAL NOT NULL
 )
 """
-# Answers a stage could not parse, kept apart from ``responses`` so older readers of the
-# file see the same table as before.
+_COLUMNS = ("key", "kind", "model", "purpose", "text", "tokens_in", "tokens_out", "seconds", "created")
+# Answers a stage could not parse, and why generation stopped where the backend said so, are
+# kept apart from ``responses``: older readers of the file see the same table as before (an
+# added column would break their positional inserts), and an older file gains the tables.
 _UNPARSED_SQL = "CREATE TABLE IF NOT EXISTS unparsed (key TEXT PRIMARY KEY, marked REAL NOT NULL)"
+_FINISH_SQL = "CREATE TABLE IF NOT EXISTS finish (key TEXT PRIMARY KEY, reason TEXT NOT NULL)"
 
 
 @dataclass(frozen=True)
@@ -63,10 +67,18 @@ class ResponseCache:
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute(_SCHEMA_SQL)
             self._db.execute(_UNPARSED_SQL)
+            self._db.execute(_FINISH_SQL)
             self._db.commit()
+            columns = {row[1] for row in self._db.execute("PRAGMA table_info(responses)")}
         except sqlite3.DatabaseError as error:
             raise InputError(f"not a usable response cache ({error})", path=self.path,
                              fix="delete the file or pass another cache_path") from None
+        missing = [name for name in _COLUMNS if name not in columns]
+        if missing:
+            self._db.close()
+            raise InputError(f"a response cache of another layout (its table 'responses' has no column "
+                             f"{', '.join(missing)})", path=self.path,
+                             fix="delete the file or pass another --cache; it was not written by this version")
 
     def get_many(self, keys: Sequence[str], *, unparsed: bool = True) -> dict[str, Response]:
         """Stored answers by key; ``unparsed=False`` leaves out those marked unparseable."""
@@ -81,23 +93,34 @@ class ResponseCache:
             chunk = unique[start : start + 500]
             marks = ",".join("?" * len(chunk))
             rows = self._db.execute(
-                f"SELECT key, text, tokens_in, tokens_out, seconds, model "
+                f"SELECT key, text, tokens_in, tokens_out, seconds, model, "
+                f"(SELECT reason FROM finish WHERE finish.key = responses.key) "
                 f"FROM responses WHERE key IN ({marks}){skip}", chunk)
-            for key, text, tokens_in, tokens_out, seconds, model in rows:
+            for key, text, tokens_in, tokens_out, seconds, model, reason in rows:
                 found[key] = Response(text=text, tokens_in=tokens_in, tokens_out=tokens_out,
-                                      seconds=seconds, cached=True, model=model)
+                                      seconds=seconds, cached=True, model=model, finish_reason=reason)
         return found
 
     def put_many(self, entries: Sequence[tuple[str, str, str, str, Response]]) -> None:
-        """Store (key, kind, model, purpose, response) rows in one transaction."""
+        """Store (key, kind, model, purpose, response) rows in one transaction.
+
+        An answer cut at ``max_tokens`` (``finish_reason == "length"``) or longer
+        than any stage parses (``MAX_REPLY_CHARS``) is stored already marked
+        unparsed: no stage can use it, so the next run asks again.
+        """
         now = time.time()
         with self._lock, self._db:
             self._db.executemany(
-                "INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                f"INSERT OR REPLACE INTO responses ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})",
                 [(key, kind, model, purpose, r.text, r.tokens_in, r.tokens_out, r.seconds, now)
                  for key, kind, model, purpose, r in entries])
             # a new answer is innocent until its stage says otherwise
             self._db.executemany("DELETE FROM unparsed WHERE key = ?", [(e[0],) for e in entries])
+            self._db.executemany("DELETE FROM finish WHERE key = ?", [(e[0],) for e in entries])
+            self._db.executemany("INSERT INTO finish VALUES (?, ?)",
+                                 [(e[0], e[4].finish_reason) for e in entries if e[4].finish_reason])
+            self._db.executemany("INSERT INTO unparsed VALUES (?, ?)",
+                                 [(e[0], now) for e in entries if unusable(e[4])])
 
     def mark_unparsed(self, key: str) -> None:
         """Remember that the answer under ``key`` could not be parsed by the stage that asked."""
@@ -131,6 +154,11 @@ class ResponseCache:
         self._db.close()
 
 
+def unusable(response: Response) -> bool:
+    """An answer no stage can take: cut at max_tokens, or longer than any reply is parsed."""
+    return response.cut_short or len(response.text or "") > MAX_REPLY_CHARS
+
+
 def _chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
@@ -139,7 +167,8 @@ def _chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
 class CachedLLM:
     """Any backend behind the persistent cache: a repeated request never reaches the model.
 
-    Answers a stage marked unparseable (``mark_unparsed``) count as misses
+    Answers a stage marked unparseable (``mark_unparsed``), and those no stage
+    can use (cut at max_tokens, or over ``MAX_REPLY_CHARS``), count as misses
     unless ``replay_unparsed``. Misses go to the backend in batches of ``batch_size`` (each batch committed
     as it returns); identical requests within one call are sent once. Hits come
     back with ``cached=True``. ``stats`` tallies every response served.

@@ -63,6 +63,11 @@ class Response:
     # or None where the backend does not say (and for answers cached before it was kept).
     finish_reason: str | None = None
 
+    @property
+    def cut_short(self) -> bool:
+        """Generation stopped at ``max_tokens``: the answer is incomplete, whatever it parses to."""
+        return self.finish_reason == "length"
+
 
 class LLM(Protocol):
     """Anything that answers a batch of requests, in order."""

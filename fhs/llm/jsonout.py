@@ -2,10 +2,12 @@
 
 Models wrap JSON in prose, code fences or a ``<think>`` span, and a capped
 generation can cut a list short. The paper's code parses tolerantly; so do we:
-strip the think span and fences, take the first balanced ``{...}`` (or
-``[...]``) that ``json.loads`` accepts, and return ``None`` when nothing does.
+strip the think span and fences, take the first ``{...}`` (or ``[...]``)
+that decodes as JSON, and return ``None`` when nothing does.
 Each caller decides what a failed parse means (a retry as a new sample, then
-its documented fallback). Nothing here raises on bad model output.
+its documented fallback). Nothing here raises on bad model output, and every
+step is linear in the reply's length, which is capped (``MAX_REPLY_CHARS``):
+a degenerate reply costs milliseconds, never a hung run.
 """
 
 from __future__ import annotations
@@ -14,26 +16,38 @@ import json
 import re
 from typing import Any
 
-_THINK_SPAN = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
-_FENCE = re.compile(r"```[A-Za-z0-9_+-]*[ \t]*\n?(.*?)```", re.DOTALL)
+# Replies longer than this are not parsed: they are treated as unparseable (``None``). The
+# largest budget any stage asks for is 2,816 tokens (the paper's verifier), a few ten thousand
+# characters at most; a reply of 100,000 characters can only come from a server that ignored
+# max_tokens or misbehaved, and parsing it could only cost time (book/deviations.md).
+MAX_REPLY_CHARS = 100_000
+_THINK_TAG = re.compile(r"<(/?)think>", re.IGNORECASE)
+_FENCE_INFO = re.compile(r"[A-Za-z0-9_+-]*[ \t]*\n?")
 _MAX_CANDIDATES = 64  # start positions tried before giving up; outputs are short
 
 
 def strip_think(text: str) -> str:
-    """Drop ``<think>…</think>`` spans.
+    """Drop ``<think>…</think>`` spans, in one pass over the tags (linear in the text).
 
-    An unclosed ``<think>`` means the answer never came, so everything after it
+    A span runs from an opening tag to the first closing tag after it. An
+    unclosed ``<think>`` means the answer never came, so everything after it
     goes; a lone ``</think>`` (the template opened the span in the prompt)
     keeps only what follows it.
     """
-    text = _THINK_SPAN.sub("", text)
-    lowered = text.lower()
-    if "</think>" in lowered:
-        text = text[lowered.rindex("</think>") + len("</think>") :]
-        lowered = text.lower()
-    if "<think>" in lowered:
-        text = text[: lowered.index("<think>")]
-    return text
+    kept: list[str] = []
+    position = 0  # start of the text not yet copied or dropped
+    opened = -1  # where the open span began, or -1 outside a span
+    for tag in _THINK_TAG.finditer(text):
+        closing = bool(tag.group(1))
+        if opened < 0 and not closing:
+            opened = tag.start()
+        elif opened >= 0 and closing:
+            kept.append(text[position:opened])
+            position, opened = tag.end(), -1
+        elif closing:  # a lone closing tag: what came before it was the prompt's open span
+            kept, position = [], tag.end()
+    kept.append(text[position:opened] if opened >= 0 else text[position:])
+    return "".join(kept)
 
 
 def strip_fences(text: str) -> str:
@@ -41,57 +55,35 @@ def strip_fences(text: str) -> str:
 
     An opening fence with no closing one (a capped generation) loses just the fence line.
     """
-    match = _FENCE.search(text)
-    if match:
-        return match.group(1)
     start = text.find("```")
-    if start >= 0:
-        newline = text.find("\n", start)
-        return text[newline + 1 :] if newline >= 0 else text[start + 3 :]
-    return text
-
-
-def _balanced_end(text: str, start: int) -> int | None:
-    """Index just past the bracket that closes ``text[start]``, respecting JSON strings."""
-    closer = {"{": "}", "[": "]"}
-    stack = [closer[text[start]]]
-    in_string = False
-    escaped = False
-    for pos in range(start + 1, len(text)):
-        char = text[pos]
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char in closer:
-            stack.append(closer[char])
-        elif char in "}]":
-            if char != stack.pop():
-                return None
-            if not stack:
-                return pos + 1
-    return None
+    if start < 0:
+        return text
+    body = _FENCE_INFO.match(text, start + 3).end()  # the info string (``json``) and its line end
+    end = text.find("```", body)
+    if end >= 0:
+        return text[body:end]
+    newline = text.find("\n", start)
+    return text[newline + 1 :] if newline >= 0 else text[start + 3 :]
 
 
 def first_balanced(text: str, opener: str = "{") -> Any | None:
-    """The first balanced ``{...}`` / ``[...]`` in ``text`` that parses as JSON, decoded."""
+    """The first JSON value opening with ``opener`` (``{`` or ``[``) somewhere in ``text``, decoded.
+
+    Each candidate start is decoded in place by the C scanner of ``json``, which
+    stops at the first character that cannot continue a JSON value, so a
+    candidate costs what its valid prefix is long, never a scan of the rest.
+    """
     if opener not in "{[" or len(opener) != 1:
         raise ValueError(f"opener must be '{{' or '[', got {opener!r}")
+    decoder = json.JSONDecoder()
     start = text.find(opener)
     tried = 0
     while start >= 0 and tried < _MAX_CANDIDATES:
         tried += 1
-        end = _balanced_end(text, start)
-        if end is not None:
-            try:
-                return json.loads(text[start:end])
-            except ValueError:
-                pass
+        try:
+            return decoder.raw_decode(text, start)[0]
+        except (ValueError, RecursionError):  # not JSON here, or nested past the interpreter's limit
+            pass
         start = text.find(opener, start + 1)
     return None
 
@@ -115,14 +107,16 @@ def salvage_array(text: str) -> list[Any] | None:
             break
         try:
             item, pos = decoder.raw_decode(text, pos)
-        except ValueError:
+        except (ValueError, RecursionError):
             break
         items.append(item)
     return items or None
 
 
 def _clean(text: str) -> str:
-    return strip_fences(strip_think(text or ""))
+    """The reply with its think span and fences gone; empty when it is over ``MAX_REPLY_CHARS``."""
+    text = text or ""
+    return "" if len(text) > MAX_REPLY_CHARS else strip_fences(strip_think(text))
 
 
 def parse_object(text: str) -> dict[str, Any] | None:

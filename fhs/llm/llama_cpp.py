@@ -129,14 +129,16 @@ class LlamaCppBackend:
         seconds = time.perf_counter() - started
         evaluated, prompt_seconds = self._prompt_perf()
         usage = out.get("usage") or {}
+        choice = out["choices"][0]
         return Response(
-            text=out["choices"][0]["message"].get("content") or "",
+            text=choice["message"].get("content") or "",
             tokens_in=int(usage.get("prompt_tokens") or 0),
             tokens_out=int(usage.get("completion_tokens") or 0),
             seconds=seconds,
             model=self.model,
             prompt_evaluated=evaluated,
             prompt_seconds=prompt_seconds,
+            finish_reason=choice.get("finish_reason"),  # "length" when max_tokens cut the answer
         )
 
     # llama.cpp keeps the KV cache of the previous call and evaluates only the prompt tokens

@@ -100,6 +100,7 @@ class VLLMBackend:
                 tokens_out=len(out.outputs[0].token_ids or ()),
                 seconds=share,
                 model=self.model,
+                finish_reason=getattr(out.outputs[0], "finish_reason", None),  # "length": cut at max_tokens
             )
             for out in outputs
         ]

@@ -57,8 +57,11 @@ def call_record(request: Request, response: Response, parsed: bool, llm: LLM | N
 
     The stage that parsed the answer is the only one that knows it was unusable,
     so it tells the cache (``mark_unparsed``): the next run asks the model again
-    instead of replaying the failure as if it were a good answer.
+    instead of replaying the failure as if it were a good answer. An answer cut
+    at ``max_tokens`` counts as unparsed whatever the stage made of it, and is
+    recorded as ``truncated`` (``metrics.json`` counts them per stage).
     """
+    parsed = parsed and not response.cut_short
     if not parsed and llm is not None and hasattr(llm, "mark_unparsed"):
         llm.mark_unparsed(request)
     return {
@@ -70,6 +73,7 @@ def call_record(request: Request, response: Response, parsed: bool, llm: LLM | N
         "seconds": response.seconds,
         "cached": response.cached,
         "parsed": parsed,
+        "truncated": response.cut_short,
     }
 
 

@@ -28,9 +28,9 @@ from fhs.method.hypotheses import (Hypothesis, RenderedQuery, fallback_hypothesi
 from fhs.method.selector import select
 from fhs.retrieval.bm25 import Ranking
 from fhs.retrieval.fusion import FusedPool, fuse
-from fhs.method.ledger import VerdictLedger, hypothesis_key, verifier_scope
-from fhs.method.verifier import (Verdicts, Window, build_window, consensus, fill_support, fill_value,
-                                 final_scores, read_verdicts, support, verifier_request)
+from fhs.method.ledger import VerdictLedger, candidate_key, hypothesis_key, verifier_scope
+from fhs.method.verifier import (Verdicts, Window, build_window, concept_or_stub, consensus, fill_support,
+                                 fill_value, final_scores, read_verdicts, support, verifier_request)
 
 
 class Searcher(Protocol):
@@ -61,14 +61,20 @@ def verify_pool(
     are reused: a hypothesis whose window is fully known makes no call, one
     partly known is asked about only the unjudged candidates, and one with
     nothing known sends exactly the request it would send without a ledger.
+    The keys hold everything the verdict depends on (``fhs.method.ledger``). A
+    reply cut at ``max_tokens`` keeps its complete entries for this run (the
+    authors' salvage) but counts as unparsed, and only those entries are
+    recorded: the next run asks about the rest again.
     """
     window = build_window(pool, taxonomy, domain, config.k_v, config.scan, config.window)
     names = domain.dimension_names
     asks = [j for j, h in enumerate(hypotheses) if h.resolved or config.scoring != "paper"]
-    scope = verifier_scope(getattr(llm, "name", type(llm).__name__), config)
+    scope = verifier_scope(llm, config, domain) if ledger is not None else ""
+    keyed = {cid: candidate_key(concept_or_stub(taxonomy, cid)) for cid in window.ids}
     known: dict[int, dict] = {}
     for j in asks:
-        known[j] = ledger.lookup(scope, fact.id, hypothesis_key(hypotheses[j]), window.ids) if ledger else {}
+        found = ledger.lookup(scope, fact.id, hypothesis_key(hypotheses[j], fact), keyed.values()) if ledger else {}
+        known[j] = {cid: found[key] for cid, key in keyed.items() if key in found}
     sub_windows = {j: unjudged_window(window, known[j]) for j in asks}
     pending = [j for j in asks if sub_windows[j].ids]
     requests = [verifier_request(fact, hypotheses[j], sub_windows[j], taxonomy, domain, config) for j in pending]
@@ -77,18 +83,20 @@ def verify_pool(
     calls, verdict_records, per_hypothesis, fills, judged_counts = [], [], [], [], []
     for j, hypothesis in enumerate(hypotheses):
         verdicts: dict[str, Verdicts] = {}
-        malformed = 0
+        malformed, cut = 0, False
         if j in known:
             verdicts = {cid: Verdicts.from_dict(cid, entry, names) for cid, entry in known[j].items() if entry}
         asked = by_hypothesis.get(j)
         if asked is not None:
             request, response = asked
+            cut = response.cut_short
             fresh, malformed = read_verdicts(response.text, sub_windows[j].ids, names)
             calls.append(call_record(request, response, bool(fresh), llm))
             verdicts.update(fresh)
             if ledger is not None and fresh:  # an unparseable answer is asked again next run
-                ledger.record(scope, fact.id, hypothesis_key(hypothesis),
-                              {cid: fresh[cid].to_dict() if cid in fresh else None for cid in sub_windows[j].ids})
+                asked_ids = [cid for cid in sub_windows[j].ids if cid in fresh or not cut]
+                ledger.record(scope, fact.id, hypothesis_key(hypothesis, fact),
+                              {keyed[cid]: fresh[cid].to_dict() if cid in fresh else None for cid in asked_ids})
         judged = support(verdicts, hypothesis, config.scoring)
         per_hypothesis.append(fill_support(judged, pool.ids, config.fill))
         fills.append(fill_value(judged, config.fill))
@@ -98,6 +106,7 @@ def verify_pool(
             "parsed": bool(verdicts),
             "from_ledger": len(known.get(j, {})),
             "malformed": malformed,  # codes that named no verdict per dimension: their candidates take the fill
+            "truncated": cut,  # the reply was cut at max_tokens: the candidates after its last entry took the fill
             "entries": {cid: v.to_dict() for cid, v in verdicts.items()},
         })
     vbar = consensus(per_hypothesis, pool.ids)

@@ -115,7 +115,7 @@ def run_fhs_seq(fact: Fact, ctx: MethodContext, seq: SeqConfig | None = None) ->
         request = revision_request(fact, hypotheses[current], target, tallies[target], window_ids, entries,
                                    ctx.taxonomy, domain, config)
         response = llm.complete([request])[0]
-        revision = read_revision(response.text, hypotheses[current], target, domain)
+        revision = read_revision("" if response.cut_short else response.text, hypotheses[current], target, domain)
         calls.append(call_record(request, response, revision.hypothesis is not None))
         revision_record = revision.to_dict()
         if revision.hypothesis is None or not revision.target_changed:

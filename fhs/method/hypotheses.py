@@ -254,6 +254,8 @@ def hypothesis_requests(fact: Fact, config: FHSConfig, domain: Domain) -> list[R
 def generate_hypotheses(fact: Fact, llm: LLM, config: FHSConfig, domain: Domain) -> tuple[list[Hypothesis], list[tuple[Request, Response]]]:
     """Sample J hypotheses (one batch), retry each failed sample once, drop what still fails.
 
+    A sample fails when its reply does not parse or was cut at ``max_tokens``.
+
     If no sample survives, the single fallback hypothesis is returned. The
     second value lists every (request, response) pair, retries included, for
     the cost tables.
@@ -272,7 +274,7 @@ def generate_hypotheses(fact: Fact, llm: LLM, config: FHSConfig, domain: Domain)
         failed = []
         for request, response in zip(pending, responses):
             calls.append((request, response))
-            hypothesis = parse(response.text)
+            hypothesis = None if response.cut_short else parse(response.text)  # a cut answer is a failed sample
             if hypothesis is None:
                 failed.append(request)
             else:

@@ -90,7 +90,10 @@ class LLMRelocator:
             if len(responses) != len(batch):
                 raise RuntimeError(f"{self.name}: {len(responses)} responses for {len(batch)} requests")
             for task, response in zip(batch, responses):
-                results.append(self._judge(task, response.text))
+                if response.cut_short:  # the phrase may be cut too: never accept a prefix of it
+                    results.append(Relocation.not_found(task, self.method, "malformed: cut at max_tokens"))
+                else:
+                    results.append(self._judge(task, response.text))
         return results
 
     def _judge(self, task: RelocationTask, text: str) -> Relocation:

@@ -128,7 +128,7 @@ class Calls:
         responses: list[Response] = llm.complete(list(requests)) if requests else []
         parsed = []
         for request, response in zip(requests, responses):
-            values = parse_fields(response.text, fields)
+            values = None if response.cut_short else parse_fields(response.text, fields)
             if values is not None and required is not None and not values.get(required):
                 values = None
             self.records.append(call_record(request, response, values is not None))

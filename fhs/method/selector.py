@@ -147,5 +147,6 @@ def select(fact: Fact, ids: Sequence[str], llm: LLM, taxonomy: Taxonomy | None, 
         return [], None, []
     request, _ = selector_request(fact, ids, taxonomy, domain, config)
     (response,) = llm.complete([request])
-    selection = parse_selection(response.text, list(ids[: config.selector_candidates]), config.selector_max_ranked)
+    selection = None if response.cut_short else parse_selection(  # a cut answer: the method's order stands
+        response.text, list(ids[: config.selector_candidates]), config.selector_max_ranked)
     return apply_selection(ids, selection), selection, [(request, response)]

@@ -36,7 +36,7 @@ from fhs.data.evidence import evidence_block
 from fhs.data.facts import Fact
 from fhs.data.taxonomy import Concept, Taxonomy
 from fhs.llm.contract import Request
-from fhs.llm.jsonout import parse_array, parse_object
+from fhs.llm.jsonout import MAX_REPLY_CHARS, parse_array, parse_object
 from fhs.method.config import FHSConfig
 from fhs.method.hypotheses import Hypothesis
 from fhs.method.prompting import LAST_RESORT, clip, fact_messages, fit_to_budget, render
@@ -46,6 +46,10 @@ from fhs.retrieval.fusion import FusedPool
 PURPOSE = "verifier"
 # Hypothesis.source of a reading that is one free-text description, not a partial assignment
 DESCRIPTION_SOURCE = "description"
+
+# Every template a verifier request is rendered from (fhs/method/prompts/): the verdict ledger keys by them.
+VERIFIER_TEMPLATES = ("system", "verifier", "verifier_rules", "verifier_answer", "verifier_rules_compact",
+                      "verifier_answer_compact")
 VERDICT_LABELS = ("support", "contradict", "unresolved")
 # The compact answer: one letter per dimension, in the domain's order (book/deviations.md).
 CODE_LETTERS = ("S", "C", "A")
@@ -314,8 +318,11 @@ def read_verdicts(text: str, window_ids: Sequence[str],
     Verbose entries are matched to window candidates by id (exact,
     case-folded, then ignoring a ``prefix:`` namespace and punctuation), else by
     a 1-based ``rank``/``index``. Unmatched entries are ignored; the first entry
-    for a candidate wins. Returns ({}, 0) when nothing usable was found.
+    for a candidate wins. Returns ({}, 0) when nothing usable was found (and for a
+    reply over ``MAX_REPLY_CHARS``, which no stage parses).
     """
+    if len(text or "") > MAX_REPLY_CHARS:
+        return {}, 0
     payload = parse_object(text)
     entries: list[Any]
     if isinstance(payload, dict) and isinstance(payload.get("verdicts"), list):

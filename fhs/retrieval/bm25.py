@@ -24,7 +24,7 @@ from scipy import sparse
 
 from fhs.core.text import tokenize
 from fhs.data.taxonomy import Taxonomy
-from fhs.retrieval.index_cache import index_path, read_index, write_index
+from fhs.retrieval.index_cache import index_path, read_arrays, write_arrays
 
 
 @dataclass(frozen=True)
@@ -152,6 +152,48 @@ class _Partition:
     label_vocabulary: dict[str, int]
     id_rank: np.ndarray  # position of each document's id in sorted id order (the last tie-break)
 
+    def to_parts(self) -> tuple[dict[str, np.ndarray], dict]:
+        """Numeric arrays and a JSON document that :meth:`from_parts` reads back (``index_cache``)."""
+        arrays = {"positions": self.positions, "id_rank": self.id_rank, "label_sizes": self.label_sizes,
+                  "doc_lengths": self.index.doc_lengths, "idf": self.index.idf}
+        for name, matrix in (("weights", self.index.weights), ("labels", self.labels)):
+            arrays.update({f"{name}_data": matrix.data, f"{name}_indices": matrix.indices,
+                           f"{name}_indptr": matrix.indptr})
+        meta = {"ids": self.ids, "vocabulary": list(self.index.vocabulary),
+                "label_vocabulary": list(self.label_vocabulary), "k1": self.index.k1, "b": self.index.b,
+                "weights_shape": list(self.index.weights.shape), "labels_shape": list(self.labels.shape)}
+        return arrays, meta
+
+    @classmethod
+    def from_parts(cls, arrays: dict[str, np.ndarray], meta: dict) -> "_Partition":
+        """The partition back; ValueError, KeyError or TypeError when the parts do not fit together."""
+        def matrix(name: str) -> sparse.csc_matrix:
+            shape = tuple(int(n) for n in meta[f"{name}_shape"])
+            built = sparse.csc_matrix((arrays[f"{name}_data"], arrays[f"{name}_indices"], arrays[f"{name}_indptr"]),
+                                      shape=shape)
+            built.check_format(full_check=True)
+            return built
+
+        ids, vocabulary = [str(i) for i in meta["ids"]], [str(t) for t in meta["vocabulary"]]
+        weights, labels = matrix("weights"), matrix("labels")
+        n = len(ids)
+        sizes = {len(arrays["positions"]), len(arrays["id_rank"]), len(arrays["label_sizes"]),
+                 len(arrays["doc_lengths"]), weights.shape[0], labels.shape[0]}
+        if sizes != {n} or weights.shape[1] != len(vocabulary) or len(arrays["idf"]) != len(vocabulary) \
+                or labels.shape[1] != len(meta["label_vocabulary"]):
+            raise ValueError("index parts of different sizes")
+        index = BM25Index.__new__(BM25Index)
+        index.k1, index.b, index.n_docs = float(meta["k1"]), float(meta["b"]), n
+        index.vocabulary = {term: i for i, term in enumerate(vocabulary)}
+        index.doc_lengths = arrays["doc_lengths"].astype(np.float64)
+        index.avgdl = float(index.doc_lengths.mean()) if n else 0.0
+        index.idf = arrays["idf"].astype(np.float64)
+        index.weights = weights
+        return cls(positions=arrays["positions"].astype(np.int64), ids=ids, index=index, labels=labels,
+                   label_sizes=arrays["label_sizes"],
+                   label_vocabulary={str(t): i for i, t in enumerate(meta["label_vocabulary"])},
+                   id_rank=arrays["id_rank"].astype(np.int64))
+
 
 class Retriever:
     """BM25 + label coverage over a taxonomy, searched within the fact's datatype."""
@@ -213,23 +255,31 @@ class Retriever:
         with self._building:
             if key in self._partitions:
                 return self._partitions[key]
+            positions = list(range(len(self.taxonomy))) if key is None else self._groups[key]
             path = None
             if self.cache_key:
                 path = index_path(self.cache_key, self.config.k1, self.config.b, key)
-                cached = read_index(path)
-                if isinstance(cached, _Partition) and len(cached.ids) == len(self._groups.get(key, self.taxonomy)):
+                cached = self._read_cached(path, positions)
+                if cached is not None:
                     self._partitions[key] = cached
                     return cached
-            if key is None:
-                positions = list(range(len(self.taxonomy)))
-                texts = self._global_texts()
-            else:
-                positions = self._groups[key]
-                texts = [self.taxonomy.concepts[p].index_text for p in positions]
+            texts = self._global_texts() if key is None else [self.taxonomy.concepts[p].index_text for p in positions]
             self._partitions[key] = self._build(positions, texts)
             if path is not None:
-                write_index(path, self._partitions[key])
+                write_arrays(path, *self._partitions[key].to_parts())
             return self._partitions[key]
+
+    def _read_cached(self, path, positions: list[int]) -> _Partition | None:
+        """The partition on disk, if it reads back whole and covers exactly these concepts."""
+        parts = read_arrays(path)
+        if parts is None:
+            return None
+        try:
+            cached = _Partition.from_parts(*parts)
+        except (KeyError, TypeError, ValueError):
+            return None
+        expected = [self.taxonomy.concepts[p].id for p in positions]
+        return cached if cached.positions.tolist() == positions and cached.ids == expected else None
 
     def warm_up(self) -> "Retriever":
         """Build every datatype index now (for timing, or before forking workers)."""

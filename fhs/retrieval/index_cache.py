@@ -5,39 +5,57 @@ index and a quarter of a second to read back; every ``fhs run`` on the same
 file would otherwise pay the build again. The key is the file's SHA-256 with
 the index parameters (k1, b), the datatype partition and the source of
 ``fhs/retrieval/bm25.py``, so an edited file, setting or scorer never reads a
-stale index. The files are pickles the project writes itself under
-``$FHS_CACHE/indexes`` (never read one from elsewhere); one that cannot be read
-is rebuilt.
+stale index.
+
+Caches are shared (``$FHS_CACHE`` may be a team's folder), so an index file is
+data that cannot run code: a NumPy ``.npz`` archive of plain numeric arrays,
+read with ``allow_pickle=False``, plus one JSON document (ids and vocabularies)
+stored in it as UTF-8 bytes. A file that cannot be read as such, or whose
+parts do not fit together, is rebuilt.
 """
 
 from __future__ import annotations
 
 import hashlib
-import pickle
+import json
+import zipfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from fhs.core.files import atomic_write, cache_dir
 
-FORMAT = 1
+FORMAT = 2  # 1 was a pickle, never read again
+_META = "meta_json"
 
 
 def index_path(content_key: str, k1: float, b: float, datatype: str | None) -> Path:
     """Where the index of one datatype partition of a taxonomy with content ``content_key`` lives."""
     scorer = Path(__file__).with_name("bm25.py").read_bytes()
     digest = hashlib.sha256(repr((FORMAT, content_key, k1, b, datatype)).encode("utf-8") + scorer).hexdigest()
-    return cache_dir("indexes", f"{content_key[:16]}-{digest[:16]}.pkl")
+    return cache_dir("indexes", f"{content_key[:16]}-{digest[:16]}.npz")
 
 
-def read_index(path: Path) -> Any | None:
-    """The cached partition, or None when missing or unreadable."""
+def read_arrays(path: Path) -> tuple[dict[str, np.ndarray], dict[str, Any]] | None:
+    """The numeric arrays and the JSON document of an index file, or None when missing or unreadable.
+
+    Only numeric arrays are accepted (no object arrays: ``allow_pickle=False``).
+    """
     try:
-        with path.open("rb") as handle:
-            return pickle.load(handle)
-    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError, ValueError):
+        with np.load(path, allow_pickle=False) as archive:
+            arrays = {name: archive[name] for name in archive.files}
+        meta = json.loads(arrays.pop(_META).tobytes().decode("utf-8"))
+    except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile, UnicodeDecodeError):
         return None
+    if not isinstance(meta, dict) or any(a.dtype.kind not in "biuf" for a in arrays.values()):
+        return None
+    return arrays, meta
 
 
-def write_index(path: Path, partition: Any) -> None:
+def write_arrays(path: Path, arrays: Mapping[str, np.ndarray], meta: Mapping[str, Any]) -> None:
+    """Write numeric ``arrays`` and the JSON-able ``meta`` as one ``.npz`` file, atomically."""
+    document = np.frombuffer(json.dumps(meta, ensure_ascii=False).encode("utf-8"), dtype=np.uint8)
     with atomic_write(path, "wb") as handle:
-        pickle.dump(partition, handle, protocol=pickle.HIGHEST_PROTOCOL)
+        np.savez(handle, **{_META: document}, **arrays)

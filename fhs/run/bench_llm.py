@@ -123,6 +123,10 @@ def bench_llm(datasets: Sequence[str], methods: Sequence[str], *, profile: str =
     from fhs.llm.factory import make_llm
     from fhs.run.inputs import ModelChoice, load_experiment
 
+    if facts < 1:  # zero facts would report 0.0 s per fact
+        from fhs.core.errors import InputError
+
+        raise InputError(f"must be at least 1, got {facts}", field="facts", fix="measure at least one fact")
     for method in methods:
         get_method(method)  # fail on an unknown name before loading a model
     choice = ModelChoice.resolve(profile, backend=backend, model=model, seed=seed)
@@ -134,6 +138,7 @@ def bench_llm(datasets: Sequence[str], methods: Sequence[str], *, profile: str =
     with tempfile.TemporaryDirectory(prefix="fhs-bench-") as scratch:
         store = ResponseCache(Path(cache) if cache else Path(scratch) / "responses.sqlite")
         choice._llm = CachedLLM(timed, store)
+        choice.cache_path = store.path  # and the verdict ledger of that cache, so a fresh cache asks the verifier
         per_method: dict[str, list[CallCost]] = {m: [] for m in methods}
         stages: dict[str, list[dict]] = {m: [] for m in methods}
         sampled: list[Any] = []

@@ -24,36 +24,40 @@ def failed(record: Mapping) -> bool:
     return bool(record.get("failed"))
 
 
-STAGE_COUNTS = ("calls", "parse_failures", "fallbacks")
+STAGE_COUNTS = ("calls", "parse_failures", "truncations", "fallbacks")
 
 
 def record_health(record: Mapping) -> dict[str, list[int]]:
-    """One record's ``{stage: [calls, parse_failures, fallbacks]}`` (see :func:`stage_health`)."""
+    """One record's ``{stage: [calls, parse_failures, truncations, fallbacks]}`` (see :func:`stage_health`)."""
     if "health" in record and "llm_calls" not in record:  # a summary (fhs.run.summary) already holds it
-        return {name: list(counts) for name, counts in record["health"].items()}
+        stored = record["health"].items()  # a summary written before truncations were counted has three
+        return {name: list(c) if len(c) == 4 else [c[0], c[1], 0, c[2]] for name, c in stored}
     stages: dict[str, list[int]] = {}
 
     def stage(name: str) -> list[int]:
-        return stages.setdefault(name or "other", [0, 0, 0])
+        return stages.setdefault(name or "other", [0, 0, 0, 0])
 
     for call in record.get("llm_calls") or []:
         counts = stage(call.get("purpose", ""))
         counts[0] += 1
         counts[1] += not call.get("parsed", True)
+        counts[2] += bool(call.get("truncated"))
     hypotheses = record.get("hypotheses") or []
     if hypotheses and all(h.get("source") == "fallback" for h in hypotheses):
-        stage("hypothesis")[2] += 1
+        stage("hypothesis")[3] += 1
     verifier = record.get("verifier") or {}
     for verdict in verifier.get("verdicts") or []:
         if verdict.get("asked") and not verdict.get("parsed"):
-            stage("verifier")[2] += 1
+            stage("verifier")[3] += 1
     if "selected" in record and record.get("selection", {}) is None:
-        stage("selector")[2] += 1
+        stage("selector")[3] += 1
     return stages
 
 
 def stage_health(records: Iterable[Mapping]) -> dict[str, dict[str, int]]:
-    """Per stage (a call's ``purpose``): calls, answers not parsed, and fallbacks taken.
+    """Per stage (a call's ``purpose``): calls, answers not parsed, answers cut at max_tokens, fallbacks.
+
+    A cut answer (``truncated``) also counts as not parsed: its stage treated it so.
 
     Fallbacks count facts (hypothesis: no sample parsed, the direct query was
     searched; selector: the method's order was kept) or hypotheses (verifier:
@@ -81,9 +85,11 @@ def warn_about(stages: Mapping[str, Mapping[str, int]], failures: Mapping[str, A
     lines = []
     for name, block in stages.items():
         if block["calls"] and block["parse_failures"] > share * block["calls"]:
-            lines.append(f"{name}: {block['parse_failures']} of {block['calls']} answers could not be parsed "
-                         f"({block['fallbacks']} fallbacks taken); metrics partly measure the fallback, "
-                         f"not the method (check the server; parse_failures in metrics.json)")
+            cut = block.get("truncations", 0)
+            cut_text = f", {cut} of them cut at max_tokens" if cut else ""
+            lines.append(f"{name}: {block['parse_failures']} of {block['calls']} answers could not be parsed"
+                         f"{cut_text} ({block['fallbacks']} fallbacks taken); metrics partly measure the fallback, "
+                         f"not the method (check the server; parse_failures and truncations in metrics.json)")
     if failures["count"]:
         counted = "count as misses in" if refused == "miss" else "are left out of"
         lines.append(f"{failures['count']} of {n_records} facts failed and {counted} the metrics "

@@ -143,6 +143,8 @@ def load_experiment(
 ) -> Experiment:
     from fhs.data.taxonomies import load_taxonomy
 
+    if limit is not None and limit < 1:  # 0 leaves nothing to run; a negative one cut facts off the end
+        raise InputError(f"must be at least 1, got {limit}", field="limit", fix="use at least one fact")
     spec = dataset_spec(dataset)
     root = data_dir(data)
     taxonomy = load_taxonomy(spec.taxonomy, root)

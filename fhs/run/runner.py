@@ -29,7 +29,7 @@ from tqdm import tqdm  # plain text bars: no ipywidgets warning inside notebooks
 
 from fhs.data.facts import Fact, gold_match_of, matches_gold
 from fhs.data.taxonomies.ids import unknown_gold
-from fhs.llm.contract import RequestRefused
+from fhs.llm.contract import BackendError, RequestRefused
 from fhs.method.context import MethodContext
 from fhs.method.registry import get_method
 from fhs.run.evaluate import MISS, gold_rank, metrics
@@ -197,6 +197,10 @@ def _finish(job: RunJob, writer: RecordWriter, new: list[dict], wall_seconds: fl
     ids = list(dict.fromkeys(fact.id for fact in job.facts))
     summaries = writer.summaries(ids)
     ran = [s for s in summaries if not failed(s)]
+    if summaries and not ran:  # every fact failed: a recall of 0.0 would be a metric of nothing
+        reasons = failed_facts(summaries)
+        raise BackendError(f"all {len(summaries)} facts failed, so there is no metric to report "
+                           f"(e.g. {reasons['ids'][0]}: {reasons['reasons'][reasons['ids'][0]][:160]})")
     # Acc. and its basis (selector pick or rank 1) come from fhs.run.evaluate, as in the chapters
     result: dict[str, Any] = {"method": job.method, **metrics(summaries, refused=job.refused)}
     totals = call_totals(ran)
@@ -212,6 +216,7 @@ def _finish(job: RunJob, writer: RecordWriter, new: list[dict], wall_seconds: fl
     }
     stages = stage_health(summaries)
     result["parse_failures"] = {name: block["parse_failures"] for name, block in stages.items()}
+    result["truncations"] = {name: block["truncations"] for name, block in stages.items()}
     result["fallbacks"] = {name: block["fallbacks"] for name, block in stages.items()}
     result["stages"] = stages
     result["failed_facts"] = failed_facts(summaries)

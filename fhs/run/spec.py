@@ -194,6 +194,10 @@ class RunSpec:
             raise ValueError("give a run either out_dir or root")
         choose(REFUSED, refused, "refused-facts policy")
         ctx = self.context(experiment)
+        if fresh and getattr(ctx, "ledger", None) is not None:  # a fresh run reuses no verdict, records its own
+            from fhs.method.ledger import RecordOnly
+
+            ctx.ledger = RecordOnly(ctx.ledger)
         stamp = self.stamp(experiment, ctx, sources)
         path = Path(out_dir) if out_dir is not None else Path(root) / self.folder_name(stamp, experiment.spec.taxonomy)
         return RunJob(facts, self.method, ctx, path, stamp=stamp, fresh=fresh, refused=refused)

@@ -125,31 +125,45 @@ class TextBuilder:
 TableRenderer = Callable[[object], str]
 
 
-def _walk(element, out: TextBuilder, marks: Collection, offsets: dict, render_table: TableRenderer | None) -> None:
-    if element in marks and element not in offsets:
-        offsets[element] = out.offset()
-    name = local_name(element)
-    if name == "br":
-        out.space()
-    elif name == "table" and render_table is not None:
-        # Facts inside a rendered table get no offsets; they are located by cell.
-        out.lines(render_table(element))
-        return
-    else:
-        block = name in BLOCKS
-        if block:
+def _walk(root, out: TextBuilder, marks: Collection, offsets: dict, render_table: TableRenderer | None) -> None:
+    """Visit ``root`` and its visible descendants in document order, with an explicit stack.
+
+    A hostile page may nest elements thousands deep; recursion would stop at
+    Python's limit, so each element pushes its own close and its children's tails.
+    """
+    stack: list[tuple[str, object]] = [("open", root)]
+    while stack:
+        step, item = stack.pop()
+        if step == "tail":
+            out.text(item)
+            continue
+        if step == "close":
+            if item in BLOCKS:
+                out.newline()
+            elif item in ("td", "th"):
+                out.space()
+            continue
+        element = item
+        if element in marks and element not in offsets:
+            offsets[element] = out.offset()
+        name = local_name(element)
+        if name == "br":
+            out.space()
+            continue
+        if name == "table" and render_table is not None:
+            # Facts inside a rendered table get no offsets; they are located by cell.
+            out.lines(render_table(element))
+            continue
+        if name in BLOCKS:
             out.newline()
         elif name in ("td", "th"):
             out.space()
         out.text(element.text)
-        for child in element:
+        stack.append(("close", name))
+        for child in reversed(element):
+            stack.append(("tail", child.tail))
             if not is_hidden(child):
-                _walk(child, out, marks, offsets, render_table)
-            out.text(child.tail)
-        if block:
-            out.newline()
-        elif name in ("td", "th"):
-            out.space()
+                stack.append(("open", child))
 
 
 def text_with_offsets(element, marks: Collection = (), *,

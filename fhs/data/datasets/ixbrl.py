@@ -23,7 +23,11 @@ Decisions:
   (USD -> monetary, shares -> shares, pure -> percent or pure, USD/shares ->
   per share) and ``metadata["in_inventory"]`` is False;
 * ``context_id`` is ``<file stem>#t<table index>`` or ``#p<block index>``
-  (indexes over all tables / all block elements of the document).
+  (indexes over all tables / all block elements of the document);
+* a fact id is ``<file stem>:<element id>``; an element id used twice (or none)
+  still gives each fact its own id (``~2``, ``~3`` appended in document order);
+* ``scale`` must be an integer within ``±MAX_SCALE``; anything else is an error
+  naming the element's line (10**99999999 has no place in a fact).
 
 Parsing every filing takes a while, so the facts of each filing are cached as
 JSONL under ``$FHS_CACHE`` (default ``~/.cache/fhs``), keyed by the file's
@@ -56,7 +60,8 @@ from fhs.data.datasets.html_tables import TableGrid, column_header, row_header, 
 from fhs.data.datasets.html_text import inline_text, is_hidden, local_name, sentence_at
 from fhs.data.facts import Fact, fact_from_dict
 
-PARSER_VERSION = 1
+PARSER_VERSION = 2  # 2: fact ids unique within a filing
+MAX_SCALE = 30  # 10**30: far beyond any reported magnitude (SEC filings use -6 to 12)
 MANIFEST = "MANIFEST.tsv"
 MANIFEST_COLUMNS = ("file", "us_gaap_version")
 TEST_VERSIONS = ("2024", "2025")
@@ -114,18 +119,24 @@ def ix_number(displayed: str, fmt: str | None, scale: str | None, sign: str | No
         number = _decimal(re.sub(r"[^\d,]", "", displayed).replace(",", "."))
     else:
         number = _decimal(re.sub(r"[^\d.]", "", displayed))
+    exponent = _scale(scale)
     if number is None:
         return None
-    try:
-        number = number.scaleb(int(scale or 0))
-    except ValueError:
-        return None
+    number = number.scaleb(exponent)
     if sign == "-":
         number = -number
     text = format(number, "f")
     if "." in text:
         text = text.rstrip("0").rstrip(".")
     return "0" if text in ("-0", "") else text
+
+
+def _scale(scale: str | None) -> int:
+    """The power of ten a fact is scaled by; ValueError unless an integer within ``±MAX_SCALE``."""
+    text = (scale or "0").strip()
+    if not re.fullmatch(r"[+-]?\d{1,4}", text) or abs(int(text)) > MAX_SCALE:
+        raise ValueError(f"scale {scale!r} is not an integer from -{MAX_SCALE} to {MAX_SCALE}")
+    return int(text)
 
 
 def _decimal(text: str) -> Decimal | None:
@@ -257,6 +268,12 @@ def extract_facts(root, stem: str) -> tuple[list[Fact], ExtractStats]:
             continue
         stats.merged += len(names) - 1
         measure = units.get(element.get("unitRef", ""), "")
+        try:
+            number = ix_number(displayed, element.get("format"), element.get("scale"), element.get("sign"))
+        except ValueError as error:
+            raise InputError(str(error), line=element.sourceline,
+                             field=f"scale of ix:nonFraction {element.get('id') or names[0]}",
+                             fix="inline XBRL scales are powers of ten such as 3 (thousands) or 6 (millions)") from None
         record = {
             "id": f"{stem}:{element.get('id') or 'n' + str(stats.facts)}",
             "value": displayed,
@@ -268,7 +285,7 @@ def extract_facts(root, stem: str) -> tuple[list[Fact], ExtractStats]:
             "metadata": {
                 "source": "ixbrl",
                 "filing": stem,
-                "number": ix_number(displayed, element.get("format"), element.get("scale"), element.get("sign")),
+                "number": number,
                 "unit": measure,
                 "scale": element.get("scale", "0"),
                 "negated": element.get("sign") == "-",
@@ -301,6 +318,7 @@ def extract_facts(root, stem: str) -> tuple[list[Fact], ExtractStats]:
             pending_text.setdefault(block, []).append((element, record))
             records.append(record)
 
+    _unique_ids(records)
     for block, members in pending_text.items():
         text, offsets = visible_text_with_offsets(block, [element for element, _ in members])
         for element, record in members:
@@ -308,6 +326,17 @@ def extract_facts(root, stem: str) -> tuple[list[Fact], ExtractStats]:
             record["sentence"] = sentence_at(text, offsets.get(element, 0))
     facts = [fact_from_dict(record) for record in records]
     return facts, stats
+
+
+def _unique_ids(records: list[dict]) -> None:
+    """Give a repeated fact id (an element id used twice, or one like ``n3`` we also made) a suffix."""
+    seen: set[str] = set()
+    for record in records:
+        base, number = record["id"], 1
+        while record["id"] in seen:
+            number += 1
+            record["id"] = f"{base}~{number}"
+        seen.add(record["id"])
 
 
 def filing_stem(path: Path) -> str:
@@ -366,14 +395,17 @@ def _read_cache(path: Path) -> tuple[list[Fact], ExtractStats] | None:
 
 
 def extract_filing(path: str | Path, cache_dir: str | os.PathLike | None = None,
-                   use_cache: bool = True) -> tuple[list[Fact], ExtractStats]:
-    """The taxonomy-free facts of one filing (``.htm`` or ``.htm.gz``), from the cache when possible."""
+                   use_cache: bool = True, stem: str | None = None) -> tuple[list[Fact], ExtractStats]:
+    """The taxonomy-free facts of one filing (``.htm`` or ``.htm.gz``), from the cache when possible.
+
+    ``stem`` names the filing in fact and context ids (default: the file name without its suffixes).
+    """
     path = Path(path)
     if not path.is_file():
         raise InputError("no such inline-XBRL file", path=path, fix="pass an .htm or .htm.gz filing")
     raw = path.read_bytes()
     digest = hashlib.sha256(raw).hexdigest()
-    stem = filing_stem(path)
+    stem = stem or filing_stem(path)
     cached = _cache_path(cache_root(cache_dir), stem, digest)
     if use_cache and cached.is_file():
         hit = _read_cache(cached)
@@ -388,7 +420,10 @@ def extract_filing(path: str | Path, cache_dir: str | os.PathLike | None = None,
         root = parse_document(data)
     except (etree.LxmlError, ValueError) as error:
         raise InputError(f"cannot parse as (X)HTML: {error}", path=path) from None
-    facts, stats = extract_facts(root, stem)
+    try:
+        facts, stats = extract_facts(root, stem)
+    except InputError as error:  # the element's line and field; the file is known here
+        raise InputError(error.problem, path=path, line=error.line, field=error.field, fix=error.fix) from None
     if use_cache:
         try:
             _write_cache(cached, facts, stats, digest)
@@ -414,13 +449,14 @@ def apply_taxonomy(facts: Iterable[Fact], taxonomy) -> list[Fact]:
 
 
 def load_filing(path: str | Path, taxonomy=None, *, cache_dir: str | os.PathLike | None = None,
-                keep_unreachable: bool = True) -> list[Fact]:
+                keep_unreachable: bool = True, stem: str | None = None) -> list[Fact]:
     """The located facts of any inline-XBRL filing a user brings (``.htm`` or ``.htm.gz``).
 
     With a taxonomy, datatypes come from it and facts whose gold concepts are all
     outside it are flagged (and dropped when ``keep_unreachable`` is False).
+    ``stem`` overrides the name the ids start with (see ``extract_filing``).
     """
-    facts, _ = extract_filing(path, cache_dir)
+    facts, _ = extract_filing(path, cache_dir, stem=stem)
     if taxonomy is None:
         return facts
     facts = apply_taxonomy(facts, taxonomy)

@@ -52,8 +52,8 @@ def align_gold(facts: Sequence[Fact], taxonomy: Taxonomy) -> list[Fact]:
     """Facts whose gold ids are spelled as the taxonomy spells them (exact ids are kept as they are)."""
     normalize = normalizer(id_kind(c.id for c in taxonomy))
 
-    def spell(raw: str) -> str:
-        return raw if raw in taxonomy else normalize(raw)
+    def spell(raw: str) -> str:  # a prefix alone ("us-gaap:") stays as written: never an empty id
+        return raw if raw in taxonomy else (normalize(raw) or raw)
 
     return [f if all(g in taxonomy for g in f.gold) else dataclasses.replace(f, gold=tuple(map(spell, f.gold)))
             for f in facts]
@@ -61,7 +61,7 @@ def align_gold(facts: Sequence[Fact], taxonomy: Taxonomy) -> list[Fact]:
 
 def gold_known(gold_id: str, taxonomy: Taxonomy, match: str = "exact") -> bool:
     """Whether a gold id can be hit at all: it is a taxonomy id, or (``prefix``) some id starts with it."""
-    return gold_id in taxonomy or (match == "prefix" and bool(taxonomy.under(gold_id)))
+    return gold_id in taxonomy or (match == "prefix" and bool(gold_id) and bool(taxonomy.under(gold_id)))
 
 
 def unknown_gold(facts: Iterable[Fact], taxonomy: Taxonomy) -> list[str]:
