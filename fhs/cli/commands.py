@@ -87,6 +87,7 @@ def cmd_run(args: argparse.Namespace) -> dict:
     from fhs.data.sampling import sample_by_context
     from fhs.method.registry import LLM_METHODS, get_method
     from fhs.run.inputs import ModelChoice
+    from fhs.run.profiles import default_profile
     from fhs.run.runner import run_method
 
     get_method(args.method)  # fail on an unknown method before loading any data
@@ -98,16 +99,19 @@ def cmd_run(args: argparse.Namespace) -> dict:
                          fix="pass --domain FILE.yaml (check it with `fhs domain check FILE.yaml`) or one of "
                              + ", ".join(available_domains()))
     if uses_model:
-        model = ModelChoice.resolve(args.profile or "cpu", backend=args.backend, model=args.model,
-                                    base_urls=args.base_url, seed=args.seed, cache=args.cache,
+        model = ModelChoice.resolve(args.profile or default_profile(args.backend), backend=args.backend,
+                                    model=args.model, base_urls=args.base_url, seed=args.seed, cache=args.cache,
                                     structured=args.structured, replay_unparsed=args.replay_unparsed,
-                                    any_server=args.replay_from_any_server)
+                                    any_server=args.replay_from_any_server, max_in_flight=args.max_in_flight,
+                                    thinking={"on": True, "off": False}.get(args.thinking))
     experiment = _experiment(args)
     facts = experiment.facts
     if args.limit is not None:
         facts = facts[: args.limit]
     elif args.sample is not None or model is not None:
         facts = sample_by_context(facts, args.sample if args.sample is not None else model.profile.llm_facts)
+    if model is not None or args.sample is not None or args.limit is not None:
+        print(_facts_note(args, model, len(facts), len(experiment.facts)), file=sys.stderr, flush=True)
     check_gold(facts, experiment.taxonomy, args.facts or experiment.spec.name)
     inputs = experiment.fingerprint(llm=model is not None)
     if model is not None:
@@ -139,6 +143,18 @@ def cmd_run(args: argparse.Namespace) -> dict:
                         workers=workers, fresh=args.fresh)
     print(json.dumps({k: v for k, v in result.items() if k != "config"}, indent=2))
     return result
+
+
+def _facts_note(args: argparse.Namespace, model, used: int, available: int) -> str:
+    """The run's first line: how many facts it takes, and whether a sample was taken."""
+    name = args.facts or args.dataset
+    profile = f"profile {model.profile.name}" if model is not None else "no model"
+    if args.limit is not None:
+        return f"fhs: {name}: the first {used:,} of {available:,} facts (--limit; {profile})"
+    if used < available:
+        return (f"fhs: {name}: a context-level sample of {used:,} of {available:,} facts ({profile}; "
+                f"--sample N for another size, --profile paper for every fact)")
+    return f"fhs: {name}: all {used:,} facts, no sample taken ({profile})"
 
 
 def _with_knobs(config, args: argparse.Namespace):

@@ -200,6 +200,8 @@ class ModelChoice:
     structured: str | None = None
     replay_unparsed: bool = False  # serve cached answers a stage could not parse instead of asking again
     any_server: bool = False  # replay answers cached from another server URL (same model name)
+    max_in_flight: int | None = None  # requests in flight per server URL (None: the profile's)
+    thinking: bool | None = None  # the chat template's thinking mode (None: the profile's)
     _llm: object = None
     _ledger: object = None
 
@@ -207,12 +209,18 @@ class ModelChoice:
     def resolve(cls, profile: str | Profile, *, backend: str | None = None, model: str | None = None,
                 base_urls=None, seed: int = 0, cache: str | Path | None = None,
                 structured: str | None = None, replay_unparsed: bool = False,
-                any_server: bool = False) -> "ModelChoice":
+                any_server: bool = False, max_in_flight: int | None = None,
+                thinking: bool | None = None) -> "ModelChoice":
         chosen = get_profile(profile) if isinstance(profile, str) else profile
         urls = tuple(base_urls or ()) or (chosen.base_urls if (backend or chosen.backend) == "openai" else ())
         return cls(profile=chosen, backend=backend or chosen.backend, model=model or chosen.model,
                    base_urls=urls, seed=seed, cache_path=Path(cache) if cache else default_llm_cache(),
-                   structured=structured, replay_unparsed=replay_unparsed, any_server=any_server)
+                   structured=structured, replay_unparsed=replay_unparsed, any_server=any_server,
+                   max_in_flight=int(max_in_flight) if max_in_flight is not None else None,
+                   thinking=thinking)
+
+    def thinking_mode(self) -> bool:
+        return self.profile.thinking if self.thinking is None else bool(self.thinking)
 
     def llm(self):
         """The cached model client (built once; every call goes through the response cache)."""
@@ -224,6 +232,10 @@ class ModelChoice:
                 options["structured"] = self.structured
             if self.backend == "openai" and self.any_server:
                 options["any_server"] = True
+            if self.backend == "openai":
+                options["max_in_flight"] = self.max_in_flight or self.profile.max_in_flight
+            if self.backend in ("openai", "vllm"):
+                options["thinking"] = self.thinking_mode()
             self._llm = make_llm(self.backend, self.model, base_urls=list(self.base_urls) or None,
                                  cache_path=self.cache_path, replay_unparsed=self.replay_unparsed, **options)
         return self._llm
@@ -248,8 +260,11 @@ class ModelChoice:
         return self._ledger
 
     def describe(self) -> dict:
-        return {"backend": self.backend, "model": self.model, "seed": self.seed,
-                "structured": self.structured}
+        described = {"backend": self.backend, "model": self.model, "seed": self.seed,
+                     "structured": self.structured}
+        if self.backend in ("openai", "vllm") and self.thinking_mode():
+            described["thinking"] = True  # off (the paper) leaves the description as it always was
+        return described
 
 
 _GGUF_DIGESTS: dict[tuple[str, int, int], str] = {}
