@@ -51,6 +51,9 @@ llm_limit = None  # facts per dataset (a context-level sample); None takes the p
 backend = None  # llama_cpp, openai or vllm; None takes the profile backend
 model = None  # None takes the profile model
 base_url = None  # OpenAI-compatible server(s), comma-separated; None takes the profile URL
+max_in_flight = None  # requests in flight per server URL; None takes the profile's (paper: 128)
+thinking = None  # Qwen3's thinking mode (True/False); None takes the profile's (off, as in the paper)
+replay = None  # an `fhs archive` file that answers every model call, no server (make book REPLAY=FILE)
 runs = 1  # seeded runs per method (the paper: 3)
 seed = 20260724  # bootstrap seed
 bootstrap_resamples = 2000
@@ -101,7 +104,8 @@ if llm_limit is not None:
     study.profile = replace(study.profile, llm_facts=int(llm_limit))
 choices = [ModelChoice.resolve(profile, backend=backend, model=model,
                                base_urls=base_url.split(",") if base_url else None,
-                               seed=s, cache=Path(cache_dir) / "responses.sqlite") for s in range(runs)]
+                               seed=s, cache=Path(cache_dir) / "responses.sqlite",
+                               max_in_flight=max_in_flight, thinking=thinking, replay=replay) for s in range(runs)]
 # The paper's row order; FHS-Seq joins when its module is registered.
 ROWS = ["direct", "free-text", "structured", "parallel", "parallel-diverse", "decomposed", "self-refine",
         "feedback-refine", "fhs-seq", "fhs"]

@@ -33,6 +33,9 @@ llm_limit = None
 backend = None
 model = None
 base_url = None
+max_in_flight = None  # requests in flight per server URL; None takes the profile's (paper: 128)
+thinking = None  # Qwen3's thinking mode (True/False); None takes the profile's (off, as in the paper)
+replay = None  # an `fhs archive` file that answers every model call, no server (make book REPLAY=FILE)
 seed = 20260724
 bootstrap_resamples = 2000
 cache_dir = ".fhs-cache"
@@ -57,7 +60,8 @@ from fhs.run.verdict_stats import VERDICTS, panel_a, panel_b, verdict_shares, wi
 started = time.perf_counter()
 use_style()
 study, choice = llm_study(profile, runs_dir, llm_limit=llm_limit, backend=backend, model=model,
-                          base_url=base_url, cache_dir=cache_dir)
+                          base_url=base_url, cache_dir=cache_dir,
+                          max_in_flight=max_in_flight, thinking=thinking, replay=replay)
 interval = dict(resamples=bootstrap_resamples, seed=seed)
 runs = {name: study.run_llm(name, "fhs", choice) for name in datasets}
 dims = {name: load_domain(study.experiment(name).spec.domain).dimension_names for name in datasets}

@@ -38,6 +38,9 @@ llm_limit = None  # facts sent to structured and FHS (a context-level sample); N
 backend = None  # None takes the profile backend
 model = None  # None takes the profile model
 base_url = None  # OpenAI-compatible server(s), comma-separated
+max_in_flight = None  # requests in flight per server URL; None takes the profile's (paper: 128)
+thinking = None  # Qwen3's thinking mode (True/False); None takes the profile's (off, as in the paper)
+replay = None  # an `fhs archive` file that answers every model call, no server (make book REPLAY=FILE)
 seed = 20260724  # bootstrap seed
 bootstrap_resamples = 2000
 cache_dir = ".fhs-cache"  # every model call is cached here
@@ -85,7 +88,8 @@ chosen = get_profile(profile)
 llm_facts = int(llm_limit) if llm_limit is not None else chosen.llm_facts
 choice = ModelChoice.resolve(profile, backend=backend, model=model,
                              base_urls=base_url.split(",") if base_url else None,
-                             cache=Path(cache_dir) / "responses.sqlite")
+                             cache=Path(cache_dir) / "responses.sqlite",
+                             max_in_flight=max_in_flight, thinking=thinking, replay=replay)
 METRICS = ["recall@1", "recall@10", "recall@50", "recall@200", "mrr", "accuracy"]
 interval = dict(resamples=bootstrap_resamples, seed=seed)
 root = data_dir()
@@ -277,6 +281,12 @@ if model:
     model_args += ["--model", model]
 for url in (base_url.split(",") if base_url else []):
     model_args += ["--base-url", url]
+if max_in_flight:
+    model_args += ["--max-in-flight", str(max_in_flight)]
+if thinking is not None:
+    model_args += ["--thinking", "on" if thinking else "off"]
+if replay:
+    model_args += ["--replay", str(replay)]
 sample = sample_by_context(facts, llm_facts)
 runs = {
     "direct": fhs_run("direct", "--selector", "off"),

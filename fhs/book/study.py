@@ -111,8 +111,15 @@ class Study:
         ctx = scoped.llm_context(model, config)
         settings = {"model": model.describe(), "fhs": ctx.config.to_dict()}
         name_tag = "-".join(part for part in (tag, f"seed{model.seed}") if part)
-        return self.run(dataset, method, w_cov=w_cov, llm=True, tag=name_tag, facts=facts, settings=settings,
-                        llm_context=ctx, workers=model.profile.workers, retriever=retriever)
+        run = self.run(dataset, method, w_cov=w_cov, llm=True, tag=name_tag, facts=facts, settings=settings,
+                       llm_context=ctx, workers=model.profile.workers, retriever=retriever)
+        if model.replay is not None:  # a call the archive lacks is an error, never a silent gap
+            from fhs.run.archive import replay_failures
+
+            problem = replay_failures(run.metrics, model.replay, run.path)
+            if problem is not None:
+                raise problem
+        return run
 
     def run(self, dataset: str, method: str, *, w_cov: float | None = None, llm: bool = False,
             ctx_options: dict[str, Any] | None = None, tag: str = "", facts: list[Fact] | None = None,
@@ -160,15 +167,18 @@ class Study:
 
 def llm_study(profile: str, runs_dir: str | Path, *, llm_limit: int | None = None, backend: str | None = None,
               model: str | None = None, base_url: str | None = None, cache_dir: str | Path = ".fhs-cache",
-              seed: int = 0) -> tuple[Study, ModelChoice]:
+              seed: int = 0, max_in_flight: int | None = None, thinking: bool | None = None,
+              replay: str | Path | None = None) -> tuple[Study, ModelChoice]:
     """A chapter's study and model from its parameters cell, with the cache chapter 2 uses.
 
     Chapters that share this cache and sample (``runs_dir``/``cache_dir``) share FHS's calls.
+    ``replay`` (an ``fhs archive`` file) answers every call from the archive, with no server.
     """
     study = Study.for_profile(profile, runs_dir, progress=False)
     if llm_limit is not None:
         study.profile = replace(study.profile, llm_facts=int(llm_limit))
     choice = ModelChoice.resolve(profile, backend=backend, model=model,
                                  base_urls=base_url.split(",") if base_url else None,
-                                 seed=seed, cache=Path(cache_dir) / "responses.sqlite")
+                                 seed=seed, cache=Path(cache_dir) / "responses.sqlite",
+                                 max_in_flight=max_in_flight, thinking=thinking, replay=replay)
     return study, choice

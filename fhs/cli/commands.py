@@ -103,7 +103,7 @@ def cmd_run(args: argparse.Namespace) -> dict:
                                     model=args.model, base_urls=args.base_url, seed=args.seed, cache=args.cache,
                                     structured=args.structured, replay_unparsed=args.replay_unparsed,
                                     any_server=args.replay_from_any_server, max_in_flight=args.max_in_flight,
-                                    thinking={"on": True, "off": False}.get(args.thinking))
+                                    thinking={"on": True, "off": False}.get(args.thinking), replay=args.replay)
     experiment = _experiment(args)
     facts = experiment.facts
     if args.limit is not None:
@@ -141,6 +141,12 @@ def cmd_run(args: argparse.Namespace) -> dict:
     workers = args.workers or (model.profile.workers if model is not None else 1)
     result = run_method(facts, args.method, ctx, args.out, run_config=run_config, progress=not args.quiet,
                         workers=workers, fresh=args.fresh)
+    if model is not None and model.replay is not None:
+        from fhs.run.archive import replay_failures
+
+        problem = replay_failures(result, model.replay, args.out)
+        if problem is not None:
+            raise problem
     print(json.dumps({k: v for k, v in result.items() if k != "config"}, indent=2))
     return result
 
@@ -155,6 +161,16 @@ def _facts_note(args: argparse.Namespace, model, used: int, available: int) -> s
         return (f"fhs: {name}: a context-level sample of {used:,} of {available:,} facts ({profile}; "
                 f"--sample N for another size, --profile paper for every fact)")
     return f"fhs: {name}: all {used:,} facts, no sample taken ({profile})"
+
+
+def cmd_archive(args: argparse.Namespace) -> dict:
+    from fhs.run.archive import pack
+    from fhs.run.inputs import default_llm_cache
+
+    summary = pack(args.run_dirs, args.out, cache=args.cache or default_llm_cache())
+    print(f"{summary['runs']} run(s), {summary['facts']:,} records, {summary['answers']:,} model answers and "
+          f"{summary['verdicts']:,} verdicts -> {summary['archive']} ({summary['bytes'] / 1e6:.1f} MB)")
+    return summary
 
 
 def _with_knobs(config, args: argparse.Namespace):

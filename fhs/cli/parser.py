@@ -139,6 +139,18 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--thinking", choices=["on", "off"], default=None,
                      help="Qwen3's thinking mode, sent to the chat template whatever the model is called "
                           "(default: the profile's; off, as in the paper)")
+    run.add_argument("--replay", default=None, metavar="ARCHIVE",
+                     help="answer every model call from an `fhs archive` file, with no server; a call it "
+                          "does not hold is an error")
+
+    archive = commands.add_parser("archive", help="pack runs' model answers, verdicts and records into one file "
+                                  "that `fhs run --replay` and the book rebuild from without a server")
+    archive.add_argument("run_dirs", nargs="+", metavar="RUN_DIR",
+                         help="run folders (the --out of `fhs run`), or folders holding them (e.g. runs/paper)")
+    archive.add_argument("--out", required=True, help="the archive file to write")
+    archive.add_argument("--cache", default=None,
+                         help="the response cache the runs used (default $FHS_CACHE/llm/responses.sqlite; "
+                              "the book's is .fhs-cache/responses.sqlite)")
 
     domain = commands.add_parser("domain", help="check a domain file (dimensions, glosses, category profiles)")
     domain.add_argument("action", choices=["check"])

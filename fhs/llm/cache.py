@@ -31,6 +31,10 @@ CREATE TABLE IF NOT EXISTS responses (
 # Answers a stage could not parse, kept apart from ``responses`` so older readers of the
 # file see the same table as before.
 _UNPARSED_SQL = "CREATE TABLE IF NOT EXISTS unparsed (key TEXT PRIMARY KEY, marked REAL NOT NULL)"
+# Every (kind, model, provenance) that stored answers here: the parts of a key that are not the
+# request, so that an archive of this cache (fhs/run/archive.py) can be replayed without the server.
+_IDENTITIES_SQL = ("CREATE TABLE IF NOT EXISTS identities (kind TEXT NOT NULL, model TEXT NOT NULL, "
+                   "provenance TEXT NOT NULL, PRIMARY KEY (kind, model, provenance))")
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,7 @@ class ResponseCache:
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute(_SCHEMA_SQL)
             self._db.execute(_UNPARSED_SQL)
+            self._db.execute(_IDENTITIES_SQL)
             self._db.commit()
         except sqlite3.DatabaseError as error:
             raise InputError(f"not a usable response cache ({error})", path=self.path,
@@ -98,6 +103,11 @@ class ResponseCache:
                  for key, kind, model, purpose, r in entries])
             # a new answer is innocent until its stage says otherwise
             self._db.executemany("DELETE FROM unparsed WHERE key = ?", [(e[0],) for e in entries])
+
+    def note_identity(self, kind: str, model: str, provenance: str) -> None:
+        """Remember that answers under this kind, model and provenance are stored here."""
+        with self._lock, self._db:
+            self._db.execute("INSERT OR IGNORE INTO identities VALUES (?, ?, ?)", (kind, model, provenance))
 
     def mark_unparsed(self, key: str) -> None:
         """Remember that the answer under ``key`` could not be parsed by the stage that asked."""
@@ -159,6 +169,7 @@ class CachedLLM:
         # Where the answers come from, beyond kind and model: a server backend's URLs, so that
         # another server's answers are never replayed as this one's (in-process engines: none).
         self.provenance = str(getattr(backend, "provenance", "") or "")
+        self._identity_noted = False
 
     def key(self, request: Request) -> str:
         return cache_key(self.kind, self.model, request, provenance=self.provenance)
@@ -168,6 +179,9 @@ class CachedLLM:
         self.cache.mark_unparsed(self.key(request))
 
     def complete(self, requests: Sequence[Request]) -> list[Response]:
+        if not self._identity_noted:  # also for a run served wholly from the cache: it may be archived
+            self.cache.note_identity(self.kind, self.model, self.provenance)
+            self._identity_noted = True
         keys = [self.key(r) for r in requests]
         found = self.cache.get_many(keys, unparsed=self.replay_unparsed)
         results: list[Response | None] = [found.get(k) for k in keys]

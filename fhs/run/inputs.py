@@ -202,6 +202,7 @@ class ModelChoice:
     any_server: bool = False  # replay answers cached from another server URL (same model name)
     max_in_flight: int | None = None  # requests in flight per server URL (None: the profile's)
     thinking: bool | None = None  # the chat template's thinking mode (None: the profile's)
+    replay: Path | None = None  # an `fhs archive` file: every answer comes from it, no server is asked
     _llm: object = None
     _ledger: object = None
 
@@ -209,21 +210,29 @@ class ModelChoice:
     def resolve(cls, profile: str | Profile, *, backend: str | None = None, model: str | None = None,
                 base_urls=None, seed: int = 0, cache: str | Path | None = None,
                 structured: str | None = None, replay_unparsed: bool = False,
-                any_server: bool = False, max_in_flight: int | None = None,
-                thinking: bool | None = None) -> "ModelChoice":
+                any_server: bool = False, max_in_flight: int | None = None, thinking: bool | None = None,
+                replay: str | Path | None = None) -> "ModelChoice":
         chosen = get_profile(profile) if isinstance(profile, str) else profile
         urls = tuple(base_urls or ()) or (chosen.base_urls if (backend or chosen.backend) == "openai" else ())
         return cls(profile=chosen, backend=backend or chosen.backend, model=model or chosen.model,
                    base_urls=urls, seed=seed, cache_path=Path(cache) if cache else default_llm_cache(),
                    structured=structured, replay_unparsed=replay_unparsed, any_server=any_server,
                    max_in_flight=int(max_in_flight) if max_in_flight is not None else None,
-                   thinking=thinking)
+                   thinking=thinking, replay=Path(replay) if replay else None)
 
     def thinking_mode(self) -> bool:
         return self.profile.thinking if self.thinking is None else bool(self.thinking)
 
     def llm(self):
-        """The cached model client (built once; every call goes through the response cache)."""
+        """The cached model client (built once; every call goes through the response cache, or the archive)."""
+        if self._llm is None and self.replay is not None:
+            from fhs.llm.factory import backend_identity
+            from fhs.llm.replay import ReplayLLM
+
+            kind, model, name, provenance = backend_identity(
+                self.backend, self.model, base_urls=list(self.base_urls) or None, structured=self.structured,
+                thinking=self.thinking_mode(), any_server=self.any_server)
+            self._llm = ReplayLLM(self.replay, kind=kind, model=model, name=name, provenance=provenance)
         if self._llm is None:
             from fhs.llm.factory import make_llm
 
@@ -252,7 +261,11 @@ class ModelChoice:
         return {"model": self.model}
 
     def ledger(self):
-        """The verdict ledger beside the response cache (``verdicts.sqlite``), opened once."""
+        """The verdict ledger beside the response cache (``verdicts.sqlite``), opened once; a replay's own."""
+        if self._ledger is None and self.replay is not None:
+            from fhs.run.archive import replay_ledger
+
+            self._ledger = replay_ledger(self.replay, self.cache_path)
         if self._ledger is None:
             from fhs.method.ledger import ledger_beside
 
