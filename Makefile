@@ -15,6 +15,7 @@ PYTHON ?= python3## interpreter that creates the virtual environment
 VENV ?= .venv## where the virtual environment lives
 PROFILE ?= cpu## smoke | cpu | paper (notebooks/profiles.yaml)
 ARGS ?= ## extra arguments for scripts/run_notebooks.py, e.g. "-p base_url=http://gpu:8000/v1"
+REPLAY ?= ## an `fhs archive` file: the chapters answer every model call from it, no server (PROFILE=paper REPLAY=paper.fhsa)
 PYTEST_ARGS ?= -q## arguments for pytest
 PIP_FIND_LINKS ?= ## a folder of prebuilt wheels, e.g. /tmp/wh (llama-cpp-python builds from source without one)
 FHS_DATA ?= $(abspath ../shared/data)## the data directory
@@ -69,7 +70,7 @@ book: ## everything: install, execute every chapter (PROFILE), build _build/html
 	@$(MAKE) html
 
 notebooks: install-book models ## execute the chapters listed in _toc.yml with papermill (incremental)
-	$(PY) scripts/run_notebooks.py --profile $(PROFILE) $(ARGS)
+	$(PY) scripts/run_notebooks.py --profile $(PROFILE) $(if $(strip $(REPLAY)),--replay $(strip $(REPLAY))) $(ARGS)
 
 html: install-book ## build the HTML from the executed notebooks (-W -n --keep-going), check it is offline
 	$(BIN)/jupyter-book build . -W -n --keep-going

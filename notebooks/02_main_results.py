@@ -52,6 +52,9 @@ llm_fraction = None  # a share of every LLM sample (make rehearsal); None takes 
 backend = None  # llama_cpp, openai or vllm; None takes the profile backend
 model = None  # None takes the profile model
 base_url = None  # OpenAI-compatible server(s), comma-separated; None takes the profile URL
+max_in_flight = None  # requests in flight per server URL; None takes the profile's (paper: 128)
+thinking = None  # Qwen3's thinking mode (True/False); None takes the profile's (off, as in the paper)
+replay = None  # an `fhs archive` file that answers every model call, no server (make book REPLAY=FILE)
 runs = None  # seeded runs per method: None takes every seed of the profile (three under paper), N its first N
 seed = 20260724  # bootstrap seed
 bootstrap_resamples = 2000
@@ -106,7 +109,8 @@ if llm_fraction is not None:
 seeds = study.seeds(runs)  # the profile's seeded runs (fhs/run/profiles.py), the one source
 choices = [ModelChoice.resolve(profile, backend=backend, model=model,
                                base_urls=base_url.split(",") if base_url else None,
-                               seed=s, cache=Path(cache_dir) / "responses.sqlite") for s in seeds]
+                               seed=s, cache=Path(cache_dir) / "responses.sqlite",
+                               max_in_flight=max_in_flight, thinking=thinking, replay=replay) for s in seeds]
 # The paper's row order (fhs/book/manifest.py, which `fhs plan` sizes); FHS-Seq joins when registered.
 METHODS = [m for m in MAIN_ROWS if m in REGISTERED]
 BASELINES = [m for m in METHODS if m != "fhs"]

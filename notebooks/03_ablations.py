@@ -39,6 +39,9 @@ pilot_selector = False  # Table 11 reads recall before the selector; True also r
 backend = None
 model = None
 base_url = None
+max_in_flight = None  # requests in flight per server URL; None takes the profile's (paper: 128)
+thinking = None  # Qwen3's thinking mode (True/False); None takes the profile's (off, as in the paper)
+replay = None  # an `fhs archive` file that answers every model call, no server (make book REPLAY=FILE)
 seed = 20260724  # bootstrap seed
 bootstrap_resamples = 2000
 cache_dir = ".fhs-cache"
@@ -64,7 +67,8 @@ from fhs.run.rescore import best_of, pilot, rescore
 started = time.perf_counter()
 use_style()
 study, choice = llm_study(profile, runs_dir, llm_limit=llm_limit, backend=backend, model=model,
-                          base_url=base_url, cache_dir=cache_dir)
+                          base_url=base_url, cache_dir=cache_dir,
+                          max_in_flight=max_in_flight, thinking=thinking, replay=replay)
 if llm_fraction is not None:
     study.profile = replace(study.profile, llm_fraction=float(llm_fraction))
 seeds = study.seeds(runs)  # the profile's seeded runs, the one source

@@ -35,6 +35,9 @@ runs = None  # seeded runs: None takes every seed of the profile (three under pa
 backend = None
 model = None
 base_url = None
+max_in_flight = None  # requests in flight per server URL; None takes the profile's (paper: 128)
+thinking = None  # Qwen3's thinking mode (True/False); None takes the profile's (off, as in the paper)
+replay = None  # an `fhs archive` file that answers every model call, no server (make book REPLAY=FILE)
 seed = 20260724
 bootstrap_resamples = 2000
 cache_dir = ".fhs-cache"
@@ -60,7 +63,8 @@ from fhs.run.verdict_stats import VERDICTS, panel_a, panel_b, verdict_shares, wi
 started = time.perf_counter()
 use_style()
 study, choice = llm_study(profile, runs_dir, llm_limit=llm_limit, backend=backend, model=model,
-                          base_url=base_url, cache_dir=cache_dir)
+                          base_url=base_url, cache_dir=cache_dir,
+                          max_in_flight=max_in_flight, thinking=thinking, replay=replay)
 if llm_fraction is not None:
     study.profile = replace(study.profile, llm_fraction=float(llm_fraction))
 seeds = study.seeds(runs)  # the profile's seeded runs, the one source

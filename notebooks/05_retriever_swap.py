@@ -49,6 +49,9 @@ runs = None  # seeded runs: None takes every seed of the profile (three under pa
 backend = None
 model = None
 base_url = None
+max_in_flight = None  # requests in flight per server URL; None takes the profile's (paper: 128)
+thinking = None  # Qwen3's thinking mode (True/False); None takes the profile's (off, as in the paper)
+replay = None  # an `fhs archive` file that answers every model call, no server (make book REPLAY=FILE)
 seed = 20260724  # bootstrap seed
 bootstrap_resamples = 2000
 cache_dir = ".fhs-cache"  # shared with chapter 2, so one-pass and FHS hypotheses are replayed
@@ -74,7 +77,8 @@ from fhs.run.inputs import cached_retriever, retrieval_config
 started = time.perf_counter()
 use_style()
 study, choice = llm_study(profile, runs_dir, llm_limit=llm_limit, backend=backend, model=model,
-                          base_url=base_url, cache_dir=cache_dir)
+                          base_url=base_url, cache_dir=cache_dir,
+                          max_in_flight=max_in_flight, thinking=thinking, replay=replay)
 study.configurations = {"codiesp": codiesp_config}  # as chapter 2, so its FHS runs are reused
 if llm_fraction is not None:
     study.profile = replace(study.profile, llm_fraction=float(llm_fraction))

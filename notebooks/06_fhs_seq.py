@@ -51,6 +51,9 @@ runs = None  # seeded runs: None takes every seed of the profile (three under pa
 backend = None  # llama_cpp, openai or vllm; None takes the profile backend
 model = None  # None takes the profile model
 base_url = None  # OpenAI-compatible server(s), comma-separated; None takes the profile URL
+max_in_flight = None  # requests in flight per server URL; None takes the profile's (paper: 128)
+thinking = None  # Qwen3's thinking mode (True/False); None takes the profile's (off, as in the paper)
+replay = None  # an `fhs archive` file that answers every model call, no server (make book REPLAY=FILE)
 seed = 20260724  # bootstrap seed
 bootstrap_resamples = 2000
 cache_dir = ".fhs-cache"  # every model call is cached here; a rebuild replays it
@@ -97,7 +100,8 @@ if llm_fraction is not None:
 seeds = study.seeds(runs)  # the profile's seeded runs, the one source
 choice = ModelChoice.resolve(profile, backend=backend, model=model,
                              base_urls=base_url.split(",") if base_url else None,
-                             seed=seeds[0], cache=Path(cache_dir) / "responses.sqlite")
+                             seed=seeds[0], cache=Path(cache_dir) / "responses.sqlite",
+                             max_in_flight=max_in_flight, thinking=thinking, replay=replay)
 choices = [replace(choice, seed=s) for s in seeds]
 interval = dict(resamples=bootstrap_resamples, seed=seed)
 profile_note(profile, display_name(choice.model),

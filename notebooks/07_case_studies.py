@@ -31,6 +31,9 @@ llm_fraction = None  # a share of every LLM sample (make rehearsal); None takes 
 backend = None  # llama_cpp, openai or vllm; None takes the profile backend
 model = None  # None takes the profile model
 base_url = None  # OpenAI-compatible server(s), comma-separated; None takes the profile URL
+max_in_flight = None  # requests in flight per server URL; None takes the profile's (paper: 128)
+thinking = None  # Qwen3's thinking mode (True/False); None takes the profile's (off, as in the paper)
+replay = None  # an `fhs archive` file that answers every model call, no server (make book REPLAY=FILE)
 seed = 20260724  # unused here; kept so every chapter takes the profile's parameters
 cache_dir = ".fhs-cache"  # every model call is cached here; a rebuild replays it
 baseline = "structured"  # the strongest baseline of Tables 4 and 5, fixed before any run
@@ -178,7 +181,8 @@ if llm_fraction is not None:
     study.profile = replace(study.profile, llm_fraction=float(llm_fraction))
 choice = ModelChoice.resolve(profile, backend=backend, model=model,
                              base_urls=base_url.split(",") if base_url else None,
-                             seed=0, cache=Path(cache_dir) / "responses.sqlite")
+                             seed=0, cache=Path(cache_dir) / "responses.sqlite",
+                             max_in_flight=max_in_flight, thinking=thinking, replay=replay)
 methods = list(METHODS)  # every method registered when the chapter runs
 profile_note(profile, display_name(choice.model),
              facts={name: len(study.facts(name, llm=True)) for name in datasets}, seeds=(choice.seed,))

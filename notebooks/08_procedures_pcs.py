@@ -39,6 +39,9 @@ llm_fraction = None  # a share of the LLM sample (make rehearsal); None takes al
 backend = None  # None takes the profile backend
 model = None  # None takes the profile model
 base_url = None  # OpenAI-compatible server(s), comma-separated
+max_in_flight = None  # requests in flight per server URL; None takes the profile's (paper: 128)
+thinking = None  # Qwen3's thinking mode (True/False); None takes the profile's (off, as in the paper)
+replay = None  # an `fhs archive` file that answers every model call, no server (make book REPLAY=FILE)
 seed = 20260724  # bootstrap seed
 bootstrap_resamples = 2000
 cache_dir = ".fhs-cache"  # every model call is cached here
@@ -90,7 +93,8 @@ if llm_fraction is not None:
     chosen = replace(chosen, llm_fraction=float(llm_fraction))
 choice = ModelChoice.resolve(profile, backend=backend, model=model,
                              base_urls=base_url.split(",") if base_url else None,
-                             cache=Path(cache_dir) / "responses.sqlite")
+                             cache=Path(cache_dir) / "responses.sqlite",
+                             max_in_flight=max_in_flight, thinking=thinking, replay=replay)
 METRICS = ["recall@1", "recall@10", "recall@50", "recall@200", "mrr", "accuracy"]
 interval = dict(resamples=bootstrap_resamples, seed=seed)
 root = data_dir()
@@ -287,6 +291,12 @@ if model:
 for url in (base_url.split(",") if base_url else []):
     model_args += ["--base-url", url]
 llm_facts = chosen.llm_sample_size("codiesp-P", len(facts))  # None: every located fact (the paper profile)
+if max_in_flight:
+    model_args += ["--max-in-flight", str(max_in_flight)]
+if thinking is not None:
+    model_args += ["--thinking", "on" if thinking else "off"]
+if replay:
+    model_args += ["--replay", str(replay)]
 sample = sample_by_context(facts, llm_facts)
 sample_args = ["--sample", str(llm_facts)] if llm_facts is not None else []
 print(f"structured and FHS run on {len(sample)} of the {len(facts)} located facts")

@@ -3,6 +3,7 @@
 
     python scripts/run_notebooks.py --profile cpu            # what `make notebooks` runs
     python scripts/run_notebooks.py --profile paper -p base_url=http://gpu:8000/v1
+    python scripts/run_notebooks.py --profile paper --replay paper.fhsa     # a GPU run, no GPU
     python scripts/run_notebooks.py --only 01_readiness_gap --force
     python scripts/run_notebooks.py --dry-run                # what would run, and why
 
@@ -38,11 +39,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="Jupyter kernel; must run this Python (default python3)")
     parser.add_argument("--timeout", type=int, default=None,
                         help="seconds one cell may take (default: no limit)")
+    parser.add_argument("--replay", default=None, metavar="ARCHIVE",
+                        help="answer every model call from an `fhs archive` file, with no server")
     parser.add_argument("--dry-run", action="store_true", help="print the plan and stop")
     parser.add_argument("--no-progress", action="store_true", help="no per-cell progress bar")
     args = parser.parse_args(argv)
     try:
         overrides = dict(parse_assignment(text) for text in args.parameter)
+        if args.replay:
+            overrides["replay"] = str(Path(args.replay).resolve())
         return run(ROOT, args.profile, only=args.only, force=args.force, overrides=overrides,
                    kernel=args.kernel, dry_run=args.dry_run, progress_bar=not args.no_progress,
                    timeout=args.timeout)

@@ -438,6 +438,66 @@ def test_vllm_backend_maps_requests_to_one_chat_call(monkeypatch, new_api, keywo
         ("out0", 5, 3), ("out1", 6, 3), ("out2", 7, 3)]
 
 
+def _slow_engine(monkeypatch, seconds=0.2, fail_on=None):
+    """A stand-in vLLM whose LLM.chat takes ``seconds`` and answers each conversation with its own text."""
+    record = _fake_vllm(monkeypatch)
+    calls = record["chat_calls"]
+
+    def chat(self, conversations, sampling_params=None, use_tqdm=True, chat_template_kwargs=None):
+        calls.append((conversations, sampling_params, chat_template_kwargs))
+        time.sleep(seconds)
+        texts = [c[-1]["content"] for c in conversations]
+        if fail_on is not None and fail_on in texts:
+            raise RuntimeError("CUDA out of memory")
+        return [types.SimpleNamespace(prompt_token_ids=[1], outputs=[types.SimpleNamespace(
+            text=text.upper(), token_ids=[1, 2], finish_reason="length" if "cut" in text else "stop")])
+            for text in texts]
+
+    sys.modules["vllm"].LLM.chat = chat
+    return calls
+
+
+def test_vllm_backend_batches_requests_from_many_threads(monkeypatch):
+    calls = _slow_engine(monkeypatch)
+    backend = V.VLLMBackend("Qwen/Qwen3-32B", batch_size=64)
+
+    def one_fact(i):
+        asked = [Request(messages=(Message("user", f"fact{i}-{j}"),), sample_index=j) for j in range(2)]
+        return [r.text for r in backend.complete(asked)]
+
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=12) as pool:
+        answers = list(pool.map(one_fact, range(12)))
+    assert answers == [[f"FACT{i}-0", f"FACT{i}-1"] for i in range(12)]
+    assert sum(backend.batches) == 24 and len(calls) == len(backend.batches) < 12  # facts shared engine calls
+    assert max(backend.batches) > 2
+
+
+def test_vllm_batches_never_exceed_the_batch_size_and_keep_each_callers_order(monkeypatch):
+    _slow_engine(monkeypatch, seconds=0.01)
+    backend = V.VLLMBackend("m", batch_size=4)
+    asked = [Request(messages=(Message("user", f"r{i}"),)) for i in range(10)]
+    assert [r.text for r in backend.complete(asked)] == [f"R{i}" for i in range(10)]
+    assert max(backend.batches) <= 4
+
+
+def test_an_engine_error_reaches_every_caller_of_its_batch_and_the_next_batch_runs(monkeypatch):
+    _slow_engine(monkeypatch, seconds=0.01, fail_on="boom")
+    backend = V.VLLMBackend("m")
+    with pytest.raises(RuntimeError, match="out of memory"):
+        backend.complete([Request(messages=(Message("user", "boom"),))])
+    assert backend.complete([Request(messages=(Message("user", "fine"),))])[0].text == "FINE"
+
+
+def test_vllm_reports_finish_reason_and_thinking_from_the_caller(monkeypatch):
+    calls = _slow_engine(monkeypatch, seconds=0)
+    backend = make_llm("vllm", "served-alias", thinking=False)
+    out = backend.complete([Request(messages=(Message("user", "cut short"),))])
+    assert out[0].finish_reason == "length" and calls[-1][2] == {"enable_thinking": False}
+    assert make_llm("vllm", "served-alias", thinking=True).kind == "vllm-thinking"
+
+
 def test_missing_vllm_says_install_the_gpu_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "vllm", None)  # makes `import vllm` raise ImportError
     with pytest.raises(BackendError, match="gpu extra"):
@@ -451,7 +511,7 @@ def test_make_llm_openai_defaults(monkeypatch, tmp_path):
     monkeypatch.setenv(F.BASE_URLS_ENV_VAR, "http://a:1, http://b:2")
     llm = make_llm("openai", "Qwen/Qwen3-32B")
     assert isinstance(llm, OpenAIBackend) and llm.base_urls == ["http://a:1", "http://b:2"]
-    assert llm.payload(BASE)["chat_template_kwargs"] == {"enable_thinking": False}
+    assert "chat_template_kwargs" not in llm.payload(BASE)  # the model's name decides nothing
     plain = make_llm("openai", "other", base_urls=["http://c:3"], structured="json_object")
     assert "chat_template_kwargs" not in plain.payload(BASE) and plain.structured == "json_object"
     cached = make_llm("openai", "other", base_urls=["http://c:3"], cache_path=tmp_path / "c.sqlite")

@@ -115,6 +115,24 @@ def chapter_key(chapter: Chapter, parameters: Mapping[str, Any], *, package: str
     return digest.hexdigest()
 
 
+def _archive_digest(path: Path) -> str:
+    """An archive's SHA-256, once per process and file version (``missing`` when there is none)."""
+    if not path.is_file():
+        return "missing"
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    if key not in _ARCHIVE_DIGESTS:
+        digest = hashlib.sha256()
+        with path.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+        _ARCHIVE_DIGESTS[key] = digest.hexdigest()
+    return _ARCHIVE_DIGESTS[key]
+
+
+_ARCHIVE_DIGESTS: dict[tuple[str, int, int], str] = {}
+
+
 def git_commit(root: Path) -> str:
     """HEAD plus ``-dirty`` when tracked files differ; "unknown" outside a git checkout."""
     try:
@@ -150,6 +168,8 @@ def plan(chapters: list[Chapter], profiles: ProfileFile, profile: str, log: RunL
         extra: list[str] = []
         if chapter.summary:
             extra = [p.key for p in plans] + [git_commit(root)]
+        if parameters.get("replay"):  # the archive's content, not only its name, decides the answers
+            extra.append(_archive_digest(Path(parameters["replay"])))
         key = chapter_key(chapter, parameters, package=package, kernel=kernel,
                           data_dir=data_dir, extra=extra)
         previous = log.entries.get(chapter.stem, {})

@@ -178,21 +178,33 @@ class Study:
         runs = [(spec, self.experiment(spec.dataset), facts_of(spec)) for spec in specs]
         outcomes = run_all(runs, root=self.root / self.profile.name, workers=workers, progress=self.progress,
                            refused=self.refused)
+        for spec, outcome in zip(specs, outcomes):
+            if spec.model is not None and spec.model.replay is not None:  # a call the archive lacks is an error
+                from fhs.run.archive import replay_failures
+
+                problem = replay_failures(outcome.metrics, spec.model.replay, outcome.path)
+                if problem is not None:
+                    raise problem
         return [Run(spec.dataset, spec.method, outcome.path, evaluated(outcome.summaries, self.refused),
                     outcome.metrics, self.refused) for spec, outcome in zip(specs, outcomes)]
 
 
 def llm_study(profile: str, runs_dir: str | Path, *, llm_limit: int | None = None, backend: str | None = None,
               model: str | None = None, base_url: str | None = None, cache_dir: str | Path = ".fhs-cache",
-              seed: int = 0) -> tuple[Study, ModelChoice]:
+              seed: int = 0, max_in_flight: int | None = None, thinking: bool | None = None,
+              replay: str | Path | None = None, llm_fraction: float | None = None) -> tuple[Study, ModelChoice]:
     """A chapter's study and model from its parameters cell, with the cache chapter 2 uses.
 
     Chapters that share this cache and sample (``runs_dir``/``cache_dir``) share FHS's calls.
+    ``replay`` (an ``fhs archive`` file) answers every call from the archive, with no server.
     """
     study = Study.for_profile(profile, runs_dir, progress=False)
     if llm_limit is not None:
         study.profile = study.profile.with_llm_facts(int(llm_limit))
+    if llm_fraction is not None:  # a rehearsal: a share of every LLM sample
+        study.profile = replace(study.profile, llm_fraction=float(llm_fraction))
     choice = ModelChoice.resolve(profile, backend=backend, model=model,
                                  base_urls=base_url.split(",") if base_url else None,
-                                 seed=seed, cache=Path(cache_dir) / "responses.sqlite")
+                                 seed=seed, cache=Path(cache_dir) / "responses.sqlite",
+                                 max_in_flight=max_in_flight, thinking=thinking, replay=replay)
     return study, choice

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from fhs.cli.commands import cmd_bench, cmd_domain, cmd_facts, cmd_plan, cmd_run, cmd_show, cmd_taxonomy
+from fhs.cli.commands import cmd_archive, cmd_bench, cmd_domain, cmd_facts, cmd_plan, cmd_run, cmd_show, cmd_taxonomy
 from fhs.cli.parser import build_parser
 from fhs.core.errors import InputError
 from fhs.llm.contract import BackendError
@@ -24,7 +24,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fhs: error: {error}", file=sys.stderr)
         return 2
     kept = f"; finished facts are kept in {args.out}, run the same command again to continue" \
-        if getattr(args, "out", None) else ""
+        if getattr(args, "out", None) and args.command != "archive" else ""
     try:
         if args.command == "run":
             cmd_run(args)
@@ -32,6 +32,8 @@ def main(argv: list[str] | None = None) -> int:
             cmd_bench(args)
         elif args.command == "plan":
             cmd_plan(args)
+        elif args.command == "archive":
+            cmd_archive(args)
         elif args.command == "show":
             cmd_show(args)
         elif args.command == "taxonomy":

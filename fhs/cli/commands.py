@@ -122,6 +122,8 @@ def cmd_run(args: argparse.Namespace) -> dict:
     from fhs.data.sampling import sample_by_context
     from fhs.method.knobs import knob_overrides
     from fhs.run.inputs import ModelChoice
+    from fhs.run.profiles import default_profile
+    from fhs.run.runner import AllFactsFailed
     from fhs.run.spec import RunSpec
 
     # an unknown method or setting fails here, before any data is loaded
@@ -136,9 +138,11 @@ def cmd_run(args: argparse.Namespace) -> dict:
                              + ", ".join(available_domains()))
     if spec.asks_model:
         spec = replace(spec, model=ModelChoice.resolve(
-            args.profile or "cpu", backend=args.backend, model=args.model, base_urls=args.base_url, seed=args.seed,
-            cache=args.cache, structured=args.structured, replay_unparsed=args.replay_unparsed,
-            any_server=args.replay_from_any_server))
+            args.profile or default_profile(args.backend), backend=args.backend, model=args.model,
+            base_urls=args.base_url, seed=args.seed, cache=args.cache, structured=args.structured,
+            replay_unparsed=args.replay_unparsed, any_server=args.replay_from_any_server,
+            max_in_flight=args.max_in_flight, thinking={"on": True, "off": False}.get(args.thinking),
+            replay=args.replay))
     experiment = _experiment(args)
     _check_out(args.out, args.data)  # the inputs are named first, then where the run would write
     spec = replace(spec, dataset=experiment.spec.name)
@@ -146,7 +150,10 @@ def cmd_run(args: argparse.Namespace) -> dict:
     if args.limit is not None:
         facts = facts[: args.limit]
     elif args.sample is not None or spec.model is not None:
-        facts = sample_by_context(facts, args.sample if args.sample is not None else spec.model.profile.llm_facts)
+        facts = sample_by_context(facts, args.sample if args.sample is not None
+                                  else spec.model.profile.llm_sample_size(experiment.spec.name, len(facts)))
+    if spec.model is not None or args.sample is not None or args.limit is not None:
+        print(_facts_note(args, spec.model, len(facts), len(experiment.facts)), file=sys.stderr, flush=True)
     check_gold(facts, experiment.taxonomy, args.facts or experiment.spec.name)
     sources = None
     if args.facts:  # where the inputs came from, so `fhs show` can find them again (not part of the stamp)
@@ -156,10 +163,44 @@ def cmd_run(args: argparse.Namespace) -> dict:
         sources = {"facts": str(Path(args.facts).resolve()), "taxonomy": taxonomy,
                    "domain": args.domain or experiment.spec.domain}
     workers = args.workers or (spec.model.profile.workers if spec.model is not None else 1)
-    outcome = spec.execute(experiment, facts, out_dir=args.out, fresh=args.fresh, refused=args.refused,
-                           sources=sources, workers=workers, progress=not args.quiet)
-    print(json.dumps({k: v for k, v in outcome.metrics.items() if k != "config"}, indent=2))
-    return outcome.metrics
+    try:
+        outcome = spec.execute(experiment, facts, out_dir=args.out, fresh=args.fresh, refused=args.refused,
+                               sources=sources, workers=workers, progress=not args.quiet)
+        metrics, nothing_ran = outcome.metrics, None
+    except AllFactsFailed as error:
+        metrics, nothing_ran = error.metrics, error
+    if spec.model is not None and spec.model.replay is not None:  # a call the archive lacks: name it
+        from fhs.run.archive import replay_failures
+
+        problem = replay_failures(metrics, spec.model.replay, args.out)
+        if problem is not None:
+            raise problem
+    if nothing_ran is not None:
+        raise nothing_ran
+    print(json.dumps({k: v for k, v in metrics.items() if k != "config"}, indent=2))
+    return metrics
+
+
+def _facts_note(args: argparse.Namespace, model, used: int, available: int) -> str:
+    """The run's first line: how many facts it takes, and whether a sample was taken."""
+    name = args.facts or args.dataset
+    profile = f"profile {model.profile.name}" if model is not None else "no model"
+    if args.limit is not None:
+        return f"fhs: {name}: the first {used:,} of {available:,} facts (--limit; {profile})"
+    if used < available:
+        return (f"fhs: {name}: a context-level sample of {used:,} of {available:,} facts ({profile}; "
+                f"--sample N for another size, --profile paper-full for every fact)")
+    return f"fhs: {name}: all {used:,} facts, no sample taken ({profile})"
+
+
+def cmd_archive(args: argparse.Namespace) -> dict:
+    from fhs.run.archive import pack
+    from fhs.run.inputs import default_llm_cache
+
+    summary = pack(args.run_dirs, args.out, cache=args.cache or default_llm_cache())
+    print(f"{summary['runs']} run(s), {summary['facts']:,} records, {summary['answers']:,} model answers and "
+          f"{summary['verdicts']:,} verdicts -> {summary['archive']} ({summary['bytes'] / 1e6:.1f} MB)")
+    return summary
 
 
 def _check_out(out: str, data: str | None) -> None:

@@ -126,7 +126,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="verifier window: one candidate per category profile (paper) or the plain top K_v")
     run.add_argument("--out", required=True, help="run directory for records.jsonl and metrics.json")
     run.add_argument("--profile", default=None,
-                     help=f"{names(PROFILES)}: backend, model and sample size (default cpu for LLM methods)")
+                     help=f"{names(PROFILES)}: backend, model and sample size (default: paper with "
+                          f"--backend openai or vllm, else cpu)")
     run.add_argument("--backend", default=None, help=f"{names(BACKENDS)} (default: the profile's)")
     run.add_argument("--model", default=None, help="model name (default: the profile's)")
     run.add_argument("--base-url", action="append", default=None,
@@ -157,6 +158,24 @@ def build_parser() -> argparse.ArgumentParser:
                      help="serve cached answers that a stage could not parse (default: ask the model again)")
     run.add_argument("--replay-from-any-server", action="store_true",
                      help="reuse cached answers made by another server URL for the same model name")
+    run.add_argument("--max-in-flight", type=_positive_int("max-in-flight"), default=None,
+                     help="requests in flight per server URL, for the whole process (default: the profile's, "
+                          "128 for paper); match the server's --max-num-seqs")
+    run.add_argument("--thinking", choices=["on", "off"], default=None,
+                     help="Qwen3's thinking mode, sent to the chat template whatever the model is called "
+                          "(default: the profile's; off, as in the paper)")
+    run.add_argument("--replay", default=None, metavar="ARCHIVE",
+                     help="answer every model call from an `fhs archive` file, with no server; a call it "
+                          "does not hold is an error")
+
+    archive = commands.add_parser("archive", help="pack runs' model answers, verdicts and records into one file "
+                                  "that `fhs run --replay` and the book rebuild from without a server")
+    archive.add_argument("run_dirs", nargs="+", metavar="RUN_DIR",
+                         help="run folders (the --out of `fhs run`), or folders holding them (e.g. runs/paper)")
+    archive.add_argument("--out", required=True, help="the archive file to write")
+    archive.add_argument("--cache", default=None,
+                         help="the response cache the runs used (default $FHS_CACHE/llm/responses.sqlite; "
+                              "the book's is .fhs-cache/responses.sqlite)")
 
     domain = commands.add_parser("domain", help="check a domain file (dimensions, glosses, category profiles)")
     domain.add_argument("action", choices=["check"])

@@ -35,6 +35,10 @@ _COLUMNS = ("key", "kind", "model", "purpose", "text", "tokens_in", "tokens_out"
 # added column would break their positional inserts), and an older file gains the tables.
 _UNPARSED_SQL = "CREATE TABLE IF NOT EXISTS unparsed (key TEXT PRIMARY KEY, marked REAL NOT NULL)"
 _FINISH_SQL = "CREATE TABLE IF NOT EXISTS finish (key TEXT PRIMARY KEY, reason TEXT NOT NULL)"
+# Every (kind, model, provenance) that stored answers here: the parts of a key that are not the
+# request, so that an archive of this cache (fhs/run/archive.py) can be replayed without the server.
+_IDENTITIES_SQL = ("CREATE TABLE IF NOT EXISTS identities (kind TEXT NOT NULL, model TEXT NOT NULL, "
+                   "provenance TEXT NOT NULL, PRIMARY KEY (kind, model, provenance))")
 
 
 @dataclass(frozen=True)
@@ -68,6 +72,7 @@ class ResponseCache:
             self._db.execute(_SCHEMA_SQL)
             self._db.execute(_UNPARSED_SQL)
             self._db.execute(_FINISH_SQL)
+            self._db.execute(_IDENTITIES_SQL)
             self._db.commit()
             columns = {row[1] for row in self._db.execute("PRAGMA table_info(responses)")}
         except sqlite3.DatabaseError as error:
@@ -121,6 +126,11 @@ class ResponseCache:
                                  [(e[0], e[4].finish_reason) for e in entries if e[4].finish_reason])
             self._db.executemany("INSERT INTO unparsed VALUES (?, ?)",
                                  [(e[0], now) for e in entries if unusable(e[4])])
+
+    def note_identity(self, kind: str, model: str, provenance: str) -> None:
+        """Remember that answers under this kind, model and provenance are stored here."""
+        with self._lock, self._db:
+            self._db.execute("INSERT OR IGNORE INTO identities VALUES (?, ?, ?)", (kind, model, provenance))
 
     def mark_unparsed(self, key: str) -> None:
         """Remember that the answer under ``key`` could not be parsed by the stage that asked."""
@@ -193,6 +203,7 @@ class CachedLLM:
         # Where the answers come from, beyond kind and model: a server backend's URLs, so that
         # another server's answers are never replayed as this one's (in-process engines: none).
         self.provenance = str(getattr(backend, "provenance", "") or "")
+        self._identity_noted = False
 
     def key(self, request: Request) -> str:
         return cache_key(self.kind, self.model, request, provenance=self.provenance)
@@ -202,6 +213,9 @@ class CachedLLM:
         self.cache.mark_unparsed(self.key(request))
 
     def complete(self, requests: Sequence[Request]) -> list[Response]:
+        if not self._identity_noted:  # also for a run served wholly from the cache: it may be archived
+            self.cache.note_identity(self.kind, self.model, self.provenance)
+            self._identity_noted = True
         served = self._serve(requests)
         with self._stats_lock:
             for request, response in zip(requests, served):

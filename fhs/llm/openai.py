@@ -3,37 +3,29 @@
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import itertools
 import json
 import math
+import threading
 import time
+import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fhs.core.errors import InputError, warn
 from fhs.llm.contract import BackendError, Request, RequestRefused, Response, chat_messages, derive_seed, plain
+from fhs.llm.inflight import DEFAULT_MAX_IN_FLIGHT, BackgroundLoop, server_gate
 from fhs.llm.llama_cpp import json_schema_grammar
-
-
-def _run_coroutine(coro: Any) -> Any:
-    """Run ``coro`` to completion, also from inside Jupyter's already running loop.
-
-    ``asyncio.run`` refuses to nest, so with a loop running in this thread the
-    coroutine gets its own loop on a short-lived worker thread.
-    """
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, coro).result()
 
 
 # --- OpenAI-compatible HTTP (vllm serve, llama.cpp server, any compatible endpoint) -------
 
 STRUCTURED_MODES = ("json_schema", "json_object", "gbnf", "none")
 _RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+# Each request names its stage (hypothesis, verifier, selector, ...) in this header, for a
+# server's logs and the simulator's request log (tests/sim_server.py); answers do not depend on it.
+PURPOSE_HEADER = "X-FHS-Purpose"
+CONNECTIONS_PER_CLIENT = 16  # connections per httpx pool (see OpenAIBackend._http)
 
 
 def _chat_url(base_url: str) -> str:
@@ -54,17 +46,27 @@ class OpenAIBackend:
     ``"none"`` (the prompt alone asks for JSON, as in the paper's code).
     Connection errors, timeouts, 429 and 5xx are retried with exponential
     backoff, each retry on the next server; other 4xx fail at once.
+
+    One event loop and one ``httpx.AsyncClient`` per backend, started on first
+    use, reuse their connections; ``complete`` blocks its caller only, so many
+    threads (one per fact in flight) call it at once. Each server URL admits at
+    most ``max_in_flight`` requests from the whole process (``fhs.llm.inflight``).
+    ``timeout`` is the deadline of one request attempt from sending to the last
+    byte (a server that trickles bytes fails at the deadline, naming itself).
+    ``thinking`` sends ``chat_template_kwargs.enable_thinking`` whatever the
+    model's name (the paper: off); ``None`` sends nothing.
     """
 
     def __init__(
         self,
         base_urls: Sequence[str],
         model: str,
-        max_in_flight: int = 8,
+        max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
         timeout: float = 600.0,
         api_key: str | None = None,
         structured: str = "json_schema",
         *,
+        thinking: bool | None = None,
         chat_template_kwargs: Mapping[str, Any] | None = None,
         extra_body: Mapping[str, Any] | None = None,
         max_retries: int = 4,
@@ -79,27 +81,33 @@ class OpenAIBackend:
         if structured not in STRUCTURED_MODES:
             raise InputError(f"unknown structured mode '{structured}'", field="structured",
                              fix=f"use one of {', '.join(STRUCTURED_MODES)}")
-        if max_in_flight < 1:
-            raise InputError("must be at least 1", field="max_in_flight")
+        if isinstance(max_in_flight, bool) or not isinstance(max_in_flight, int) or max_in_flight < 1:
+            raise InputError(f"must be a whole number of at least 1, got {max_in_flight!r}", field="max_in_flight")
+        if not (isinstance(timeout, (int, float)) and math.isfinite(timeout) and timeout > 0):
+            raise InputError(f"must be a number of seconds above 0, got {timeout!r}", field="timeout")
         self.base_urls = [u.rstrip("/") for u in base_urls]
         self._endpoints = [_chat_url(u) for u in self.base_urls]
         self.model = model
         self.max_in_flight = max_in_flight
-        self.timeout = timeout
+        self.timeout = float(timeout)
         self.api_key = api_key
         self.structured = structured
-        self.chat_template_kwargs = dict(chat_template_kwargs or {})
+        self.thinking = thinking
+        template = {} if thinking is None else {"enable_thinking": bool(thinking)}
+        self.chat_template_kwargs = {**template, **dict(chat_template_kwargs or {})}
         self.extra_body = dict(extra_body or {})
         self.max_retries = max_retries
         self.backoff_s = backoff_s
-        # How the schema is enforced changes the answer, so it is part of the cache identity.
-        self.kind = "openai" if structured == "json_schema" else f"openai-{structured}"
-        self.name = f"openai:{model}"
-        # Part of the cache key (fhs/llm/cache.py): another server may serve other weights under
-        # the same model name. ``any_server`` shares answers across servers on purpose.
-        self.provenance = "" if any_server else ",".join(sorted(self.base_urls))
+        self.kind, self.name, self.provenance = openai_identity(model, self.base_urls, structured=structured,
+                                                                thinking=thinking, any_server=any_server)
         self._round_robin = itertools.count()
+        self._round_robin_lock = threading.Lock()
         self._grammar_texts: dict[str, str] = {}
+        self._gates = [server_gate(url, max_in_flight) for url in self._endpoints]
+        self._loop = BackgroundLoop(f"fhs-openai:{model}")
+        self._client: list[Any] = []  # httpx.AsyncClients, made on the loop at first use (see _http)
+        self._client_turn = itertools.count()
+        weakref.finalize(self, _shut_down, self._loop, self._client)
 
     def _grammar_text(self, schema: Mapping[str, Any]) -> str:
         key = json.dumps(plain(schema), sort_keys=True)
@@ -133,45 +141,70 @@ class OpenAIBackend:
     def complete(self, requests: Sequence[Request]) -> list[Response]:
         if not requests:
             return []
-        slots = [next(self._round_robin) for _ in requests]
-        return _run_coroutine(self._complete_all(list(requests), slots))
+        with self._round_robin_lock:
+            slots = [next(self._round_robin) for _ in requests]
+        requests = list(requests)
+        return self._loop.call(lambda: self._complete_all(requests, slots))
+
+    def close(self) -> None:
+        """Close the connections and stop the event loop (a later call starts them again)."""
+        _shut_down(self._loop, self._client)
+
+    def _http(self) -> Any:
+        """A client for the next request, made on the backend's loop the first time (connections kept alive).
+
+        httpcore's pool scans every connection for every queued request, so one pool of
+        128 connections cost about 3.5 times the CPU a request of pools of
+        :data:`CONNECTIONS_PER_CLIENT` taken in turn (``scripts/bench_serve.py --pool``).
+        """
+        if not self._client:
+            import httpx
+
+            headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+            slots = self.max_in_flight * len(self._endpoints)
+            limits = httpx.Limits(max_connections=None, max_keepalive_connections=CONNECTIONS_PER_CLIENT)
+            # A proxy from the environment must not intercept a server on this machine.
+            local = all(_is_loopback(u) for u in self.base_urls)
+            self._client.extend(httpx.AsyncClient(timeout=httpx.Timeout(self.timeout), headers=headers,
+                                                  limits=limits, trust_env=not local)
+                                for _ in range(-(-slots // CONNECTIONS_PER_CLIENT)))
+        return self._client[next(self._client_turn) % len(self._client)]
 
     async def _complete_all(self, requests: list[Request], slots: list[int]) -> list[Response]:
-        import httpx
+        tasks = [asyncio.ensure_future(self._one(r, s)) for r, s in zip(requests, slots)]
+        try:
+            return list(await asyncio.gather(*tasks))
+        except BaseException:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
 
-        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-        limits = httpx.Limits(max_connections=self.max_in_flight,
-                              max_keepalive_connections=self.max_in_flight)
-        gate = asyncio.Semaphore(self.max_in_flight)
-        # A proxy from the environment must not intercept a server on this machine.
-        local = all(_is_loopback(u) for u in self.base_urls)
-        async with httpx.AsyncClient(timeout=self.timeout, headers=headers, limits=limits,
-                                     trust_env=not local) as client:
-            tasks = [asyncio.ensure_future(self._one(client, gate, r, s))
-                     for r, s in zip(requests, slots)]
-            try:
-                return list(await asyncio.gather(*tasks))
-            except BaseException:
-                for task in tasks:
-                    task.cancel()
-                await asyncio.gather(*tasks, return_exceptions=True)
-                raise
-
-    async def _one(self, client: Any, gate: asyncio.Semaphore, request: Request, slot: int) -> Response:
+    async def _one(self, request: Request, slot: int) -> Response:
         import httpx
 
         body = self.payload(request)
+        headers = {PURPOSE_HEADER: request.purpose} if request.purpose else {}
         tried: list[str] = []
         last_problem = ""
         for attempt in range(self.max_retries + 1):
-            url = self._endpoints[(slot + attempt) % len(self._endpoints)]
+            index = (slot + attempt) % len(self._endpoints)
+            url, gate = self._endpoints[index], self._gates[index]
             if url not in tried:
                 tried.append(url)
             try:
-                async with gate:
+                await gate.acquire()
+                try:
                     started = time.perf_counter()
-                    reply = await client.post(url, json=body)
+                    reply = await asyncio.wait_for(self._post(self._http(), url, body, headers), self.timeout)
                     seconds = time.perf_counter() - started
+                finally:
+                    gate.release()
+            except asyncio.TimeoutError:
+                raise BackendError(
+                    f"{url} sent no complete answer within the {self.timeout:g} s deadline of one request "
+                    f"(a stalled or overloaded server): check its log, or allow more time with "
+                    f"OpenAIBackend(timeout=...)") from None
             except httpx.TransportError as error:
                 last_problem = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
                 unreachable = True
@@ -203,6 +236,11 @@ class OpenAIBackend:
             f"({last_problem})"
         )
 
+    @staticmethod
+    async def _post(client: Any, url: str, body: Mapping[str, Any], headers: Mapping[str, str]) -> Any:
+        """POST and read the whole body (``wait_for`` around it bounds the attempt, not each read)."""
+        return await client.post(url, json=body, headers=headers)
+
     def _response(self, url: str, reply: Any, seconds: float) -> Response:
         try:
             data = reply.json()
@@ -214,13 +252,39 @@ class OpenAIBackend:
                 f"({type(error).__name__}): {' '.join(reply.text[:300].split())}"
             ) from None
         usage = data.get("usage") if isinstance(data.get("usage"), Mapping) else {}
+        finish = choice.get("finish_reason") if isinstance(choice, Mapping) else None
         return Response(
             text=text,
             tokens_in=_token_count(usage, "prompt_tokens", url),
             tokens_out=_token_count(usage, "completion_tokens", url),
             seconds=seconds,
             model=str(data.get("model") or self.model),
+            finish_reason=finish if isinstance(finish, str) and finish else None,
         )
+
+
+def openai_identity(model: str, base_urls: Sequence[str], *, structured: str = "json_schema",
+                    thinking: bool | None = None, any_server: bool = False) -> tuple[str, str, str]:
+    """``(kind, name, provenance)``: what the response cache keys this backend's answers by.
+
+    How the schema is enforced, and thinking on, change the answer, so they are part of
+    ``kind`` (thinking off or unset keep the key every earlier run used). ``provenance``
+    names the servers: another server may serve other weights under the same model name;
+    ``any_server`` shares answers across servers on purpose.
+    """
+    kind = "openai" if structured == "json_schema" else f"openai-{structured}"
+    if thinking:
+        kind += "-thinking"
+    urls = sorted(u.rstrip("/") for u in base_urls)
+    return kind, f"openai:{model}", "" if any_server else ",".join(urls)
+
+
+def _shut_down(loop: BackgroundLoop, client: list[Any]) -> None:
+    async def close_client() -> None:
+        while client:
+            await client.pop().aclose()
+
+    loop.close(close_client)
 
 
 MAX_RETRY_AFTER_S = 60.0  # a server's Retry-After is honoured up to this many seconds per wait
@@ -279,6 +343,3 @@ def _token_count(usage: Mapping[str, Any], name: str, url: str) -> int:
             warn(f"{url} reported usage.{name} = {value!r}, not a token count; token counts from it are unknown (0)")
         return 0
     return int(value)
-
-
-# --- llama.cpp in process -----------------------------------------------------------------

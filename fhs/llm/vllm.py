@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import importlib
-import threading
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from fhs.llm.batching import BatchCollector
 from fhs.llm.contract import BackendError, Request, Response, chat_messages, derive_seed, plain
 
 
@@ -45,26 +45,40 @@ def vllm_structured_kwargs(sampling_module: Any, schema: Mapping[str, Any]) -> d
     raise BackendError("this vLLM has neither StructuredOutputsParams nor GuidedDecodingParams")
 
 
-class VLLMBackend:
-    """vLLM in this process: one ``LLM.chat`` call per batch, one SamplingParams per request.
+DEFAULT_BATCH_SIZE = 256  # requests per LLM.chat call; the engine schedules up to max_num_seqs of them at once
 
-    Prefix caching is on (the J samples and the two verifier calls of a fact
-    share their long prompt). Qwen3's chat template is rendered with
-    ``enable_thinking=False`` as in the paper; other templates ignore the flag.
-    ``seconds`` on each response is the batch's wall time divided evenly.
+
+class VLLMBackend:
+    """vLLM in this process: requests from every thread batched into one ``LLM.chat`` call.
+
+    The offline engine serves one caller at a time, so a collector thread owns
+    it (``fhs.llm.batching``): whatever the run's threads have queued, up to
+    ``batch_size``, goes to the engine as one batch, one SamplingParams per
+    request. Prefix caching is on (the J samples and the two verifier calls of
+    a fact share their long prompt). ``enable_thinking`` goes to the chat
+    template whatever the model is called (the paper: off; templates without
+    the flag ignore it). ``seconds`` on each response is its batch's wall time
+    divided evenly.
     """
 
-    def __init__(self, model: str, *, enable_thinking: bool = False, **engine_args: Any) -> None:
+    def __init__(self, model: str, *, enable_thinking: bool = False, batch_size: int = DEFAULT_BATCH_SIZE,
+                 **engine_args: Any) -> None:
         vllm = _import_vllm()
         self._vllm = vllm
         self._sampling = importlib.import_module("vllm.sampling_params")
         args = {"enable_prefix_caching": True, **engine_args}
         self._llm = vllm.LLM(model=model, **args)
         self.model = model
-        self.enable_thinking = enable_thinking
-        self._lock = threading.Lock()  # the offline engine serves one caller at a time
-        self.kind = "vllm"
+        self.enable_thinking = bool(enable_thinking)
+        self._collector: BatchCollector[Request, Response] = BatchCollector(
+            self._complete, batch_size, name=f"fhs-vllm:{model}")
+        self.kind = "vllm-thinking" if self.enable_thinking else "vllm"
         self.name = f"vllm:{model}"
+
+    @property
+    def batches(self) -> list[int]:
+        """The size of every batch sent to the engine so far."""
+        return self._collector.batches
 
     def sampling_params(self, request: Request) -> Any:
         kwargs: dict[str, Any] = {
@@ -79,10 +93,7 @@ class VLLMBackend:
         return self._vllm.SamplingParams(**kwargs)
 
     def complete(self, requests: Sequence[Request]) -> list[Response]:
-        if not requests:
-            return []
-        with self._lock:
-            return self._complete(requests)
+        return self._collector.submit(list(requests))
 
     def _complete(self, requests: Sequence[Request]) -> list[Response]:
         started = time.perf_counter()
@@ -100,7 +111,13 @@ class VLLMBackend:
                 tokens_out=len(out.outputs[0].token_ids or ()),
                 seconds=share,
                 model=self.model,
-                finish_reason=getattr(out.outputs[0], "finish_reason", None),  # "length": cut at max_tokens
+                finish_reason=_finish_reason(out.outputs[0]),
             )
             for out in outputs
         ]
+
+
+def _finish_reason(output: Any) -> str | None:
+    """vLLM's ``CompletionOutput.finish_reason`` ("stop", "length", ...), None where it has none."""
+    reason = getattr(output, "finish_reason", None)
+    return reason if isinstance(reason, str) and reason else None

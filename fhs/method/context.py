@@ -52,19 +52,22 @@ class MethodContext:
 Method = Callable[[Fact, MethodContext], dict]
 
 
-def call_record(request: Request, response: Response, parsed: bool, llm: LLM | None = None) -> dict[str, Any]:
+def call_record(request: Request, response: Response, parsed: bool, llm: LLM | None = None, *,
+                cache: LLM | None = None) -> dict[str, Any]:
     """A call's line in the record; an unparseable answer is also marked in ``llm``'s response cache.
 
     The stage that parsed the answer is the only one that knows it was unusable,
     so it tells the cache (``mark_unparsed``): the next run asks the model again
     instead of replaying the failure as if it were a good answer. An answer cut
     at ``max_tokens`` counts as unparsed whatever the stage made of it, and is
-    recorded as ``truncated`` (``metrics.json`` counts them per stage).
+    recorded as ``truncated`` (``metrics.json`` counts them per stage). With a cached
+    model (``llm``, or ``cache`` where a stage does not mark its failures) the line
+    carries the answer's cache ``key``.
     """
     parsed = parsed and not response.cut_short
     if not parsed and llm is not None and hasattr(llm, "mark_unparsed"):
         llm.mark_unparsed(request)
-    return {
+    record = {
         "purpose": request.purpose,
         "sample_index": request.sample_index,
         "seed": request.seed,
@@ -75,6 +78,11 @@ def call_record(request: Request, response: Response, parsed: bool, llm: LLM | N
         "parsed": parsed,
         "truncated": response.cut_short,
     }
+    keyed = cache if cache is not None else llm
+    if keyed is not None and hasattr(keyed, "key"):
+        # the response cache's key: `fhs archive` packs exactly the answers a run used
+        record["key"] = keyed.key(request)
+    return record
 
 
 def with_selector(fact: Fact, ctx: MethodContext, record: dict) -> dict:

@@ -82,8 +82,8 @@ def run_fhs_seq(fact: Fact, ctx: MethodContext, seq: SeqConfig | None = None) ->
     names = domain.dimension_names
 
     hypotheses, generated = generate_hypotheses(fact, llm, config, domain)
-    calls = [call_record(req, resp, parse_hypothesis(resp.text, names, domain.operator_names) is not None)
-             for req, resp in generated]
+    calls = [call_record(req, resp, parse_hypothesis(resp.text, names, domain.operator_names) is not None,
+                         cache=llm) for req, resp in generated]
     queries = [q for j, h in enumerate(hypotheses) for q in queries_for(fact, h, config, j)]
     rankings = retrieve(fact, queries, ctx.retriever)
     current = 0  # the hypothesis the next revision starts from
@@ -116,7 +116,7 @@ def run_fhs_seq(fact: Fact, ctx: MethodContext, seq: SeqConfig | None = None) ->
                                    ctx.taxonomy, domain, config)
         response = llm.complete([request])[0]
         revision = read_revision("" if response.cut_short else response.text, hypotheses[current], target, domain)
-        calls.append(call_record(request, response, revision.hypothesis is not None))
+        calls.append(call_record(request, response, revision.hypothesis is not None, cache=llm))
         revision_record = revision.to_dict()
         if revision.hypothesis is None or not revision.target_changed:
             rounds[-1]["revision_attempt"] = revision_record

@@ -131,7 +131,7 @@ class Calls:
             values = None if response.cut_short else parse_fields(response.text, fields)
             if values is not None and required is not None and not values.get(required):
                 values = None
-            self.records.append(call_record(request, response, values is not None))
+            self.records.append(call_record(request, response, values is not None, cache=llm))
             self.parse_failures += values is None
             parsed.append(values)
         return parsed

@@ -220,6 +220,9 @@ class ModelChoice:
     structured: str | None = None
     replay_unparsed: bool = False  # serve cached answers a stage could not parse instead of asking again
     any_server: bool = False  # replay answers cached from another server URL (same model name)
+    max_in_flight: int | None = None  # requests in flight per server URL (None: the profile's)
+    thinking: bool | None = None  # the chat template's thinking mode (None: the profile's)
+    replay: Path | None = None  # an `fhs archive` file: every answer comes from it, no server is asked
     _llm: object = field(default=None, compare=False, repr=False)
     _ledger: object = field(default=None, compare=False, repr=False)
 
@@ -227,23 +230,30 @@ class ModelChoice:
     def resolve(cls, profile: str | Profile, *, backend: str | None = None, model: str | None = None,
                 base_urls=None, seed: int = 0, cache: str | Path | None = None,
                 structured: str | None = None, replay_unparsed: bool = False,
-                any_server: bool = False) -> "ModelChoice":
+                any_server: bool = False, max_in_flight: int | None = None, thinking: bool | None = None,
+                replay: str | Path | None = None) -> "ModelChoice":
         chosen = get_profile(profile) if isinstance(profile, str) else profile
         urls = tuple(base_urls or ()) or (chosen.base_urls if (backend or chosen.backend) == "openai" else ())
         return cls(profile=chosen, backend=backend or chosen.backend, model=model or chosen.model,
                    base_urls=urls, seed=seed, cache_path=Path(cache) if cache else default_llm_cache(),
-                   structured=structured, replay_unparsed=replay_unparsed, any_server=any_server)
+                   structured=structured, replay_unparsed=replay_unparsed, any_server=any_server,
+                   max_in_flight=int(max_in_flight) if max_in_flight is not None else None,
+                   thinking=thinking, replay=Path(replay) if replay else None)
+
+    def thinking_mode(self) -> bool:
+        return self.profile.thinking if self.thinking is None else bool(self.thinking)
 
     def llm(self):
-        """The cached model client (every call goes through the response cache).
+        """The cached model client (every call goes through the response cache, or the archive).
 
-        Built once per process for each backend, model, servers and cache: the
-        choices of several seeds share one client, so a local model is loaded
-        once and identical requests in flight together are sent once.
+        Built once per process for each backend, model, servers, cache and client
+        settings: the choices of several seeds share one client, so a local model
+        is loaded once and identical requests in flight together are sent once.
         """
         if self._llm is None:
             key = (self.backend, self.model, self.base_urls, str(self.cache_path), self.structured,
-                   self.replay_unparsed, self.any_server)
+                   self.replay_unparsed, self.any_server, self.max_in_flight, self.thinking_mode(),
+                   str(self.replay) if self.replay else None)
             with _CLIENTS_LOCK:
                 if key not in _CLIENTS:
                     _CLIENTS[key] = self._make_llm()
@@ -251,6 +261,14 @@ class ModelChoice:
         return self._llm
 
     def _make_llm(self):
+        if self.replay is not None:
+            from fhs.llm.factory import backend_identity
+            from fhs.llm.replay import ReplayLLM
+
+            kind, model, name, provenance = backend_identity(
+                self.backend, self.model, base_urls=list(self.base_urls) or None, structured=self.structured,
+                thinking=self.thinking_mode(), any_server=self.any_server)
+            return ReplayLLM(self.replay, kind=kind, model=model, name=name, provenance=provenance)
         from fhs.llm.factory import make_llm
 
         options: dict = {"n_threads": 2} if self.backend == "llama_cpp" else {}
@@ -258,6 +276,10 @@ class ModelChoice:
             options["structured"] = self.structured
         if self.backend == "openai" and self.any_server:
             options["any_server"] = True
+        if self.backend == "openai":
+            options["max_in_flight"] = self.max_in_flight or self.profile.max_in_flight
+        if self.backend in ("openai", "vllm"):
+            options["thinking"] = self.thinking_mode()
         return make_llm(self.backend, self.model, base_urls=list(self.base_urls) or None,
                         cache_path=self.cache_path, replay_unparsed=self.replay_unparsed, **options)
 
@@ -273,7 +295,11 @@ class ModelChoice:
         return {"model": self.model}
 
     def ledger(self):
-        """The verdict ledger beside the response cache (``verdicts.sqlite``), opened once per process and file."""
+        """The verdict ledger beside the response cache (``verdicts.sqlite``), opened once; a replay's own."""
+        if self._ledger is None and self.replay is not None:
+            from fhs.run.archive import replay_ledger
+
+            self._ledger = replay_ledger(self.replay, self.cache_path)
         if self._ledger is None:
             from fhs.method.ledger import ledger_beside
 
@@ -286,7 +312,10 @@ class ModelChoice:
 
     def describe(self) -> dict:
         """The model as a run stamp records it (the seed is the run's own, ``fhs.run.spec``)."""
-        return {"backend": self.backend, "model": self.model, "structured": self.structured}
+        described = {"backend": self.backend, "model": self.model, "structured": self.structured}
+        if self.backend in ("openai", "vllm") and self.thinking_mode():
+            described["thinking"] = True  # off (the paper) leaves the description as it always was
+        return described
 
 
 _CLIENTS: dict[tuple, object] = {}  # model clients and verdict ledgers, shared by equal model choices

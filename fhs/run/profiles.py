@@ -46,6 +46,10 @@ class Profile:
     seeds: tuple[int, ...] = (0,)
     base_urls: tuple[str, ...] = ()
     workers: int = 1  # facts processed at once (keeps a server's batch full; 1 for in-process models)
+    # requests in flight per server URL, process-wide (fhs.llm.inflight): enough to fill a vLLM batch
+    max_in_flight: int = 128
+    # Qwen3's thinking mode, sent to the chat template whatever the model is called (the paper: off)
+    thinking: bool = False
     fhs_overrides: Mapping[str, Any] = field(default_factory=dict)
     dense_model: str = DEFAULT_MODEL  # the dense retriever's encoder (fhs.retrieval.encoders.MODELS)
     description: str = ""
@@ -165,3 +169,15 @@ PROFILES: dict[str, Profile] = {
 
 def get_profile(name: str) -> Profile:
     return choose(PROFILES, name, "profile")
+
+
+SERVER_BACKENDS = ("openai", "vllm")  # backends that run on a GPU box (fhs.llm.factory.BACKENDS)
+
+
+def default_profile(backend: str | None) -> str:
+    """The profile of a run that names none: a GPU backend gets the paper's settings, else ``cpu``.
+
+    A server run without ``--profile`` means the paper's run (every fact, the
+    paper's prompt budgets), not the laptop's two-fact sample.
+    """
+    return "paper" if backend in SERVER_BACKENDS else "cpu"

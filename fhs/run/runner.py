@@ -192,15 +192,19 @@ def run_jobs(jobs: Sequence[RunJob], *, workers: int = 1, progress: bool = True)
             writer.close()
 
 
+class AllFactsFailed(BackendError):
+    """Every fact of a run failed: its metrics (each failure's reason; not written to disk) measure nothing."""
+
+    def __init__(self, message: str, metrics: Mapping[str, Any]) -> None:
+        super().__init__(message)
+        self.metrics = dict(metrics)
+
+
 def _finish(job: RunJob, writer: RecordWriter, new: list[dict], wall_seconds: float) -> RunOutcome:
     """metrics.json of one run, from its facts' summaries (no record is read again)."""
     ids = list(dict.fromkeys(fact.id for fact in job.facts))
     summaries = writer.summaries(ids)
     ran = [s for s in summaries if not failed(s)]
-    if summaries and not ran:  # every fact failed: a recall of 0.0 would be a metric of nothing
-        reasons = failed_facts(summaries)
-        raise BackendError(f"all {len(summaries)} facts failed, so there is no metric to report "
-                           f"(e.g. {reasons['ids'][0]}: {reasons['reasons'][reasons['ids'][0]][:160]})")
     # Acc. and its basis (selector pick or rank 1) come from fhs.run.evaluate, as in the chapters
     result: dict[str, Any] = {"method": job.method, **metrics(summaries, refused=job.refused)}
     totals = call_totals(ran)
@@ -225,6 +229,10 @@ def _finish(job: RunJob, writer: RecordWriter, new: list[dict], wall_seconds: fl
     warn_about(stages, result["failed_facts"], len(summaries), refused=job.refused)
     if job.stamp:
         result["config"] = dict(job.stamp)
+    if summaries and not ran:  # every fact failed: a recall of 0.0 would be a metric of nothing, not written
+        reasons = result["failed_facts"]
+        raise AllFactsFailed(f"all {len(summaries)} facts failed, so there is no metric to report "
+                             f"(e.g. {reasons['ids'][0]}: {reasons['reasons'][reasons['ids'][0]][:160]})", result)
     write_json_atomic(Path(job.out_dir) / "metrics.json", result)
     return RunOutcome(Path(job.out_dir), result, summaries)
 

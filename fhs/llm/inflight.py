@@ -1,0 +1,165 @@
+"""A process-wide limit on the requests in flight to each server, and the event loop that sends them.
+
+vLLM reaches its throughput only with many sequences in one batch, so the
+client keeps up to a fixed number of requests in flight per server URL. The
+limit belongs to the server, not to one backend object: a chapter, the run
+engine's threads and the relocator may each hold a backend for the same URL,
+and together they must neither overrun the server nor leave it idle. Every
+backend of the process therefore takes its slots from one :class:`InFlightGate`
+per URL (:func:`server_gate`).
+
+Backends own their event loop (:class:`BackgroundLoop`): one daemon thread
+per backend runs every request that backend sends, so connections are reused
+and ``complete()`` stays a plain blocking call that any thread may make, also
+from inside Jupyter's running loop. Gates are shared across those loops, so
+they are built on a thread lock and hand slots over with
+``call_soon_threadsafe``, not on ``asyncio.Semaphore`` (which belongs to one loop).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import concurrent.futures
+import os
+import threading
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+DEFAULT_MAX_IN_FLIGHT = 128  # requests per server: enough to fill a vLLM batch on one large GPU
+
+
+class InFlightGate:
+    """At most ``limit`` holders at once, waiters served first come first served, from any event loop."""
+
+    def __init__(self, limit: int) -> None:
+        self._lock = threading.Lock()
+        self._limit = limit
+        self._held = 0
+        self._waiters: collections.deque[tuple[asyncio.AbstractEventLoop, asyncio.Future]] = collections.deque()
+
+    @property
+    def limit(self) -> int:
+        return self._limit
+
+    @property
+    def held(self) -> int:
+        return self._held
+
+    def set_limit(self, limit: int) -> None:
+        """Change the limit; a higher one admits waiters at once, a lower one takes effect as holders leave."""
+        with self._lock:
+            self._limit = limit
+            while self._waiters and self._held < self._limit:
+                self._held += 1
+                self._grant(*self._waiters.popleft())
+
+    async def acquire(self) -> None:
+        with self._lock:
+            if self._held < self._limit and not self._waiters:
+                self._held += 1
+                return
+            loop = asyncio.get_running_loop()
+            waiter = loop.create_future()
+            self._waiters.append((loop, waiter))
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            with self._lock:
+                try:
+                    self._waiters.remove((loop, waiter))
+                    granted = False
+                except ValueError:  # a slot was handed over before the cancellation arrived
+                    granted = True
+            if granted:
+                self.release()
+            raise
+
+    def release(self) -> None:
+        with self._lock:
+            if self._waiters and self._held <= self._limit:
+                self._grant(*self._waiters.popleft())  # the slot passes on: ``held`` is unchanged
+            else:
+                self._held -= 1
+
+    @staticmethod
+    def _grant(loop: asyncio.AbstractEventLoop, waiter: asyncio.Future) -> None:
+        def wake() -> None:
+            if not waiter.done():
+                waiter.set_result(None)
+
+        loop.call_soon_threadsafe(wake)
+
+
+_GATES: dict[str, InFlightGate] = {}
+_GATES_LOCK = threading.Lock()
+
+
+def server_gate(url: str, limit: int) -> InFlightGate:
+    """The process's gate for ``url``, set to ``limit`` (the backend built last sets the server's limit)."""
+    with _GATES_LOCK:
+        gate = _GATES.get(url)
+        if gate is None:
+            gate = _GATES[url] = InFlightGate(limit)
+    if gate.limit != limit:
+        gate.set_limit(limit)
+    return gate
+
+
+class BackgroundLoop:
+    """An asyncio loop on a daemon thread, started on first use; ``call`` runs a coroutine there and waits.
+
+    A forked child starts its own loop (the parent's thread does not exist there).
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+
+    def _running_loop(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None or self._pid != os.getpid():
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(target=_serve_forever, args=(loop,), name=self.name, daemon=True)
+                thread.start()
+                self._loop, self._thread, self._pid = loop, thread, os.getpid()
+            return self._loop
+
+    def call(self, make: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
+        """Run ``make()`` on the loop and return its result; an interrupted caller cancels it."""
+        loop = self._running_loop()
+        if threading.current_thread() is self._thread:
+            raise RuntimeError(f"{self.name}: a request made from inside its own event loop would wait forever")
+        future = asyncio.run_coroutine_threadsafe(make(), loop)
+        try:
+            return future.result()
+        except BaseException:
+            future.cancel()
+            raise
+
+    def close(self, last: Callable[[], Coroutine[Any, Any, Any]] | None = None) -> None:
+        """Run ``last()`` (e.g. closing a client) on the loop, then stop the loop and its thread."""
+        with self._lock:
+            loop, thread, pid = self._loop, self._thread, self._pid
+            self._loop = self._thread = None
+        if loop is None or pid != os.getpid() or loop.is_closed():
+            return
+        if last is not None and thread is not threading.current_thread():
+            try:
+                asyncio.run_coroutine_threadsafe(last(), loop).result(timeout=5)
+            except (concurrent.futures.TimeoutError, RuntimeError, OSError):
+                pass  # closing connections is a courtesy; the thread ends either way
+        loop.call_soon_threadsafe(loop.stop)
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=5)
+
+
+def _serve_forever(loop: asyncio.AbstractEventLoop) -> None:
+    asyncio.set_event_loop(loop)
+    try:
+        loop.run_forever()
+    finally:
+        loop.close()

@@ -1,0 +1,249 @@
+"""Portable runs: `fhs archive` packs what runs asked and were answered; `--replay` rebuilds them with no server."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from fhs.cli import main
+from fhs.run.archive import archive_provenance, archived_runs
+from llama_server import free_port
+from server_runs import INVOCATION, TIMING, fhs_run, records_of, without, write_inputs
+from sim_server import running, stats
+
+REPLAYED = TIMING | {"cached"}  # a replayed answer is a cached one
+VARIANT = ("--beta", "0.3", "--selector", "off")
+
+
+@pytest.fixture
+def served(tmp_path, capsys):
+    """One fhs run against the simulator, its cache folder and inputs; the server is gone afterwards."""
+    facts, concepts = write_inputs(tmp_path)
+    cache = tmp_path / "gpu-cache" / "responses.sqlite"
+    with running(free_port(), "--fixed-latency", "0.02") as url:
+        code, metrics, err = fhs_run(capsys, facts, concepts, tmp_path / "gpu-run", "--backend", "openai",
+                                     "--base-url", url, "--cache", str(cache))
+        assert code == 0, err
+    return {"facts": facts, "concepts": concepts, "cache": cache, "url": url, "metrics": metrics,
+            "run": tmp_path / "gpu-run"}
+
+
+def archive(capsys, *args: str) -> tuple[int, str, str]:
+    code = main(["archive", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_an_archived_run_replays_with_no_server_and_the_same_records_and_metrics(served, tmp_path, capsys):
+    code, out, err = archive(capsys, str(served["run"]), "--cache", str(served["cache"]), "--out",
+                             str(tmp_path / "run.fhsa"))
+    assert code == 0, err
+    assert "1 run(s), 6 records" in out
+    # a laptop: another folder, no server at the URL the run used, a fresh cache of its own
+    laptop = tmp_path / "laptop"
+    laptop.mkdir()
+    shutil.copy(tmp_path / "run.fhsa", laptop / "run.fhsa")
+    (laptop / "run.fhsa").chmod(0o444)  # a downloaded archive may be read-only
+    code, metrics, err = fhs_run(capsys, served["facts"], served["concepts"], laptop / "replayed", "--backend",
+                                 "openai", "--base-url", served["url"], "--replay", str(laptop / "run.fhsa"),
+                                 "--cache", str(laptop / "cache" / "responses.sqlite"))
+    assert code == 0, err
+    assert metrics["llm_calls"] == 0 and metrics["cache_hits"] == served["metrics"]["llm_calls"]
+    assert without(metrics, INVOCATION | {"recorded_seconds"}) == \
+        without(served["metrics"], INVOCATION | {"recorded_seconds"})
+    assert without(records_of(laptop / "replayed"), REPLAYED) == without(records_of(served["run"]), REPLAYED)
+
+
+def test_a_replay_need_not_name_the_gpu_servers_url(served, tmp_path, capsys):
+    archive(capsys, str(served["run"]), "--cache", str(served["cache"]), "--out", str(tmp_path / "run.fhsa"))
+    code, metrics, err = fhs_run(capsys, served["facts"], served["concepts"], tmp_path / "replayed", "--backend",
+                                 "openai", "--replay", str(tmp_path / "run.fhsa"),
+                                 "--cache", str(tmp_path / "laptop" / "responses.sqlite"))
+    assert code == 0, err
+    assert metrics["recall@1"] == served["metrics"]["recall@1"] and metrics["llm_calls"] == 0
+
+
+def test_a_call_missing_from_the_archive_is_an_error_naming_stage_fact_and_run_and_never_a_request(
+        served, tmp_path, capsys):
+    archive(capsys, str(served["run"]), "--cache", str(served["cache"]), "--out", str(tmp_path / "run.fhsa"))
+    with running(free_port(), "--fixed-latency", "0") as url:
+        code, _, err = fhs_run(capsys, served["facts"], served["concepts"], tmp_path / "more", "--backend", "openai",
+                               "--base-url", url, "--j", "3", "--replay", str(tmp_path / "run.fhsa"),
+                               "--cache", str(tmp_path / "laptop" / "responses.sqlite"))
+        assert stats(url)["requests"] == 0  # the server was there, and never asked
+    assert code == 2
+    line = [line for line in err.splitlines() if line.startswith("fhs: error:")][0]
+    assert "run.fhsa" in line and "hypothesis call (sample 2" in line and "fact f" in line and "more" in line
+
+
+def test_verdicts_a_run_took_from_the_ledger_replay_from_the_archive(served, tmp_path, capsys):
+    common = (served["facts"], served["concepts"])
+    # a re-scoring variant: cached hypotheses, verdicts from the ledger, no selector, so no server needed
+    code, variant, err = fhs_run(capsys, *common, tmp_path / "variant", "--backend", "openai", "--base-url",
+                                 served["url"], *VARIANT, "--cache", str(served["cache"]))
+    assert code == 0, err
+    records = records_of(tmp_path / "variant")
+    assert all(v["from_ledger"] for r in records.values() for v in r["verifier"]["verdicts"] if v["asked"])
+    assert not any(c["purpose"] == "verifier" for r in records.values() for c in r["llm_calls"])
+    code, _, err = archive(capsys, str(tmp_path / "variant"), "--cache", str(served["cache"]),
+                           "--out", str(tmp_path / "variant.fhsa"))
+    assert code == 0, err
+    code, replayed, err = fhs_run(capsys, *common, tmp_path / "replayed", "--backend", "openai", "--base-url",
+                                  served["url"], *VARIANT, "--replay", str(tmp_path / "variant.fhsa"),
+                                  "--cache", str(tmp_path / "laptop" / "responses.sqlite"))
+    assert code == 0, err
+    assert without(records_of(tmp_path / "replayed"), REPLAYED) == without(records, REPLAYED)
+
+
+def test_runs_replayed_in_their_order_share_the_replays_own_ledger(served, tmp_path, capsys):
+    common = (served["facts"], served["concepts"])
+    code, _, err = fhs_run(capsys, *common, tmp_path / "variant", "--backend", "openai", "--base-url",
+                           served["url"], *VARIANT, "--cache", str(served["cache"]))
+    assert code == 0, err
+    code, out, err = archive(capsys, str(tmp_path), "--cache", str(served["cache"]),
+                             "--out", str(tmp_path / "both.fhsa"))  # a folder of runs
+    assert code == 0 and "2 run(s)" in out, err
+    laptop = tmp_path / "laptop" / "responses.sqlite"
+    for name, extra in (("gpu-run", ()), ("variant", VARIANT)):
+        code, _, err = fhs_run(capsys, *common, tmp_path / "replay" / name, "--backend", "openai", "--base-url",
+                               served["url"], *extra, "--replay", str(tmp_path / "both.fhsa"), "--cache", str(laptop))
+        assert code == 0, err
+        assert without(records_of(tmp_path / "replay" / name), REPLAYED) == \
+            without(records_of(tmp_path / name), REPLAYED)
+
+
+def test_the_archive_holds_the_runs_records_config_metrics_and_provenance(served, tmp_path, capsys):
+    archive(capsys, str(served["run"]), "--cache", str(served["cache"]), "--out", str(tmp_path / "run.fhsa"))
+    (run,) = archived_runs(tmp_path / "run.fhsa")
+    assert run.name == str(served["run"]) and len(run.records) == 6
+    assert run.run_config["method"] == "fhs" and run.metrics["n_facts"] == 6
+    provenance = archive_provenance(tmp_path / "run.fhsa")
+    assert provenance["answers"] == served["metrics"]["llm_calls"] and provenance["fhs"] and provenance["id"]
+
+
+def test_records_without_cache_keys_are_refused_with_the_way_to_record_them(served, tmp_path, capsys):
+    lines = (served["run"] / "records.jsonl").read_text().splitlines()
+    stripped = [json.loads(line) for line in lines]
+    for record in stripped:
+        for call in record["llm_calls"]:
+            call.pop("key")
+    (served["run"] / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in stripped))
+    code, _, err = archive(capsys, str(served["run"]), "--cache", str(served["cache"]), "--out", str(tmp_path / "x"))
+    assert code == 2 and "carry no cache key" in err and "--fresh" in err and str(served["run"]) in err
+    assert not (tmp_path / "x").exists()
+
+
+def test_answers_missing_from_the_cache_name_the_first_call(served, tmp_path, capsys):
+    import sqlite3
+
+    other = tmp_path / "other" / "responses.sqlite"
+    other.parent.mkdir()
+    with sqlite3.connect(served["cache"]) as source, sqlite3.connect(other) as db:
+        source.backup(db)
+        db.execute("DELETE FROM responses WHERE purpose = 'selector'")
+    code, _, err = archive(capsys, str(served["run"]), "--cache", str(other), "--out", str(tmp_path / "x"))
+    assert code == 2 and "not in this cache" in err and "selector call of fact f" in err
+
+
+@pytest.mark.parametrize("content", [b"not sqlite at all" * 10, None])
+def test_a_replay_file_that_is_not_an_archive_is_a_one_line_error(content, tmp_path, capsys):
+    facts, concepts = write_inputs(tmp_path, 2)
+    path = tmp_path / "x.fhsa"
+    if content is not None:
+        path.write_bytes(content)
+    code, _, err = fhs_run(capsys, facts, concepts, tmp_path / "run", "--backend", "openai", "--replay", str(path),
+                           "--cache", str(tmp_path / "c" / "responses.sqlite"))
+    assert code == 2 and "x.fhsa" in err and ("not an fhs archive" in err or "no such archive" in err)
+
+
+def test_a_replay_with_another_model_says_which_the_archive_holds(served, tmp_path, capsys):
+    archive(capsys, str(served["run"]), "--cache", str(served["cache"]), "--out", str(tmp_path / "run.fhsa"))
+    code, _, err = fhs_run(capsys, served["facts"], served["concepts"], tmp_path / "r", "--backend", "openai",
+                           "--model", "other-model", "--replay", str(tmp_path / "run.fhsa"),
+                           "--cache", str(tmp_path / "c" / "responses.sqlite"))
+    assert code == 2 and "openai:Qwen/Qwen3-32B" in err and "other-model" in err
+
+
+@pytest.mark.model
+@pytest.mark.data
+def test_a_real_models_run_replays_from_its_archive(tmp_path, capsys):
+    """SmolLM2 in process on two FinCL facts: archived, then replayed with no model at all."""
+    cache = tmp_path / "cache" / "responses.sqlite"
+    args = ["run", "--dataset", "fincl", "--method", "fhs", "--profile", "smoke", "--limit", "2", "--quiet"]
+    assert main([*args, "--out", str(tmp_path / "a"), "--cache", str(cache)]) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert first["llm_calls"] > 0
+    assert main(["archive", str(tmp_path / "a"), "--cache", str(cache), "--out", str(tmp_path / "a.fhsa")]) == 0
+    capsys.readouterr()
+    import fhs.llm.llama_cpp as llama_module
+
+    def no_model(*_, **__):
+        raise AssertionError("a replay loaded the model")
+
+    original = llama_module.LlamaCppBackend
+    llama_module.LlamaCppBackend = no_model
+    try:
+        code = main([*args, "--out", str(tmp_path / "b"), "--replay", str(tmp_path / "a.fhsa"),
+                     "--cache", str(tmp_path / "laptop" / "responses.sqlite")])
+    finally:
+        llama_module.LlamaCppBackend = original
+    replayed = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert without(replayed, INVOCATION | {"recorded_seconds"}) == without(first, INVOCATION | {"recorded_seconds"})
+    assert without(records_of(tmp_path / "b"), REPLAYED) == without(records_of(tmp_path / "a"), REPLAYED)
+    assert Path(tmp_path / "a.fhsa").stat().st_size > 0
+
+
+def test_a_chapter_replaying_an_archive_reruns_when_the_archives_content_changes(tmp_path):
+    from fhs.book import chapters as C
+    from fhs.book import execute as B
+
+    (tmp_path / "book").mkdir()
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "fhs").mkdir()
+    (tmp_path / "fhs" / "mod.py").write_text("X = 1\n")
+    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: book/intro\nchapters:\n  - file: book/01_alpha\n")
+    (tmp_path / "book" / "intro.md").write_text("# Intro\n")
+    (tmp_path / "notebooks" / "profiles.yaml").write_text("profiles:\n  paper:\n    parameters: {replay: null}\n")
+    (tmp_path / "notebooks" / "01_alpha.py").write_text('# %% tags=["parameters"]\nreplay = None\n\n# %%\nprint(replay)\n')
+    archive_file = tmp_path / "paper.fhsa"
+    archive_file.write_bytes(b"first")
+    profiles = C.load_profiles(tmp_path / "notebooks" / "profiles.yaml")
+    chapters = C.chapters_from_toc(tmp_path)
+    log = B.RunLog(tmp_path / "_build" / "executions.json")
+
+    def key() -> str:
+        (plan,) = B.plan(chapters, profiles, "paper", log, root=tmp_path, kernel="python3",
+                         overrides={"replay": str(archive_file)}, declared={"01_alpha": {"replay"}})
+        assert plan.parameters == {"replay": str(archive_file)}
+        return plan.key
+
+    first = key()
+    assert key() == first
+    archive_file.write_bytes(b"second, another run")
+    assert key() != first
+
+
+@pytest.mark.data
+def test_the_books_runs_replay_through_llm_study(tmp_path):
+    """A chapter's runs (fhs.book.study) against the simulator, archived, rebuilt by a second study from the archive."""
+    from fhs.book.study import llm_study
+
+    with running(free_port(), "--fixed-latency", "0") as url:
+        study, choice = llm_study("paper", tmp_path / "gpu-runs", llm_limit=2, base_url=url,
+                                  cache_dir=tmp_path / "gpu-cache")
+        original = study.run_llm("fincl", "fhs", choice)
+    assert main(["archive", str(tmp_path / "gpu-runs"), "--cache", str(tmp_path / "gpu-cache" / "responses.sqlite"),
+                 "--out", str(tmp_path / "paper.fhsa")]) == 0
+    study, choice = llm_study("paper", tmp_path / "laptop-runs", llm_limit=2, base_url=url,
+                              cache_dir=tmp_path / "laptop-cache", replay=tmp_path / "paper.fhsa")
+    replayed = study.run_llm("fincl", "fhs", choice)
+    assert replayed.path.relative_to(tmp_path / "laptop-runs") == original.path.relative_to(tmp_path / "gpu-runs")
+    assert without(replayed.records, REPLAYED) == without(original.records, REPLAYED)
+    study, choice = llm_study("paper", tmp_path / "more-runs", llm_limit=4, base_url=url,
+                              cache_dir=tmp_path / "more-cache", replay=tmp_path / "paper.fhsa")
+    with pytest.raises(Exception, match="need calls the archive does not hold"):
+        study.run_llm("fincl", "fhs", choice)  # two more facts than the GPU run had
