@@ -61,7 +61,7 @@ def call_record(request: Request, response: Response, parsed: bool, llm: LLM | N
     """
     if not parsed and llm is not None and hasattr(llm, "mark_unparsed"):
         llm.mark_unparsed(request)
-    return {
+    record = {
         "purpose": request.purpose,
         "sample_index": request.sample_index,
         "seed": request.seed,
@@ -71,6 +71,9 @@ def call_record(request: Request, response: Response, parsed: bool, llm: LLM | N
         "cached": response.cached,
         "parsed": parsed,
     }
+    if request.shortened is not None:  # cut to fit its token budget (fhs/method/prompting.py)
+        record["shortened"] = dict(request.shortened)
+    return record
 
 
 def with_selector(fact: Fact, ctx: MethodContext, record: dict) -> dict:

@@ -42,7 +42,7 @@ def verifier_scope(model: str, config: FHSConfig) -> str:
     """Which model judged, under which prompt settings (a different setting is a different verdict)."""
     settings = {name: getattr(config, name) for name in (
         "json_schema", "definition_chars", "context_chars", "max_tokens_verifier",
-        "verifier_prompt_chars", "seed")}
+        "verifier_prompt_tokens", "prompt_order", "seed")}
     return model + ":" + hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:12]
 
 

@@ -53,14 +53,14 @@ class Experiment:
     def fingerprint(self, *, llm: bool) -> dict[str, str]:
         """SHA-256 digests of what a run reads (the run stamp's ``inputs``, see fhs/run/stamp.py)."""
         from fhs.data.domain import domain_path
-        from fhs.method.prompting import PROMPTS_DIR
+        from fhs.method.prompting import EVIDENCE_FIRST_DIR, PROMPTS_DIR
 
         inputs = {"facts": facts_digest(self.facts), "taxonomy": taxonomy_digest(self.taxonomy)}
         if retriever_inputs(self.retriever):  # dense/hybrid: the embedding model's files
             inputs["retriever"] = retriever_inputs(self.retriever)
         if llm:
             inputs["domain"] = file_digest(domain_path(self.domain_name()))
-            inputs["prompts"] = files_digest(PROMPTS_DIR.glob("*.txt"))
+            inputs["prompts"] = files_digest([*PROMPTS_DIR.glob("*.txt"), *EVIDENCE_FIRST_DIR.glob("*.txt")])
         return inputs
 
     def llm_context(self, model: "ModelChoice", config: FHSConfig | None = None, **kw) -> MethodContext:
