@@ -93,6 +93,11 @@ class LlamaCppBackend:
         self.name = f"llama_cpp:{self.model}"
         self._grammars: dict[str, Any] = {}
 
+    @property
+    def context_tokens(self) -> int:
+        """The context length prompts must fit in, with their reply (``fhs.llm.server_info``)."""
+        return self.n_ctx
+
     def grammar(self, schema: Mapping[str, Any]) -> Any:
         key = json.dumps(plain(schema), sort_keys=True)
         if key not in self._grammars:

@@ -66,12 +66,15 @@ class Experiment:
     def llm_context(self, model: "ModelChoice", config: FHSConfig | None = None, **kw) -> MethodContext:
         """A method context with a model, the dataset's domain and the profile's FHS knobs."""
         from fhs.data.domain import load_domain
+        from fhs.llm.server_info import context_window
 
         config = (config or model.profile.fhs_config()).replace(
             k=self.retriever.config.top_k, w_cov=self.retriever.config.w_cov, seed=model.seed)
+        llm = model.llm()
+        # prompt budgets stay within the model's context: the server's or engine's, else the profile's
+        config = config.replace(context_tokens=context_window(llm) or config.context_tokens)
         kw.setdefault("ledger", model.ledger())
-        return self.method_context(llm=model.llm(), domain=load_domain(self.domain_name()),
-                                   config=config, **kw)
+        return self.method_context(llm=llm, domain=load_domain(self.domain_name()), config=config, **kw)
 
     def method_context(self, **kw) -> MethodContext:
         options = {"oracle_with_id": self.spec.oracle_with_id, **kw.pop("options", {})}

@@ -88,6 +88,8 @@ PROFILES: dict[str, Profile] = {
             seeds=(0, 1, 2),
             base_urls=("http://127.0.0.1:8000/v1",),
             workers=8,
+            # the served --max-model-len (book/reproducing.md) when the server does not report it
+            fhs_overrides={"context_tokens": 32_768},
             description="a GPU box: vLLM serving Qwen3-32B, full test splits, three seeded runs",
         ),
     )
