@@ -14,6 +14,7 @@ from fhs.data.facts import Fact
 from fhs.data.relocate.tasks import RelocationTask
 from fhs.data.taxonomy import Concept, Taxonomy
 from fhs.llm.contract import Message, Request, Response
+from fhs.llm.lines import LineCounter, LineTokenizer
 from fhs.llm.tokens import CharEstimate, count_messages, default_counter
 from fhs.method.config import FHSConfig
 from fhs.method.context import MethodContext, call_record
@@ -23,8 +24,7 @@ from fhs.method.free_text import free_text_request
 from fhs.method.hypotheses import Hypothesis, generator_prompt, hypothesis_requests
 from fhs.method.parallel import parallel_requests
 from fhs.method.parallel_diverse import diverse_request
-from fhs.method.prompting import (Budget, LineCounter, PromptTooLong, clip, distinct_rungs, fact_messages,
-                                  fit_to_budget)
+from fhs.method.prompting import Budget, PromptTooLong, clip, distinct_rungs, fact_messages, fit_to_budget
 from fhs.method.relocation import LLMRelocator
 from fhs.method.revision import Tally, revision_request
 from fhs.method.rewrite import Query, rewrite_request
@@ -172,6 +172,9 @@ def test_counting_line_by_line_gives_the_whole_texts_count():
         whole = counter.count(text)
         # an estimate rounds each line up, so it may only over-count
         assert lines.count(text) == whole if counter.exact else lines.count(text) >= whole, repr(text)
+    if counter.exact:  # the token ids too, for measuring shared prefixes (fhs/llm/prefix.py)
+        ids = LineTokenizer(counter.tokenize)
+        assert all(ids(text) == counter.tokenize(text) for text in texts)
 
 
 def test_the_window_less_the_reply_caps_the_stage_budget():

@@ -26,8 +26,6 @@ Reading JSON out of a reply lives in ``fhs.llm.jsonout``.
 
 from __future__ import annotations
 
-import re
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -37,6 +35,7 @@ from typing import Any
 
 from fhs.data.evidence import ORDERS
 from fhs.llm.contract import Message, RequestRefused
+from fhs.llm.lines import LineCounter
 from fhs.llm.tokens import TokenCounter, count_messages, default_counter
 
 PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
@@ -97,44 +96,11 @@ class Budget:
         return f"the stage's budget of {self.stage_tokens:,} tokens"
 
 
-# Qwen's pre-tokenizer (byte-level BPE, the regex llama.cpp applies for the qwen2 vocabulary)
-# never joins text across the last line break of a whitespace run: the run up to that break
-# is one piece (or closes the punctuation before it), and what follows starts afresh. Token
-# counts therefore add up over lines split there (tests/test_prompting.py checks it), and a
-# line seen before (instructions, a context, a candidate) is not tokenized again.
-_LINE_ENDS = re.compile(r"(?<=[\r\n])(?=[^\S\r\n]*\S)")
-
-
-class LineCounter:
-    """``counter``, line by line, remembering each line's count (the sum equals the whole text's)."""
-
-    def __init__(self, counter: TokenCounter, max_lines: int = 200_000) -> None:
-        self.counter = counter
-        self.name = counter.name
-        self.exact = counter.exact
-        self.max_lines = max_lines
-        self._counts: dict[str, int] = {}
-        self._lock = threading.Lock()
-
-    def count(self, text: str) -> int:
-        total = 0
-        for line in _LINE_ENDS.split(text or ""):
-            known = self._counts.get(line)
-            if known is None:
-                known = self.counter.count(line)
-                with self._lock:
-                    if len(self._counts) >= self.max_lines:
-                        self._counts.clear()
-                    self._counts[line] = known
-            total += known
-        return total
-
-
 _PROMPT_COUNTER: list[LineCounter] = []
 
 
 def prompt_counter() -> LineCounter:
-    """The counter budgets use: the served vocabulary (``default_counter``), line by line."""
+    """The counter budgets use: the served vocabulary (``default_counter``), line by line (``fhs.llm.lines``)."""
     if not _PROMPT_COUNTER:
         _PROMPT_COUNTER.append(LineCounter(default_counter()))
     return _PROMPT_COUNTER[0]
