@@ -177,7 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="prefix: a prefix cache of this many 16-token blocks, least recently used evicted "
                             "(default: unbounded)")
     bench.add_argument("--orders", default="evidence-first,shared-first", help="kv: prompt orders to replay")
-    bench.add_argument("--kv-states", default="0,8", help="kv: saved KV states to compare (0: the last call's only)")
+    bench.add_argument("--kv-states", default="0,16", help="kv: saved KV states to compare (0: the last call's only)")
     bench.add_argument("--n-batch", default="512", help="kv: llama.cpp batch sizes (n_batch = n_ubatch)")
     bench.add_argument("--n-threads", default="2", help="kv: llama.cpp thread counts")
 

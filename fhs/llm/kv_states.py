@@ -43,7 +43,7 @@ def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
 
 
 class PromptStates:
-    """Up to ``capacity`` saved KV states of one ``llama_cpp.Llama``, most recent first.
+    """Up to ``capacity`` saved KV states of one ``llama_cpp.Llama`` (at most ``max_bytes`` in all), most recent first.
 
     ``restore_for(tokens)`` runs just before llama.cpp evaluates ``tokens``;
     ``save()`` after a call. A restore pays when the saved prefix is at least
@@ -51,11 +51,13 @@ class PromptStates:
     far less than evaluating that many tokens). ``restored`` counts restores.
     """
 
-    def __init__(self, llama: Any, llama_cpp: Any, capacity: int = 8, min_gain: int = 32) -> None:
+    def __init__(self, llama: Any, llama_cpp: Any, capacity: int = 16, min_gain: int = 32,
+                 max_bytes: int = 512 << 20) -> None:
         self.llama = llama
         self.api = llama_cpp
         self.capacity = capacity
         self.min_gain = min_gain
+        self.max_bytes = max_bytes
         self.saved: list[SavedState] = []
         self.restored = 0
 
@@ -77,6 +79,8 @@ class PromptStates:
             return
         kept = [s for s in self.saved if s.tokens != tokens[: len(s.tokens)]]
         self.saved = [SavedState(tokens, data, written), *kept][: self.capacity]
+        while len(self.saved) > 1 and sum(s.size for s in self.saved) > self.max_bytes:
+            self.saved.pop()
 
     def restore_for(self, tokens: Sequence[int]) -> int:
         """Load the saved state sharing the longest prefix with ``tokens`` if it beats the live cache.

@@ -102,7 +102,7 @@ def bench_kv(datasets: Sequence[str] = ("fincl",), methods: Sequence[str] = DEFA
     """Build each order's request stream with the simulated model, then replay it on llama.cpp per setting."""
     from fhs.run.bench_prefix import simulated_logs
 
-    settings = list(settings) or settings_grid(("evidence-first", "shared-first"), (0, 8), (512,), (2,))
+    settings = list(settings) or settings_grid(("evidence-first", "shared-first"), (0, 16), (512,), (2,))
     orders = list(dict.fromkeys(s.order for s in settings))
     logs = simulated_logs(datasets, methods, facts=facts, profile="cpu", orders=orders, data=data, progress=progress)
     totals = replay({order: log.entries for order, log in logs.items()}, settings, model=model, progress=progress)
