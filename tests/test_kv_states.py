@@ -23,7 +23,7 @@ def test_a_restored_state_evaluates_only_the_new_tail_and_answers_as_a_fresh_mod
     from fhs.llm.models import smollm2_path
 
     stream = [ask("Question: what is two plus two?"), OTHER, ask("Question: name a colour.")]
-    plain = LlamaCppBackend(smollm2_path(), n_ctx=2048, n_threads=2)
+    plain = LlamaCppBackend(smollm2_path(), n_ctx=2048, n_threads=2, kv_states=0)
     saved = LlamaCppBackend(smollm2_path(), n_ctx=2048, n_threads=2, kv_states=4)
     without = [plain.complete([r])[0] for r in stream]
     with_states = [saved.complete([r])[0] for r in stream]

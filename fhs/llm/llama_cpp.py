@@ -66,6 +66,9 @@ class LlamaCppBackend:
     ``kv_states`` saved KV caches of recent calls are restored when a prompt
     shares a longer prefix with one of them than with the last call
     (``fhs/llm/kv_states.py``); 0 keeps only llama.cpp's own cache of the last call.
+    Sixteen: with prompts ordered for prefix caching, consecutive calls are different
+    stages, and the call that shares most with the next prompt is usually a few calls
+    back (``fhs bench kv``; book/deviations.md, "Prompt order and token budgets").
     """
 
     def __init__(
@@ -77,7 +80,7 @@ class LlamaCppBackend:
         *,
         model_name: str | None = None,
         verbose: bool = False,
-        kv_states: int = 0,
+        kv_states: int = 16,
         **llama_kwargs: Any,
     ) -> None:
         self._lock = threading.Lock()
