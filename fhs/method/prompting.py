@@ -169,8 +169,8 @@ LAST_RESORT = ({"context_chars": 2_500, "field_chars": 1_000, "label_chars": 400
 
 
 def context_ladder(context_chars: int, steps: Sequence[int] = (12_000, 8_000, 5_000, 2_500)) -> list[dict[str, int]]:
-    """The authors' context cuts at or below the configured length (the configured one alone if none is)."""
-    return [{"context_chars": c} for c in steps if c <= context_chars] or [{"context_chars": context_chars}]
+    """The configured context length, then the authors' cuts below it (rung 0 is always as configured)."""
+    return [{"context_chars": c} for c in (context_chars, *(c for c in steps if c < context_chars))]
 
 
 def last_resort(context_chars: int, *, labels: bool, **more: Any) -> list[dict[str, Any]]:
