@@ -113,3 +113,16 @@ def test_a_bad_request_log_names_its_line(tmp_path):
         list(read_request_log(path))
     with pytest.raises(InputError, match="request log not found"):
         list(read_request_log(tmp_path / "missing.jsonl"))
+
+
+@pytest.mark.model  # the Qwen vocabulary from the shipped GGUF
+def test_bench_prefix_measures_request_logs_side_by_side(tmp_path):
+    from fhs.run.bench_prefix import bench_prefix, format_table
+
+    paths = [simulated_log(order).write(tmp_path / f"{order}.jsonl") for order in ("evidence-first", "shared-first")]
+    result = bench_prefix([], logs=paths)
+    assert list(result["shares"]) == ["evidence-first", "shared-first"]
+    old, new = (result["shares"][name]["vllm"] for name in result["shares"])
+    assert old["requests"] == new["requests"] == 27 and new["share"] > old["share"]
+    table = format_table(result)
+    assert "vLLM prefix cache (16-token blocks, unbounded)" in table and f"{new['share']:.1%}" in table

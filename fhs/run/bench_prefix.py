@@ -28,7 +28,7 @@ from fhs.method.prompting import prompt_counter
 from fhs.method.registry import get_method
 
 DEFAULT_METHODS = ("fhs", "structured", "free-text", "feedback-refine")
-STATES = (1, 8)  # llama.cpp: the previous call's KV only, or the best of eight saved states
+STATES = (1, 16)  # llama.cpp: the previous call's KV only, or the best of 16 saved states (the default)
 ORDERS = ("evidence-first", "shared-first")  # before the reorder (the authors' order), after
 
 
@@ -77,7 +77,9 @@ def bench_prefix(datasets: Sequence[str], methods: Sequence[str] = DEFAULT_METHO
                  progress: bool = True) -> dict[str, Any]:
     """Shares for the given request logs, or for a simulated run in each prompt order."""
     if logs:
-        entries = {str(path): list(read_request_log(path)) for path in logs}
+        stems = [Path(path).stem for path in logs]
+        names = stems if len(set(stems)) == len(stems) else [str(path) for path in logs]
+        entries = {name: list(read_request_log(path)) for name, path in zip(names, logs)}
         setting: dict[str, Any] = {"logs": [str(p) for p in logs]}
     else:
         made = simulated_logs(datasets, methods, facts=facts, profile=profile, data=data, progress=progress)
