@@ -69,7 +69,9 @@ def test_free_text_one_greedy_call_then_the_selector():
     assert request.temperature == 0.0
     prompt = request.messages[-1].content
     assert "US-GAAP" in prompt and DOMAIN.query_guidance in prompt and FACT.row_header in prompt
-    assert prompt.index("Evidence:") < prompt.index("Answer with JSON")  # evidence first: a shared prefix
+    # the fixed instructions first, then the evidence (context before the value): a shared prefix
+    assert prompt.index("Answer with JSON") < prompt.index("Evidence:") < prompt.index("Source context:") \
+        < prompt.index("Value:")
     (round_,) = record["rounds"]
     assert round_["query"] == f"{prefix(FACT)} Number of nonvested equity instruments other than options"
     assert round_["source"] == "model" and record["parse_failures"] == 0

@@ -7,6 +7,7 @@ import pytest
 from fhs.data.domain import load_domain
 from fhs.data.evidence import direct_query, prefix
 from fhs.data.facts import Fact
+from fhs.llm.tokens import count_messages, default_counter
 from fhs.method.config import FHSConfig
 from fhs.method.hypotheses import (UNRESOLVED, Hypothesis, fallback_hypothesis, generate_hypotheses, hypothesis_schema,
                             parse_hypothesis, queries_for, render_definition, render_label)
@@ -184,10 +185,11 @@ def test_a_long_context_is_shrunk_to_fit_the_prompt_budget():
     big = Fact(id="b", context_id="c", modality="text", value="1", datatype="monetaryItemType",
                context="word " * 20_000, gold=("G",))
     llm = ScriptedLLM({"hypothesis": [reply({})]})
-    generate_hypotheses(big, llm, FHSConfig(num_hypotheses=1, generator_prompt_chars=9_000), DOMAIN)
-    prompt = llm.requests[0].messages[-1].content
-    assert len(prompt) <= 9_000
-    assert " ... " in prompt  # head and tail kept around the cut
+    generate_hypotheses(big, llm, FHSConfig(num_hypotheses=1, generator_prompt_tokens=2_500), DOMAIN)
+    (request,) = llm.requests
+    assert count_messages(default_counter(), request.messages) <= 2_500
+    assert " ... " in request.messages[-1].content  # head and tail kept around the cut
+    assert request.shortened["rung"] >= 1 and request.shortened["context_chars"] < 12_000
 
 
 @pytest.mark.parametrize("name", ["us-gaap", "icd-10-cm"])

@@ -2,10 +2,14 @@
 
 import json
 
+import pytest
+
 from fhs.data.domain import load_domain
 from fhs.data.facts import Fact
 from fhs.data.taxonomy import Concept, Taxonomy
+from fhs.llm.tokens import count_messages, default_counter
 from fhs.method.config import FHSConfig
+from fhs.method.prompting import PromptTooLong, fact_messages
 from fhs.method.selector import Selection, apply_selection, parse_selection, select, selector_prompt, selector_request
 from scripted_llm import ScriptedLLM
 
@@ -43,26 +47,44 @@ def test_apply_selection_order_and_fallback():
 
 
 def test_request_shows_numbered_candidates_in_the_method_order():
-    request, used = selector_request(FACT, IDS, TAXONOMY, DOMAIN, FHSConfig())
+    request, fitted = selector_request(FACT, IDS, TAXONOMY, DOMAIN, FHSConfig())
     prompt = request.messages[-1].content
     assert "[1] C1 / monetaryItemType / Label C1 / " in prompt
     assert prompt.index("[2] C2") < prompt.index("[30] C30")
-    assert used == {"context_chars": 12_000, "definition_chars": 320}
+    assert fitted.rung == 0 and fitted.setting == {"context_chars": 12_000, "definition_chars": 320}
+    assert request.shortened is None
     assert request.temperature == 0.0 and request.purpose == "selector" and request.max_tokens == 512
 
 
-def test_request_shrinks_definitions_when_over_budget():
-    full, _ = selector_request(FACT, IDS, TAXONOMY, DOMAIN, FHSConfig())
-    size = len(full.messages[-1].content)
-    request, used = selector_request(FACT, IDS, TAXONOMY, DOMAIN, FHSConfig(selector_prompt_chars=size - 1))
-    assert used == {"context_chars": 8_000, "definition_chars": 240}
-    bare = selector_prompt(FACT, IDS[:200], TAXONOMY, DOMAIN, 5_000, 0)
-    fits, used = selector_request(FACT, IDS, TAXONOMY, DOMAIN, FHSConfig(selector_prompt_chars=len(bare) + 1))
-    assert used == {"context_chars": 5_000, "definition_chars": 0}
+def test_request_shrinks_definitions_when_over_its_token_budget():
+    full, fitted = selector_request(FACT, IDS, TAXONOMY, DOMAIN, FHSConfig())
+    assert fitted.tokens == count_messages(default_counter(), full.messages)
+    request, used = selector_request(FACT, IDS, TAXONOMY, DOMAIN, FHSConfig(selector_prompt_tokens=fitted.tokens - 1))
+    assert used.setting == {"context_chars": 8_000, "definition_chars": 240} and used.tokens < fitted.tokens
+    assert request.shortened == {"rung": 1, "of": used.rungs - 1, "context_chars": 8_000, "definition_chars": 240,
+                                 "tokens": used.tokens, "limit": fitted.tokens - 1}
+    bare = fact_messages(selector_prompt(FACT, IDS, TAXONOMY, DOMAIN, 5_000, 0))
+    size = count_messages(default_counter(), bare)
+    fits, used = selector_request(FACT, IDS, TAXONOMY, DOMAIN, FHSConfig(selector_prompt_tokens=size))
+    assert used.setting == {"context_chars": 5_000, "definition_chars": 0} and fits.messages == bare
     assert "[1] C1 / monetaryItemType / Label C1\n" in fits.messages[-1].content
-    # nothing fits: the last-resort rung also cuts labels and evidence fields (fhs/method/prompting.py)
-    tiny, used = selector_request(FACT, IDS, TAXONOMY, DOMAIN, FHSConfig(selector_prompt_chars=10))
-    assert used["field_chars"] == 200 and used["definition_chars"] == 0
+
+
+def test_the_window_less_the_reply_is_the_budget_when_it_is_smaller():
+    _, fitted = selector_request(FACT, IDS, TAXONOMY, DOMAIN, FHSConfig())
+    config = FHSConfig(context_tokens=fitted.tokens + 511, max_tokens_selector=512)
+    request, used = selector_request(FACT, IDS, TAXONOMY, DOMAIN, config)
+    assert used.rung == 1 and used.limit == fitted.tokens - 1 and request.shortened["rung"] == 1
+    # the same prompt fits once the reply leaves room for it
+    _, used = selector_request(FACT, IDS, TAXONOMY, DOMAIN, config.replace(max_tokens_selector=511))
+    assert used.rung == 0
+
+
+def test_a_prompt_that_fits_no_rung_is_refused_before_it_is_sent():
+    llm = ScriptedLLM({"selector": []})
+    with pytest.raises(PromptTooLong, match=r"fact f: the selector prompt over 30 candidates: .* prompt tokens"):
+        select(FACT, IDS, llm, TAXONOMY, DOMAIN, FHSConfig(selector_prompt_tokens=10))
+    assert llm.requests == []
 
 
 def test_only_the_first_selector_candidates_are_shown():

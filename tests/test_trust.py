@@ -19,6 +19,7 @@ from fhs.data.taxonomy import Concept, Taxonomy
 from fhs.llm.cache import CachedLLM, ResponseCache
 from fhs.llm.contract import Message, Request
 from fhs.llm.openai import OpenAIBackend
+from fhs.llm.tokens import count_messages, default_counter
 from fhs.method.config import FHSConfig
 from fhs.method.context import MethodContext
 from fhs.method.hypotheses import generator_prompt, hypothesis_requests
@@ -406,11 +407,12 @@ def test_a_huge_header_is_cut_to_the_budget_and_a_fitting_prompt_is_unchanged():
     config = FHSConfig.fhs()
     normal = FACTS[0]
     (request,) = hypothesis_requests(normal, config.replace(num_hypotheses=1), domain)
-    assert request.messages[-1].content == generator_prompt(normal, domain, 12_000)
+    assert request.messages[-1].content == generator_prompt(normal, domain, 12_000) and request.shortened is None
     huge = Fact(id="h", context_id="c", modality="table", value="1" * 200_000, datatype="monetaryItemType",
                 context="x", gold=("Revenues",), row_header="Total " * 50_000)
     (request,) = hypothesis_requests(huge, config.replace(num_hypotheses=1), domain)
-    assert len(request.messages[-1].content) <= config.generator_prompt_chars
+    assert count_messages(default_counter(), request.messages) <= config.generator_prompt_tokens
+    assert request.shortened["field_chars"] is not None  # a last-resort rung cut the fields
 
 
 # ---- a real model: parse failures counted, and asked again on the next run ------------------

@@ -136,6 +136,6 @@ def test_an_edited_prompt_template_is_another_scope(monkeypatch):
     before = ledger.verifier_scope(llm, FHSConfig(), load_domain("us-gaap"))
     original = ledger.load_template
     monkeypatch.setattr(ledger, "load_template",
-                        lambda name: Template(original(name).template + " edited") if name == "verifier"
-                        else original(name))
+                        lambda name, *order: Template(original(name, *order).template + " edited")
+                        if name == "verifier" else original(name, *order))
     assert ledger.verifier_scope(llm, FHSConfig(), load_domain("us-gaap")) != before

@@ -256,6 +256,8 @@ def cmd_bench(args: argparse.Namespace) -> dict:
         return cmd_bench_llm(args)
     if args.what == "cpu":
         return cmd_bench_cpu(args)
+    if args.what in ("prefix", "kv"):
+        return cmd_bench_prefix(args)
     from fhs.run.bench import bench_retrieval
     from fhs.run.bench_dense import bench_dense
 
@@ -288,9 +290,52 @@ def cmd_bench_llm(args: argparse.Namespace) -> dict:
     from fhs.run.bench_llm import bench_llm, format_table
     from fhs.run.records import write_json_atomic
 
-    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
-    result = bench_llm(args.dataset or ["fincl", "codiesp"], methods, profile=args.profile, backend=args.backend,
-                       model=args.model, facts=args.facts, data=args.data, cache=args.cache)
+    methods = _names(args.methods or "direct,structured,fhs")
+    result = bench_llm(args.dataset or ["fincl", "codiesp"], methods, profile=args.profile or "cpu",
+                       backend=args.backend, model=args.model, facts=args.facts or 3, data=args.data,
+                       cache=args.cache)
+    print(format_table(result))
+    if args.out:
+        write_json_atomic(args.out, result)
+    return result
+
+
+def _names(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def _numbers(text: str, flag: str) -> list[int]:
+    try:
+        values = [int(part) for part in _names(text)]
+    except ValueError:
+        values = []
+    if not values or min(values) < 0:
+        raise InputError(f"{text!r} is not a list of numbers", field=flag, fix="e.g. --n-batch 128,512")
+    return values
+
+
+def cmd_bench_prefix(args: argparse.Namespace) -> dict:
+    """``fhs bench prefix`` (shared prefixes, simulated or from logs) and ``fhs bench kv`` (llama.cpp)."""
+    from fhs.run.records import write_json_atomic
+
+    if args.what == "prefix":
+        from fhs.run.bench_prefix import DEFAULT_METHODS, bench_prefix, format_table
+
+        result = bench_prefix(args.dataset or ["fincl", "codiesp"], _names(args.methods or ",".join(DEFAULT_METHODS)),
+                              facts=args.facts or 50, profile=args.profile or "paper", data=args.data,
+                              logs=args.log, capacity_blocks=args.capacity_blocks, out_dir=args.log_dir)
+    else:
+        from fhs.method.config import PROMPT_ORDERS
+        from fhs.run.bench_kv import DEFAULT_METHODS, bench_kv, format_table, settings_grid
+
+        for order in _names(args.orders):
+            if order not in PROMPT_ORDERS:
+                raise InputError(f"unknown prompt order {order!r}", field="orders", fix=f"use {names(PROMPT_ORDERS)}")
+        settings = settings_grid(_names(args.orders), _numbers(args.kv_states, "kv-states"),
+                                 _numbers(args.n_batch, "n-batch"), _numbers(args.n_threads, "n-threads"))
+        result = bench_kv(args.dataset or ["fincl"], _names(args.methods or ",".join(DEFAULT_METHODS)),
+                          facts=args.facts or 2, settings=settings, model=args.model or "qwen2.5-0.5b",
+                          data=args.data)
     print(format_table(result))
     if args.out:
         write_json_atomic(args.out, result)

@@ -184,7 +184,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="concept file: also report categories that match no concept, and the profile count")
 
     bench = commands.add_parser("bench", help="benchmarks that print ratios measured side by side")
-    bench.add_argument("what", choices=["retrieval", "llm", "cpu"])
+    bench.add_argument("what", choices=["retrieval", "llm", "cpu", "prefix", "kv"],
+                       help="retrieval; llm (model cost per method); cpu (encoder concepts/s and llama.cpp tokens/s); "
+                            "prefix (prompt tokens a prefix cache reuses, before and after the prompt reorder); kv "
+                            "(llama.cpp's prompt cost per prompt order, saved KV states, batch and thread setting)")
     bench.add_argument("--dataset", action="append", default=None,
                        help=f"{names(DATASETS)}; repeat for several (llm: default fincl and codiesp)")
     bench.add_argument("--data", default=None, help="data directory (default: $FHS_DATA)")
@@ -199,15 +202,17 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--embed-limit", type=_positive_int("embed-limit"), default=None,
                        help="dense/hybrid: time the cold embedding on the first N concepts only "
                             "(default: the whole taxonomy, in a scratch folder)")
-    bench.add_argument("--methods", default="direct,structured,fhs",
-                       help=f"llm: comma-separated, from {names(METHODS)}")
-    bench.add_argument("--facts", type=_positive_int("facts"), default=3, help="llm: facts per dataset (whole contexts)")
-    bench.add_argument("--profile", default="cpu", help=f"llm: {names(PROFILES)}")
+    bench.add_argument("--methods", default=None,
+                       help=f"llm, prefix, kv: comma-separated, from {names(METHODS)} (default llm: "
+                            "direct,structured,fhs; prefix: fhs,structured,free-text,feedback-refine; kv: structured,fhs)")
+    bench.add_argument("--facts", type=_positive_int("facts"), default=None,
+                       help="llm, prefix, kv: facts per dataset, whole contexts (default 3, 50, 2)")
+    bench.add_argument("--profile", default=None, help=f"llm, prefix: {names(PROFILES)} (default cpu, paper)")
     bench.add_argument("--backend", default=None, help=f"llm: {names(BACKENDS)} (default: the profile's)")
     bench.add_argument("--model", default=None, help="llm: model name (default: the profile's)")
     bench.add_argument("--cache", default=None,
                        help="llm: a response cache to reuse (default: a fresh temporary one, so the model is measured)")
-    bench.add_argument("--out", default=None, help="llm, cpu: also write the result as JSON here")
+    bench.add_argument("--out", default=None, help="llm, cpu, prefix, kv: also write the result as JSON here")
     bench.add_argument("--part", choices=["encoder", "llama", "all"], default="all",
                        help="cpu: the dense encoder's concepts/s, llama.cpp's tokens/s, or both")
     bench.add_argument("--isa", default=None,
@@ -219,6 +224,18 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--rounds", type=_positive_int("rounds"), default=3, help="cpu: timed rounds per setting")
     bench.add_argument("--prompt-tokens", type=_positive_int("prompt-tokens"), default=1500,
                        help="cpu: llama.cpp prompt length (the cpu profile's calls run 1-3k tokens)")
+
+    bench.add_argument("--log", action="append", default=[],
+                       help="prefix: measure this request log (JSONL of chat messages in send order) instead of "
+                            "a simulated run; repeat to compare logs side by side")
+    bench.add_argument("--log-dir", default=None, help="prefix: also write the simulated runs' request logs here")
+    bench.add_argument("--capacity-blocks", type=_positive_int("capacity-blocks"), default=None,
+                       help="prefix: a prefix cache of this many 16-token blocks, least recently used evicted "
+                            "(default: unbounded)")
+    bench.add_argument("--orders", default="evidence-first,shared-first", help="kv: prompt orders to replay")
+    bench.add_argument("--kv-states", default="0,16", help="kv: saved KV states to compare (0: the last call's only)")
+    bench.add_argument("--n-batch", default="512", help="kv: llama.cpp batch sizes (n_batch = n_ubatch)")
+    bench.add_argument("--n-threads", default="2", help="kv: llama.cpp thread counts")
 
     plan = commands.add_parser("plan", help="size a profile's run before any model is asked: requests, tokens, "
                                             "wall time per chapter, dataset and method")

@@ -1,9 +1,10 @@
 """How a located fact is written down for a query or a prompt.
 
 Two forms: the direct serialization that the ``direct`` baseline issues as its
-query, and the evidence block that every LLM prompt shows. Both start from the
-same prefix, ``<value> <datatype>`` (the paper's cell identifier), so methods
-differ only in what they add to it.
+query, and the evidence block that every LLM prompt shows. Every issued query
+starts with ``<value> <datatype>`` (the paper's cell identifier), so methods
+differ only in what they add to it. The evidence block puts the source context
+before the value's own fields, so that prompts about facts of one table share it.
 """
 
 from __future__ import annotations
@@ -46,25 +47,46 @@ def _field(text: str, limit: int | None) -> str:
     return text if limit is None or len(text) <= limit else clip_middle(text, limit)
 
 
-def evidence_block(fact: Fact, context_chars: int = CONTEXT_CHARS, field_chars: int | None = None) -> str:
-    """The evidence every prompt shows, in the authors' order.
+ORDERS = ("shared-first", "evidence-first")
+
+
+def context_lines(fact: Fact, context_chars: int = CONTEXT_CHARS) -> list[str]:
+    """What every fact of one table or document shares: its input type and its source context."""
+    return [f"Input type: {fact.modality}", f"Source context: {clip_middle(fact.context, context_chars)}"]
+
+
+def located_lines(fact: Fact, field_chars: int | None = None) -> list[str]:
+    """The located value's own fields: value, datatype, and where present its row, column and sentence.
 
     A text fact's sentence gets its own line only when it adds something: where
     the source context is the sentence itself (CodiEsp's context is the
     relocated English sentence), the line would repeat it word for word.
-    ``field_chars`` also cuts value, datatype, headers and sentence (only the
-    last-resort budget rungs set it, so a prompt that fits is never changed).
     """
-    lines = [
-        f"Value: {_field(fact.value, field_chars)}",
-        f"Datatype: {_field(fact.datatype, field_chars)}",
-        f"Input type: {fact.modality}",
-    ]
+    lines = [f"Value: {_field(fact.value, field_chars)}", f"Datatype: {_field(fact.datatype, field_chars)}"]
     if fact.row_header:
         lines.append(f"Row context: {_field(fact.row_header, field_chars)}")
     if fact.column_header:
         lines.append(f"Column context: {_field(fact.column_header, field_chars)}")
     if fact.sentence and fact.modality == "text" and not _same_text(fact.sentence, fact.context):
         lines.append(f"Sentence: {_field(fact.sentence, field_chars)}")
-    lines.append(f"Source context: {clip_middle(fact.context, context_chars)}")
-    return "\n".join(lines)
+    return lines
+
+
+def evidence_block(fact: Fact, context_chars: int = CONTEXT_CHARS, field_chars: int | None = None,
+                   order: str = "shared-first") -> str:
+    """The evidence every prompt shows.
+
+    ``shared-first``: the source context, then (after a blank line) the located
+    value's own fields, so the facts of one table or document share the
+    context as a prompt prefix (book/deviations.md, "Prompt order").
+    ``evidence-first``: the authors' order, the value's fields before the context.
+    ``field_chars`` also cuts value, datatype, headers and sentence (only the
+    last-resort budget rungs set it, so a prompt that fits is never changed).
+    """
+    if order not in ORDERS:
+        raise ValueError(f"evidence order must be one of {ORDERS}, got {order!r}")
+    context, located = context_lines(fact, context_chars), located_lines(fact, field_chars)
+    if order == "shared-first":
+        return "\n".join(context) + "\n\n" + "\n".join(located)
+    # the authors' order: value and datatype, input type, headers and sentence, then the context
+    return "\n".join([*located[:2], context[0], *located[2:], context[1]])

@@ -30,6 +30,8 @@ class Request:
     samples differ from each other but replay identically.
     ``schema`` asks for structured JSON output where the backend supports it.
     ``purpose`` labels the call for the cost tables; it is not part of the key.
+    ``shortened`` says how the prompt was cut to fit its token budget (None when it
+    fitted as configured); a label for the call record, not part of the key.
     ``attempt`` counts retries of a failed parse: it is part of the key and the
     seed, so a retry is a new sample instead of a replay of the cached failure,
     and it cannot collide with another sample's key as a shifted
@@ -45,6 +47,7 @@ class Request:
     schema: Mapping[str, Any] | None = None
     purpose: str = ""
     attempt: int = 0
+    shortened: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from typing import Any
 
 from fhs.core.errors import InputError
 from fhs.llm.contract import BackendError, Request, Response, chat_messages, derive_seed, plain
+from fhs.llm.kv_states import PromptStates
 from fhs.llm.models import MODELS
 
 
@@ -62,6 +63,12 @@ class LlamaCppBackend:
     Requests run one after another (llama.cpp on 2 CPU threads gains nothing
     from interleaving). A schema becomes the tightened grammar of
     :func:`json_schema_grammar`, compiled once per distinct schema.
+    ``kv_states`` saved KV caches of recent calls are restored when a prompt
+    shares a longer prefix with one of them than with the last call
+    (``fhs/llm/kv_states.py``); 0 keeps only llama.cpp's own cache of the last call.
+    Sixteen: with prompts ordered for prefix caching, consecutive calls are different
+    stages, and the call that shares most with the next prompt is usually a few calls
+    back (``fhs bench kv``; book/deviations.md, "Prompt order and token budgets").
     """
 
     def __init__(
@@ -73,6 +80,7 @@ class LlamaCppBackend:
         *,
         model_name: str | None = None,
         verbose: bool = False,
+        kv_states: int = 16,
         **llama_kwargs: Any,
     ) -> None:
         self._lock = threading.Lock()
@@ -92,6 +100,21 @@ class LlamaCppBackend:
         self.kind = "llama_cpp"
         self.name = f"llama_cpp:{self.model}"
         self._grammars: dict[str, Any] = {}
+        self.states = PromptStates(self._llm, llama_cpp, kv_states) if kv_states > 0 else None
+        if self.states is not None:
+            generate = self._llm.generate
+
+            def restoring(tokens: Sequence[int], *args: Any, **kwargs: Any) -> Any:
+                # the exact prompt tokens, just before llama.cpp matches them against its cache
+                self.states.restore_for(tokens)
+                return generate(tokens, *args, **kwargs)
+
+            self._llm.generate = restoring
+
+    @property
+    def context_tokens(self) -> int:
+        """The context length prompts must fit in, with their reply (``fhs.llm.server_info``)."""
+        return self.n_ctx
 
     def grammar(self, schema: Mapping[str, Any]) -> Any:
         key = json.dumps(plain(schema), sort_keys=True)
@@ -126,6 +149,8 @@ class LlamaCppBackend:
             out = self._llm.create_chat_completion(**kwargs)
         except ValueError as error:  # llama-cpp-python's way of saying the prompt is too long
             raise BackendError(f"{self.name} (n_ctx={self.n_ctx}): {error}") from None
+        if self.states is not None:
+            self.states.save()
         seconds = time.perf_counter() - started
         evaluated, prompt_seconds = self._prompt_perf()
         usage = out.get("usage") or {}

@@ -73,6 +73,7 @@ class ReplayLLM:
         # the same model and request kind from another server URL: the archive's own answers
         self._identities = [own, *(i for i in archived if i != own and (i.kind, i.model) == (kind, model))]
         self.stats = CallStats()
+        self.context_tokens = _archived_context(self._db)
         self._has_finish = self._db.execute(  # archives written before finish reasons were kept have none
             "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'finish'").fetchone() is not None
 
@@ -118,3 +119,16 @@ class ReplayLLM:
 
     def close(self) -> None:
         self._db.close()
+
+
+def _archived_context(db) -> int | None:
+    """The context length the archived runs fitted their prompts to (fhs.llm.server_info.context_window
+    reads it), so a replay renders the same prompts as the GPU run; None unless the runs agree on one."""
+    import json
+
+    lengths = set()
+    for (config,) in db.execute("SELECT run_config FROM runs WHERE run_config IS NOT NULL"):
+        tokens = ((json.loads(config) or {}).get("fhs") or {}).get("context_tokens")
+        if isinstance(tokens, int) and tokens > 0:
+            lengths.add(tokens)
+    return lengths.pop() if len(lengths) == 1 else None

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fhs.core.errors import choose
+from fhs.data.evidence import ORDERS as PROMPT_ORDERS
 from fhs.retrieval.bm25 import RetrievalConfig
 
 RENDERINGS = ("label", "definition")
@@ -100,9 +101,20 @@ class FHSConfig:
     max_tokens_verifier: int = 2816
     max_tokens_selector: int = 512
     context_chars: int = 12_000
-    generator_prompt_chars: int = 64_000  # about 16,000 tokens at 4 characters a token
-    verifier_prompt_chars: int = 120_000  # about 30,000 tokens
-    selector_prompt_chars: int = 120_000
+    # Prompt budgets in tokens of the served vocabulary (fhs.llm.tokens), the chat wrapping
+    # included: the authors cut the generator's context above 16,000 prompt tokens and the
+    # verifier's and selector's above 30,000. A prompt over its budget, or over
+    # ``context_tokens`` less the reply's max_tokens, is shortened along its stage's ladder
+    # (fhs/method/prompting.py) and its call record says so.
+    generator_prompt_tokens: int = 16_000
+    verifier_prompt_tokens: int = 30_000
+    selector_prompt_tokens: int = 30_000
+    # The model's context length: the server's max_model_len, llama.cpp's n_ctx, else the
+    # profile's value (set where the model is resolved, fhs/run/inputs.py); None: budgets only.
+    context_tokens: int | None = None
+    # "shared-first": instructions, source context, the value's fields, then what differs
+    # (prefix caching); "evidence-first": the authors' order (book/deviations.md).
+    prompt_order: str = "shared-first"
     hypothesis_retries: int = 1
     # Output formats (book/deviations.md, "Output formats"): the verifier answers one code
     # letter per dimension per candidate and the selector leaves out the echoed id;
@@ -121,15 +133,19 @@ class FHSConfig:
         check("fill", FILLS)
         check("window", WINDOWS)
         check("normalize_over", NORMALIZE_OVER)
+        check("prompt_order", PROMPT_ORDERS)
         object.__setattr__(self, "renderings", tuple(self.renderings))
         if not self.renderings or any(r not in RENDERINGS for r in self.renderings):
             raise ValueError(f"FHSConfig.renderings must be a non-empty subset of {RENDERINGS}, got {self.renderings!r}")
-        for name in ("num_hypotheses", "k", "kappa", "k_v", "scan", "selector_candidates"):
+        for name in ("num_hypotheses", "k", "kappa", "k_v", "scan", "selector_candidates",
+                     "generator_prompt_tokens", "verifier_prompt_tokens", "selector_prompt_tokens"):
             if getattr(self, name) < 1:
                 raise ValueError(f"FHSConfig.{name} must be at least 1, got {getattr(self, name)!r}")
         if self.only_hypothesis is not None and not 0 <= self.only_hypothesis < self.num_hypotheses:
             raise ValueError(f"FHSConfig.only_hypothesis must be a sample index below num_hypotheses "
                              f"({self.num_hypotheses}), got {self.only_hypothesis!r}")
+        if self.context_tokens is not None and self.context_tokens < 1:
+            raise ValueError(f"FHSConfig.context_tokens must be at least 1 or None, got {self.context_tokens!r}")
         if self.beta < 0:
             raise ValueError(f"FHSConfig.beta must be >= 0, got {self.beta!r}")
 

@@ -82,6 +82,8 @@ def call_record(request: Request, response: Response, parsed: bool, llm: LLM | N
     if keyed is not None and hasattr(keyed, "key"):
         # the response cache's key: `fhs archive` packs exactly the answers a run used
         record["key"] = keyed.key(request)
+    if request.shortened is not None:  # cut to fit its token budget (fhs/method/prompting.py)
+        record["shortened"] = dict(request.shortened)
     return record
 
 

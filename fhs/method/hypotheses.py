@@ -22,7 +22,8 @@ from fhs.data.facts import Fact
 from fhs.llm.contract import LLM, Request, Response
 from fhs.llm.jsonout import parse_object
 from fhs.method.config import FHSConfig
-from fhs.method.prompting import LAST_RESORT, fact_messages, fit_to_budget, render
+from fhs.method.prompting import (DEFAULT_ORDER, Budget, Fitted, context_ladder, fact_messages, fit_to_budget,
+                                  last_resort, render)
 
 UNRESOLVED = "UNRESOLVED"
 DEFAULT_DIMENSIONS = ("FAMILY", "ROLE", "EVENT", "QUALIFIER", "SCOPE", "TEMPORAL")
@@ -213,8 +214,9 @@ def hypothesis_schema(domain: Domain) -> dict[str, Any]:
     }
 
 
-def generator_prompt(fact: Fact, domain: Domain, context_chars: int, field_chars: int | None = None) -> str:
-    """The user message: evidence, the dimensions with one-line glosses, and the rules."""
+def generator_prompt(fact: Fact, domain: Domain, context_chars: int, field_chars: int | None = None,
+                     order: str = DEFAULT_ORDER) -> str:
+    """The user message: the task, the dimensions with one-line glosses and the rules, then the evidence."""
     dimension_lines = "\n".join(
         f"- {d.name}: {d.gloss}" + (f" (e.g. {'; '.join(d.examples)})" if d.examples else "")
         for d in domain.dimensions
@@ -223,30 +225,38 @@ def generator_prompt(fact: Fact, domain: Domain, context_chars: int, field_chars
     skeleton = ", ".join(f'"{name}": "..."' for name in domain.dimension_names)
     return render(
         "generator",
+        order=order,
         evidence_kind=domain.evidence,
         n_dimensions=str(len(domain.dimensions)),
         taxonomy=domain.taxonomy,
         dimension_lines=dimension_lines,
         operator_lines=operator_lines,
         query_guidance=domain.query_guidance,
-        evidence=evidence_block(fact, context_chars, field_chars),
+        evidence=evidence_block(fact, context_chars, field_chars, order),
         dimension_skeleton=skeleton,
     )
 
 
+def fit_generator_prompt(fact: Fact, config: FHSConfig, domain: Domain) -> Fitted:
+    """The generator's messages within its token budget (the context is cut first, then the fields)."""
+    order = config.prompt_order
+    ladder = context_ladder(config.context_chars, CONTEXT_LADDER)
+    ladder += last_resort(config.context_chars, labels=False)
+    return fit_to_budget(
+        lambda context_chars, field_chars=None: fact_messages(
+            generator_prompt(fact, domain, context_chars, field_chars, order), order),
+        ladder, Budget(config.generator_prompt_tokens, config.max_tokens_hypothesis, config.context_tokens),
+        what=f"fact {fact.id}: the {PURPOSE} prompt")
+
+
 def hypothesis_requests(fact: Fact, config: FHSConfig, domain: Domain) -> list[Request]:
     """The J identical-prompt requests, told apart by sample_index (so they sample differently)."""
-    ladder = [{"context_chars": c} for c in CONTEXT_LADDER if c <= config.context_chars] or [{"context_chars": config.context_chars}]
-    ladder += [{"context_chars": r["context_chars"], "field_chars": r["field_chars"]} for r in LAST_RESORT]
-    user, _ = fit_to_budget(lambda context_chars, field_chars=None: generator_prompt(fact, domain, context_chars,
-                                                                                     field_chars),
-                            ladder, config.generator_prompt_chars)
-    messages = fact_messages(user)
+    fitted = fit_generator_prompt(fact, config, domain)
     schema = hypothesis_schema(domain) if config.json_schema else None
     return [
-        Request(messages=messages, temperature=config.temperature, top_p=config.top_p,
+        Request(messages=fitted.messages, temperature=config.temperature, top_p=config.top_p,
                 max_tokens=config.max_tokens_hypothesis, seed=config.seed, sample_index=j,
-                schema=schema, purpose=PURPOSE)
+                schema=schema, purpose=PURPOSE, shortened=fitted.shortened)
         for j in range(config.num_hypotheses)
     ]
 

@@ -49,7 +49,7 @@ from fhs.method.verifier import VERIFIER_TEMPLATES
 Entry = dict[str, str] | None
 # The settings that change the verifier's request for a given window (fhs/method/verifier.py).
 PROMPT_SETTINGS = ("json_schema", "compact_outputs", "definition_chars", "context_chars", "max_tokens_verifier",
-                   "verifier_prompt_chars", "seed")
+                   "verifier_prompt_tokens", "prompt_order", "seed")
 
 
 def _digest(value: Any, length: int = 16) -> str:
@@ -96,7 +96,7 @@ def verifier_scope(llm: Any, config: FHSConfig, domain: Domain) -> str:
     parts = {
         "llm": identity,
         "settings": {name: getattr(config, name) for name in PROMPT_SETTINGS},
-        "templates": [load_template(name).template for name in VERIFIER_TEMPLATES],
+        "templates": [load_template(name, config.prompt_order).template for name in VERIFIER_TEMPLATES],
         "domain": domain_digest(domain),
     }
     return f"{identity['name']}:{_digest(parts)}"

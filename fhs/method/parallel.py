@@ -29,9 +29,12 @@ FIELDS = ("query",)
 def parallel_requests(fact: Fact, domain: Domain, config: FHSConfig, *, instructed: bool = False) -> list[Request]:
     """J sampled free-text requests; ``instructed`` adds "sample i of J, be distinct" to each."""
     samples = config.num_hypotheses
+    # The sample's own sentence closes the prompt (what differs comes last); the authors'
+    # order has it inside the task's paragraph.
+    glue = " " if config.prompt_order == "evidence-first" else ""
     requests = []
     for j in range(samples):
-        variation = (" " + render("freetext_instructed", sample=str(j + 1), samples=str(samples)).strip()
+        variation = (glue + render("freetext_instructed", sample=str(j + 1), samples=str(samples)).strip()
                      if instructed else "")
         requests.append(rewrite_request("freetext", fact, domain, config, purpose=PURPOSE, fields=FIELDS,
                                         temperature=config.temperature, sample_index=j, variation=variation))

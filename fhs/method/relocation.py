@@ -9,12 +9,13 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from fhs.data.relocate.tasks import Relocation, RelocationTask, accept_span
 from fhs.llm.contract import LLM, Message, Request
 from fhs.llm.jsonout import parse_object
-from fhs.method.prompting import PROMPTS_DIR
+from fhs.method.prompting import DEFAULT_ORDER, template_path
 
 
 RELOCATE_PROMPT = "relocate.txt"
@@ -25,9 +26,13 @@ RELOCATE_SCHEMA: Mapping[str, Any] = {
 }
 
 
-def load_prompt(name: str = RELOCATE_PROMPT) -> str:
-    """A prompt template shipped in ``fhs/method/prompts``."""
-    return (PROMPTS_DIR / name).read_text(encoding="utf-8")
+def load_prompt(name: str = RELOCATE_PROMPT, order: str = DEFAULT_ORDER) -> str:
+    """A prompt template shipped in ``fhs/method/prompts`` (``order`` as in ``fhs.method.prompting``).
+
+    The default order puts the instructions first, then the English translation
+    (shared by the mentions of one document), then the Spanish sentence and mention.
+    """
+    return template_path(Path(name).stem, order).read_text(encoding="utf-8")
 
 
 def parse_relocation_answer(text: str) -> tuple[str | None, str]:
@@ -59,9 +64,9 @@ class LLMRelocator:
     method = "llm"
 
     def __init__(self, llm: LLM, *, template: str | None = None, max_tokens: int = 96,
-                 batch_size: int = 64) -> None:
+                 batch_size: int = 64, order: str = DEFAULT_ORDER) -> None:
         self.llm = llm
-        self.template = template if template is not None else load_prompt()
+        self.template = template if template is not None else load_prompt(order=order)
         self.max_tokens = max_tokens
         self.batch_size = batch_size
         digest = hashlib.sha1(f"{self.template}|{max_tokens}".encode("utf-8")).hexdigest()[:10]

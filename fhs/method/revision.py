@@ -23,7 +23,7 @@ from fhs.data.taxonomy import Taxonomy
 from fhs.llm.contract import Request
 from fhs.method.config import FHSConfig
 from fhs.method.hypotheses import CONTEXT_LADDER, Hypothesis, hypothesis_schema, parse_hypothesis
-from fhs.method.prompting import fact_messages, fit_to_budget, render
+from fhs.method.prompting import DEFAULT_ORDER, Budget, context_ladder, fact_messages, fit_to_budget, last_resort, render
 from fhs.method.verifier import concept_or_stub
 
 PURPOSE = "revision"
@@ -76,7 +76,9 @@ def choose_dimension(tallies: Mapping[str, Tally], dimensions: Sequence[str]) ->
 
 def revision_prompt(fact: Fact, hypothesis: Hypothesis, target: str, target_tally: Tally,
                     window_ids: Sequence[str], entries: Mapping[str, Mapping[str, str]],
-                    taxonomy: Taxonomy | None, domain: Domain, context_chars: int) -> str:
+                    taxonomy: Taxonomy | None, domain: Domain, context_chars: int,
+                    field_chars: int | None = None, order: str = DEFAULT_ORDER) -> str:
+    """The task and rules, the evidence, then the interpretation, target, tally and verdicts (what differs)."""
     gloss = next(d.verifier_gloss or d.gloss for d in domain.dimensions if d.name == target)
     lines = []
     for rank, cid in enumerate(window_ids, start=1):
@@ -85,8 +87,9 @@ def revision_prompt(fact: Fact, hypothesis: Hypothesis, target: str, target_tall
         lines.append(f"[{rank}] {concept.id} / {concept.label or concept.id}: {verdict}")
     return render(
         "revise",
+        order=order,
         evidence_kind=domain.evidence,
-        evidence=evidence_block(fact, context_chars),
+        evidence=evidence_block(fact, context_chars, field_chars, order),
         hypothesis_lines="\n".join(f"{name}: {hypothesis.value(name)}" for name in domain.dimension_names),
         taxonomy=domain.taxonomy,
         target=target,
@@ -103,16 +106,19 @@ def revision_request(fact: Fact, hypothesis: Hypothesis, target: str, target_tal
                      window_ids: Sequence[str], entries: Mapping[str, Mapping[str, str]],
                      taxonomy: Taxonomy | None, domain: Domain, config: FHSConfig) -> Request:
     """One greedy (T = 0) call asking for the hypothesis revised on ``target`` alone."""
-    ladder = [{"context_chars": c} for c in CONTEXT_LADDER if c <= config.context_chars] \
-        or [{"context_chars": config.context_chars}]
-    user, _ = fit_to_budget(
-        lambda context_chars: revision_prompt(fact, hypothesis, target, target_tally, window_ids, entries,
-                                              taxonomy, domain, context_chars),
-        ladder, config.generator_prompt_chars)
+    order = config.prompt_order
+    ladder = context_ladder(config.context_chars, CONTEXT_LADDER) + last_resort(config.context_chars, labels=False)
+    fitted = fit_to_budget(
+        lambda context_chars, field_chars=None: fact_messages(revision_prompt(
+            fact, hypothesis, target, target_tally, window_ids, entries, taxonomy, domain, context_chars,
+            field_chars, order), order),
+        ladder, Budget(config.generator_prompt_tokens, config.max_tokens_hypothesis, config.context_tokens),
+        what=f"fact {fact.id}: the {PURPOSE} prompt")
     return Request(
-        messages=fact_messages(user),
+        messages=fitted.messages,
         temperature=0.0, top_p=1.0, max_tokens=config.max_tokens_hypothesis, seed=config.seed,
         schema=hypothesis_schema(domain) if config.json_schema else None, purpose=PURPOSE,
+        shortened=fitted.shortened,
     )
 
 

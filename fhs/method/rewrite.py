@@ -8,9 +8,11 @@ reply unreadable), retrieve it to depth K, fuse the lists with summed RRF
 (Eq. 4, kappa 60) and hand the fused order to the shared selector. This module
 holds those steps once; the method modules only say which prompts to send.
 
-Prompts put the evidence block first, so one fact's calls share a prefix that a
-server's KV cache can reuse, and take the taxonomy's name, the kind of evidence
-and the query wording from the domain file, so they work for any taxonomy.
+Prompts state the fixed instructions first, then the evidence (the source
+context before the value's own fields), then what differs between rounds, so
+that calls share the longest prefix a server's KV cache can reuse
+(``fhs/method/prompting.py``); they take the taxonomy's name, the kind of
+evidence and the query wording from the domain file, so they work for any taxonomy.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from fhs.llm.contract import LLM, Message, Request, Response
 from fhs.llm.jsonout import parse_object
 from fhs.method.config import FHSConfig
 from fhs.method.context import call_record
-from fhs.method.prompting import fit_to_budget, render
+from fhs.method.prompting import Budget, context_ladder, fit_to_budget, last_resort, render
 from fhs.method.verifier import candidate_line, concept_or_stub
 from fhs.retrieval.bm25 import Ranking
 from fhs.retrieval.fusion import FusedPool, fuse
@@ -51,23 +53,27 @@ def text_schema(required: Sequence[str], optional: Sequence[str] = ()) -> dict[s
 def rewrite_request(template: str, fact: Fact, domain: Domain, config: FHSConfig, *, purpose: str,
                     fields: Sequence[str], temperature: float = 0.0, sample_index: int = 0,
                     **values: str) -> Request:
-    """One rewriting call: ``template`` filled with the evidence, the domain wording and ``values``.
+    """One rewriting call: ``template`` filled with the domain wording, the evidence and ``values``.
 
-    The context shrinks along the ladder until the prompt fits the generator's
-    budget. Greedy unless ``temperature`` says otherwise; ``sample_index`` tells
-    sampled requests with the same prompt apart (and seeds them differently).
+    The context shrinks along the ladder (then the fields, last resort) until the
+    prompt fits the generator's token budget. Greedy unless ``temperature`` says
+    otherwise; ``sample_index`` tells sampled requests with the same prompt apart
+    (and seeds them differently).
     """
-    ladder = [{"context_chars": c} for c in CONTEXT_LADDER if c <= config.context_chars] or [
-        {"context_chars": config.context_chars}]
-    user, _ = fit_to_budget(
-        lambda context_chars: render(template, evidence=evidence_block(fact, context_chars),
-                                     **domain_fields(domain), **values),
-        ladder, config.generator_prompt_chars)
+    order = config.prompt_order
+    ladder = context_ladder(config.context_chars, CONTEXT_LADDER) + last_resort(config.context_chars, labels=False)
+    system = Message("system", render("rewrite_system", order=order))
+    fitted = fit_to_budget(
+        lambda context_chars, field_chars=None: (system, Message("user", render(
+            template, order=order, evidence=evidence_block(fact, context_chars, field_chars, order),
+            **domain_fields(domain), **values))),
+        ladder, Budget(config.generator_prompt_tokens, config.max_tokens_hypothesis, config.context_tokens),
+        what=f"fact {fact.id}: the {purpose} prompt")
     return Request(
-        messages=(Message("system", render("rewrite_system")), Message("user", user)),
+        messages=fitted.messages,
         temperature=temperature, top_p=1.0 if temperature == 0 else config.top_p,
         max_tokens=config.max_tokens_hypothesis, seed=config.seed, sample_index=sample_index,
-        schema=text_schema(fields) if config.json_schema else None, purpose=purpose,
+        schema=text_schema(fields) if config.json_schema else None, purpose=purpose, shortened=fitted.shortened,
     )
 
 

@@ -22,7 +22,7 @@ from fhs.data.taxonomy import Taxonomy
 from fhs.llm.contract import LLM, Request, Response
 from fhs.llm.jsonout import parse_object
 from fhs.method.config import FHSConfig
-from fhs.method.prompting import LAST_RESORT, fact_messages, fit_to_budget, render
+from fhs.method.prompting import DEFAULT_ORDER, Budget, Fitted, fact_messages, fit_to_budget, last_resort, render
 from fhs.method.verifier import candidate_line, concept_or_stub
 
 PURPOSE = "selector"
@@ -51,10 +51,12 @@ ANSWER_SHAPES = {
 def selector_prompt(fact: Fact, ids: Sequence[str], taxonomy: Taxonomy | None, domain: Domain,
                     context_chars: int = 12_000, definition_chars: int = 320, max_ranked: int = 20,
                     field_chars: int | None = None, label_chars: int | None = None,
-                    compact: bool = True) -> str:
+                    compact: bool = True, order: str = DEFAULT_ORDER) -> str:
+    """The task and answer shape, the evidence, then the numbered candidates (the part that differs)."""
     lines = "\n".join(candidate_line(i, concept_or_stub(taxonomy, cid), definition_chars, label_chars)
                       for i, cid in enumerate(ids, start=1))
-    return render("selector", evidence_kind=domain.evidence, evidence=evidence_block(fact, context_chars, field_chars),
+    return render("selector", order=order, evidence_kind=domain.evidence,
+                  evidence=evidence_block(fact, context_chars, field_chars, order),
                   taxonomy=domain.taxonomy, candidate_lines=lines, max_ranked=str(max_ranked),
                   answer_shape=ANSWER_SHAPES[compact])
 
@@ -69,24 +71,26 @@ def selector_schema(n: int, max_ranked: int = 20, compact: bool = True) -> dict[
 
 
 def selector_request(fact: Fact, ids: Sequence[str], taxonomy: Taxonomy | None, domain: Domain,
-                     config: FHSConfig) -> tuple[Request, dict[str, int]]:
-    """The greedy selector call over the head of ``ids``; also returns the budget rung used."""
+                     config: FHSConfig) -> tuple[Request, Fitted]:
+    """The greedy selector call over the head of ``ids``; also returns how its prompt was fitted."""
     shown = list(ids[: config.selector_candidates])
     ladder = [{"context_chars": min(c, config.context_chars), "definition_chars": min(d, config.definition_chars)}
-              for c, d in SHRINK_LADDER] + [{**rung, "definition_chars": 0} for rung in LAST_RESORT]
-    user, used = fit_to_budget(
-        lambda context_chars, definition_chars, field_chars=None, label_chars=None: selector_prompt(
+              for c, d in SHRINK_LADDER] + last_resort(config.context_chars, labels=True, definition_chars=0)
+    order = config.prompt_order
+    fitted = fit_to_budget(
+        lambda context_chars, definition_chars, field_chars=None, label_chars=None: fact_messages(selector_prompt(
             fact, shown, taxonomy, domain, context_chars, definition_chars, config.selector_max_ranked,
-            field_chars, label_chars, config.compact_outputs),
-        ladder, config.selector_prompt_chars)
+            field_chars, label_chars, config.compact_outputs, order), order),
+        ladder, Budget(config.selector_prompt_tokens, config.max_tokens_selector, config.context_tokens),
+        what=f"fact {fact.id}: the {PURPOSE} prompt over {len(shown)} candidates")
     request = Request(
-        messages=fact_messages(user),
+        messages=fitted.messages,
         temperature=0.0, top_p=1.0, max_tokens=config.max_tokens_selector, seed=config.seed,
         schema=selector_schema(len(shown), config.selector_max_ranked, config.compact_outputs)
         if config.json_schema else None,
-        purpose=PURPOSE,
+        purpose=PURPOSE, shortened=fitted.shortened,
     )
-    return request, used
+    return request, fitted
 
 
 def _index(value: Any, n: int) -> int | None:

@@ -39,7 +39,8 @@ from fhs.llm.contract import Request
 from fhs.llm.jsonout import MAX_REPLY_CHARS, parse_array, parse_object
 from fhs.method.config import FHSConfig
 from fhs.method.hypotheses import Hypothesis
-from fhs.method.prompting import LAST_RESORT, clip, fact_messages, fit_to_budget, render
+from fhs.method.prompting import (DEFAULT_ORDER, Budget, clip, context_ladder, fact_messages, fit_to_budget,
+                                  last_resort, render)
 from fhs.retrieval.bm25 import Ranking
 from fhs.retrieval.fusion import FusedPool
 
@@ -49,7 +50,7 @@ DESCRIPTION_SOURCE = "description"
 
 # Every template a verifier request is rendered from (fhs/method/prompts/): the verdict ledger keys by them.
 VERIFIER_TEMPLATES = ("system", "verifier", "verifier_rules", "verifier_answer", "verifier_rules_compact",
-                      "verifier_answer_compact")
+                      "verifier_answer_compact", "verifier_description")
 VERDICT_LABELS = ("support", "contradict", "unresolved")
 # The compact answer: one letter per dimension, in the domain's order (book/deviations.md).
 CODE_LETTERS = ("S", "C", "A")
@@ -178,20 +179,21 @@ def interpretation_lines(hypothesis: Hypothesis, names: Sequence[str]) -> str:
 
 def verifier_prompt(fact: Fact, hypothesis: Hypothesis, candidates: Sequence[Concept], domain: Domain,
                     context_chars: int, definition_chars: int, field_chars: int | None = None,
-                    label_chars: int | None = None, compact: bool = True) -> str:
-    """Evidence, dimension meanings and candidates first (shared by the J calls), the hypothesis after."""
+                    label_chars: int | None = None, compact: bool = True, order: str = DEFAULT_ORDER) -> str:
+    """Instructions, evidence, then the candidates (shared by the J calls), the hypothesis last."""
     names = domain.dimension_names
     if compact:
-        rules = render("verifier_rules_compact")
-        answer = render("verifier_answer_compact", dimension_order=", ".join(names))
+        rules = render("verifier_rules_compact", order=order)
+        answer = render("verifier_answer_compact", order=order, dimension_order=", ".join(names))
     else:
-        rules = render("verifier_rules")
-        answer = render("verifier_answer", verdict_skeleton=", ".join(
+        rules = render("verifier_rules", order=order)
+        answer = render("verifier_answer", order=order, verdict_skeleton=", ".join(
             f'"{name}": "support|contradict|unresolved"' for name in names))
     return render(
         "verifier",
+        order=order,
         evidence_kind=domain.evidence,
-        evidence=evidence_block(fact, context_chars, field_chars),
+        evidence=evidence_block(fact, context_chars, field_chars, order),
         hypothesis_lines=interpretation_lines(hypothesis, names),
         dimension_lines="\n".join(f"- {d.name}: {d.verifier_gloss}" for d in domain.dimensions),
         taxonomy=domain.taxonomy,
@@ -211,23 +213,23 @@ def verifier_max_tokens(config: FHSConfig, window_size: int, n_dimensions: int) 
 
 def verifier_request(fact: Fact, hypothesis: Hypothesis, window: Window, taxonomy: Taxonomy | None,
                      domain: Domain, config: FHSConfig) -> Request:
-    """One greedy verifier call for one hypothesis over the window."""
+    """One greedy verifier call for one hypothesis over the window, within its token budget."""
     candidates = [concept_or_stub(taxonomy, cid) for cid in window.ids]
-    ladder = [{"context_chars": c} for c in (12_000, 8_000, 5_000, 2_500) if c <= config.context_chars] \
-        or [{"context_chars": config.context_chars}]
-    ladder = [{**rung, "definition_chars": config.definition_chars} for rung in ladder] \
-        + [{**rung, "definition_chars": 0} for rung in LAST_RESORT]
-    compact = config.compact_outputs
-    user, _ = fit_to_budget(
-        lambda context_chars, definition_chars, field_chars=None, label_chars=None: verifier_prompt(
+    ladder = [{**rung, "definition_chars": config.definition_chars} for rung in context_ladder(config.context_chars)] \
+        + last_resort(config.context_chars, labels=True, definition_chars=0)
+    compact, order = config.compact_outputs, config.prompt_order
+    max_tokens = verifier_max_tokens(config, len(window.ids), len(domain.dimension_names))
+    fitted = fit_to_budget(
+        lambda context_chars, definition_chars, field_chars=None, label_chars=None: fact_messages(verifier_prompt(
             fact, hypothesis, candidates, domain, context_chars, definition_chars, field_chars, label_chars,
-            compact),
-        ladder, config.verifier_prompt_chars)
+            compact, order), order),
+        ladder, Budget(config.verifier_prompt_tokens, max_tokens, config.context_tokens),
+        what=f"fact {fact.id}: the {PURPOSE} prompt")
     return Request(
-        messages=fact_messages(user),
-        temperature=0.0, top_p=1.0, seed=config.seed,
-        max_tokens=verifier_max_tokens(config, len(window.ids), len(domain.dimension_names)),
+        messages=fitted.messages,
+        temperature=0.0, top_p=1.0, seed=config.seed, max_tokens=max_tokens,
         schema=verifier_schema(domain, window.ids, compact) if config.json_schema else None, purpose=PURPOSE,
+        shortened=fitted.shortened,
     )
 
 

@@ -54,14 +54,14 @@ class Experiment:
     def fingerprint(self, *, llm: bool) -> dict[str, str]:
         """SHA-256 digests of what a run reads (the run stamp's ``inputs``, see fhs/run/stamp.py)."""
         from fhs.data.domain import domain_path
-        from fhs.method.prompting import PROMPTS_DIR
+        from fhs.method.prompting import EVIDENCE_FIRST_DIR, PROMPTS_DIR
 
         inputs = {"facts": _once(facts_digest, self.facts), "taxonomy": _once(taxonomy_digest, self.taxonomy)}
         if retriever_inputs(self.retriever):  # dense/hybrid: the embedding model's files
             inputs["retriever"] = retriever_inputs(self.retriever)
         if llm:
             inputs["domain"] = file_digest(domain_path(self.domain_name()))
-            inputs["prompts"] = files_digest(PROMPTS_DIR.glob("*.txt"))
+            inputs["prompts"] = files_digest([*PROMPTS_DIR.glob("*.txt"), *EVIDENCE_FIRST_DIR.glob("*.txt")])
         return inputs
 
     def llm_context(self, model: "ModelChoice", config: FHSConfig | None = None, *, seed: int | None = None,
@@ -71,13 +71,16 @@ class Experiment:
         The list depth and w_cov come from the retriever, the seed from ``seed`` (else the model choice's).
         """
         from fhs.data.domain import load_domain
+        from fhs.llm.server_info import context_window
 
         config = (config or model.profile.fhs_config()).replace(
             k=self.retriever.config.top_k, w_cov=self.retriever.config.w_cov,
             seed=model.seed if seed is None else seed)
+        llm = model.llm()
+        # prompt budgets stay within the model's context: the server's or engine's, else the profile's
+        config = config.replace(context_tokens=context_window(llm) or config.context_tokens)
         kw.setdefault("ledger", model.ledger())
-        return self.method_context(llm=model.llm(), domain=load_domain(self.domain_name()),
-                                   config=config, **kw)
+        return self.method_context(llm=llm, domain=load_domain(self.domain_name()), config=config, **kw)
 
     def method_context(self, **kw) -> MethodContext:
         options = {"oracle_with_id": self.spec.oracle_with_id, **kw.pop("options", {})}

@@ -129,6 +129,8 @@ PROFILES: dict[str, Profile] = {
             # 2,509 (the paper's FinTagging test split) - FinCL's 500 = 2,009 iXBRL facts in whole
             # contexts; the authors' development sample held 661 facts
             dataset_facts={"ixbrl": 2_009, "ixbrl-dev": 661},
+            # the served --max-model-len (book/reproducing.md) when the server does not report it
+            fhs_overrides={"context_tokens": 32_768},
             description=("a GPU box, the paper's scale: vLLM serving Qwen3-32B; the financial test data "
                          "as every FinCL fact plus a context-level sample of about 2,009 iXBRL test facts "
                          "(about 2,509 together, the paper's FinTagging split), every CodiEsp mention, "
@@ -146,6 +148,7 @@ PROFILES: dict[str, Profile] = {
             seeds=(0, 1, 2),
             base_urls=("http://127.0.0.1:8000/v1",),
             workers=8,
+            fhs_overrides={"context_tokens": 32_768},
             description=("a GPU box, one night: vLLM serving Qwen3-32B on context-level samples of about "
                          "30 facts per dataset (FinCL, iXBRL test, CodiEsp, the pilot's iXBRL development "
                          "facts, ICD-10-PCS); three seeded runs"),
@@ -159,6 +162,7 @@ PROFILES: dict[str, Profile] = {
             seeds=(0, 1, 2),
             base_urls=("http://127.0.0.1:8000/v1",),
             workers=8,
+            fhs_overrides={"context_tokens": 32_768},
             description=("a GPU box, every fact: vLLM serving Qwen3-32B on all of FinCL, all 53,523 iXBRL "
                          "test facts and every CodiEsp mention, Table 11's pilot on all 129,605 iXBRL "
                          "development facts; three seeded runs (weeks on one GPU: plan it first)"),
