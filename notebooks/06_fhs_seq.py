@@ -53,7 +53,7 @@ model = None  # None takes the profile model
 base_url = None  # OpenAI-compatible server(s), comma-separated; None takes the profile URL
 max_in_flight = None  # requests in flight per server URL; None takes the profile's (paper: 128)
 thinking = None  # Qwen3's thinking mode (True/False); None takes the profile's (off, as in the paper)
-replay = None  # an `fhs archive` file that answers every model call, no server (make book REPLAY=FILE)
+replay = None  # an `fhs archive` file that answers every model call, no server (`make book` with REPLAY set to it)
 seed = 20260724  # bootstrap seed
 bootstrap_resamples = 2000
 cache_dir = ".fhs-cache"  # every model call is cached here; a rebuild replays it

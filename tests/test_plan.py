@@ -168,10 +168,13 @@ def test_the_manifest_reads_each_chapters_loops_under_a_profile():
         [m for m in MAIN_ROWS if m in METHODS]) * len(paper.seeds)
     assert {r.seed for r in chapter_runs(smoke, ["02_main_results"]) if r.method in MAIN_ROWS} == set(smoke.seeds)
     ablations = chapter_runs(paper, ["03_ablations"])
-    assert {r.tag for r in ablations} >= set(ABLATION_VARIANTS) | {"pilot"}
-    pilot = [r for r in ablations if r.tag == "pilot"]
-    assert pilot and not any(r.selector for r in pilot)  # Table 11 reads recall before the selector
-    assert all(r.selector for r in chapter_runs(get_profile("paper-full"), ["03_ablations"]) if r.tag == "pilot")
+    assert {r.tag for r in ablations} >= set(ABLATION_VARIANTS) | {"dev", "kv5", "kv10", "kv15", "kv20"}
+    dev = chapter_parameters("03_ablations", "paper")["dev_dataset"]
+    pilot = [r for r in ablations if r.dataset == dev]
+    assert {r.method for r in pilot} == {"fhs", "parallel-diverse"}  # factorized against forced diversity
+    assert not any(r.selector for r in pilot)  # Tables 11 and 12 read the lists before the selector
+    assert all(r.selector for r in chapter_runs(get_profile("paper-full"), ["03_ablations"]) if r.dataset == dev)
+    assert not any(r.selector for r in ablations if r.method == "parallel-verified" or r.tag.startswith("kv"))
     swap = chapter_runs(paper, ["05_retriever_swap"])
     assert {r.retriever for r in swap} == set(chapter_parameters("05_retriever_swap", "paper")["retrievers"])
     assert chapter_parameters("02_main_results", "paper", overrides={"runs": 1})["runs"] == 1

@@ -19,11 +19,13 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from fhs.book.ablations import DEV_TAG
 from fhs.book.chapters import load_profiles
 from fhs.core.errors import InputError
-from fhs.method.config import DEFAULT_CONFIG
+from fhs.method.config import DEFAULT_CONFIG, FHSConfig
 from fhs.method.registry import METHODS
 from fhs.paper import ABLATION_BETA
+from fhs.run.ablations import WINDOW_SIZES
 from fhs.run.plan import RELOCATOR, PlannedRun
 from fhs.run.profiles import Profile
 
@@ -48,7 +50,6 @@ ABLATION_VARIANTS: dict[str, tuple[str, dict[str, Any], float | None]] = {
                            None),
     "no_label_coverage": ("− label coverage (w_cov = 0)", dict(selector=False), 0.0),
 }
-PILOT_METHODS = ("parallel", "parallel-diverse")  # Table 11's development pilot
 
 CHAPTERS = ("01_readiness_gap", "02_main_results", "03_ablations", "04_verifier_diagnostics",
             "05_retriever_swap", "06_fhs_seq", "07_case_studies", "08_procedures_pcs")
@@ -121,7 +122,8 @@ def main_results(profile: Profile, p: Mapping[str, Any]) -> list[PlannedRun]:
 
 
 def ablations(profile: Profile, p: Mapping[str, Any]) -> list[PlannedRun]:
-    """Chapter 3: FHS and its Table 6 variants (replaying FHS), parallel, Table 11's pilot without the selector."""
+    """Chapter 3: FHS and its Table 6 variants (replaying FHS), parallel with and without the verifier, the
+    development runs of Tables 11 and 12 without the selector, and Appendix E.2's window sizes."""
     c, name = "03_ablations", p["dataset"]
     runs = []
     for s in seeds(profile, p.get("runs")):
@@ -131,9 +133,12 @@ def ablations(profile: Profile, p: Mapping[str, Any]) -> list[PlannedRun]:
             runs.append(PlannedRun(c, name, "fhs", changes=rest, selector=changes.get("selector", True),
                                    w_cov=w_cov, seed=s, tag=key))
         runs.append(PlannedRun(c, name, "parallel", seed=s))
-        for method in PILOT_METHODS:
-            runs.append(PlannedRun(c, p["dev_dataset"], method, seed=s, selector=bool(p.get("pilot_selector")),
-                                   tag="pilot"))
+        runs.append(PlannedRun(c, name, "parallel-verified", seed=s, selector=False))  # Table 6's + verifier row
+        pilot_selector = bool(p.get("pilot_selector"))  # Tables 11 and 12 read the lists before the selector
+        runs.append(PlannedRun(c, p["dev_dataset"], "fhs", seed=s, selector=pilot_selector, tag=DEV_TAG))
+        runs.append(PlannedRun(c, p["dev_dataset"], "parallel-diverse", seed=s, selector=pilot_selector))
+        for k_v in sorted(WINDOW_SIZES, key=lambda k: k != FHSConfig().k_v):  # Appendix E.2, the deployed K_v first
+            runs.append(PlannedRun(c, name, "fhs", changes={"k_v": k_v}, selector=False, seed=s, tag=f"kv{k_v}"))
     return runs
 
 
