@@ -84,6 +84,18 @@ def chapter_parameters(stem: str, profile: str, root: Path = ROOT,
     return merged
 
 
+def dataset_parameters(datasets: list[str]) -> dict[str, Any]:
+    """The chapters' dataset parameters for ``datasets`` (built-in names or spec files): every chapter's
+    ``datasets``, chapter 3's ``dataset`` (the first) and its ``dev_dataset`` when that dataset has one."""
+    from fhs.data.datasets import resolve_dataset
+
+    first = resolve_dataset(datasets[0])
+    given: dict[str, Any] = {"datasets": list(datasets), "dataset": datasets[0]}
+    if first.dev is not None:
+        given["dev_dataset"] = first.dev
+    return given
+
+
 def seeds(profile: Profile, runs: int | None) -> tuple[int, ...]:
     """The seeded runs of a chapter: the profile's seeds, or the first ``runs`` of them."""
     return tuple(profile.seeds) if runs is None else tuple(profile.seeds)[: max(1, int(runs))]
@@ -253,12 +265,14 @@ def load_inputs(dataset: str, data: str | Path | None = None, root: Path = ROOT)
 def plan_profile(profile: str, *, chapters: list[str] | None = None, sample: int = 20,
                  fraction: float | None = None, throughput=None, data: str | Path | None = None,
                  progress: bool = True, root: Path = ROOT, counter=None,
-                 changes: Mapping[str, Any] | None = None) -> tuple[dict[str, Any], list]:
+                 changes: Mapping[str, Any] | None = None,
+                 overrides: Mapping[str, Any] | None = None) -> tuple[dict[str, Any], list]:
     """``fhs plan``: the profile's chapters dry-run on the simulated model, sized to the profile.
 
     ``fraction`` plans a rehearsal on that share of every LLM sample (``make rehearsal``'s
     ``REHEARSAL_FRACTION``); ``changes`` are FHS settings changed for every run (a what-if,
-    e.g. a shorter selector list). Returns the plan (what ``--json`` prints) and its rows.
+    e.g. a shorter selector list); ``overrides`` are chapter parameters (e.g. :func:`dataset_parameters`).
+    Returns the plan (what ``--json`` prints) and its rows.
     """
     import time
     from dataclasses import replace
@@ -276,7 +290,7 @@ def plan_profile(profile: str, *, chapters: list[str] | None = None, sample: int
     throughput = throughput or Throughput()
     counter = counter or default_counter()
     started = time.perf_counter()
-    runs = chapter_runs(chosen, chapters, root)
+    runs = chapter_runs(chosen, chapters, root, overrides)
     rows = dry_run(runs, chosen, lambda name: load_inputs(name, data, root), sample=sample, counter=counter,
                    data=data, progress=progress)
     summary = summarize(rows, throughput)

@@ -162,6 +162,10 @@ def cmd_run(args: argparse.Namespace) -> dict:
         taxonomy = args.taxonomy if args.taxonomy in TAXONOMIES else str(Path(args.taxonomy).resolve())
         sources = {"facts": str(Path(args.facts).resolve()), "taxonomy": taxonomy,
                    "domain": args.domain or experiment.spec.domain}
+    elif experiment.spec.source is not None:  # a spec file: its own files, for `fhs show` likewise
+        own = experiment.spec
+        sources = {"facts": str(own.facts_file), "taxonomy": str(own.taxonomy_file or own.taxonomy),
+                   "domain": own.domain, "spec": str(own.source)}
     workers = args.workers or (spec.model.profile.workers if spec.model is not None else 1)
     try:
         outcome = spec.execute(experiment, facts, out_dir=args.out, fresh=args.fresh, refused=args.refused,
@@ -373,9 +377,11 @@ def cmd_plan(args: argparse.Namespace) -> dict:
             raise InputError(f"--set expects KNOB=VALUE with an FHSConfig field, got {text!r}", field="set",
                              fix="see fhs/method/config.py for the knobs")
         changes[name] = yaml.safe_load(value)
+    from fhs.book.manifest import dataset_parameters
+
     plan, rows = plan_profile(args.profile, chapters=args.chapter, sample=args.sample, fraction=args.fraction,
                               throughput=throughput, data=args.data, progress=not args.quiet and not args.json,
-                              changes=changes)
+                              changes=changes, overrides=dataset_parameters(args.dataset) if args.dataset else None)
     print(json.dumps(plan, indent=2) if args.json else format_plan(plan, rows))
     if args.out:
         from fhs.run.records import write_json_atomic

@@ -209,7 +209,7 @@ class DryRun:
         key = (dataset, which)
         if key not in self._facts:
             every = self.experiment(dataset).facts
-            target = {"llm": self.profile.llm_sample_size(dataset, len(every)),
+            target = {"llm": self.profile.llm_sample_size(self.experiment(dataset).spec.name, len(every)),
                       "retrieval": self.profile.retrieval_facts, "all": None}[which]
             used = sample_by_context(every, target)
             self._facts[key] = (used, sample_by_context(used, self.sample))
@@ -218,7 +218,7 @@ class DryRun:
     def searcher(self, experiment: Experiment, run: PlannedRun) -> Any:
         """The run's retriever; BM25 variants share the dataset's built index (it does not depend on
         w_cov, the pool or the depth), so the plan builds each taxonomy's index once."""
-        config = retrieval_config(experiment.spec.taxonomy, run.retriever, w_cov=run.w_cov)
+        config = retrieval_config(experiment.spec, run.retriever, w_cov=run.w_cov)
         base = experiment.retriever
         if isinstance(base, Retriever) and (base.config.k1, base.config.b, base.config.type_filter) == \
                 (config.k1, config.b, config.type_filter):
