@@ -31,13 +31,12 @@ from typing import Any
 from fhs.core.errors import choose
 from fhs.data.evidence import ORDERS as PROMPT_ORDERS
 from fhs.retrieval.bm25 import RetrievalConfig
+from fhs.retrieval.fusion import FUSIONS, NORMALIZE_OVER
 
 RENDERINGS = ("label", "definition")
-FUSIONS = ("sum", "mean")
 SCORINGS = ("paper", "code", "strict")
 FILLS = ("mean", "zero")
 WINDOWS = ("profile", "rank")
-NORMALIZE_OVER = ("union", "kept")
 
 
 @dataclass(frozen=True)
