@@ -39,6 +39,11 @@ FILLS = ("mean", "zero")
 WINDOWS = ("profile", "rank")
 
 
+# One-pass structured grounding (the "structured" baseline): FHS's prompt and renderer with one greedy
+# hypothesis and no verifier (J = 1, temperature 0, beta = 0).
+STRUCTURED: Mapping[str, Any] = {"num_hypotheses": 1, "temperature": 0.0, "top_p": 1.0, "beta": 0.0}
+
+
 @dataclass(frozen=True)
 class NamedConfig:
     """A documented bundle of FHS settings, applied over a profile's budgets."""
@@ -156,10 +161,12 @@ class FHSConfig:
 
     @classmethod
     def structured(cls, **overrides: Any) -> "FHSConfig":
-        """One-pass structured grounding: the same prompt and renderer, J=1, greedy, no verifier."""
-        base: dict[str, Any] = dict(num_hypotheses=1, temperature=0.0, top_p=1.0, beta=0.0)
-        base.update(overrides)
-        return cls(**base)
+        """One-pass structured grounding over the defaults (:data:`STRUCTURED`), then ``overrides``."""
+        return cls(**{**STRUCTURED, **overrides})
+
+    def as_structured(self) -> "FHSConfig":
+        """This configuration as one-pass structured grounding (its budgets kept; :data:`STRUCTURED`)."""
+        return self.replace(**STRUCTURED)
 
     @classmethod
     def named(cls, name: str, **overrides: Any) -> "FHSConfig":
