@@ -25,7 +25,7 @@ from fhs.method.config import DEFAULT_CONFIG
 from fhs.method.registry import METHODS
 from fhs.paper import ABLATION_BETA
 from fhs.run.plan import RELOCATOR, PlannedRun
-from fhs.run.profiles import Profile
+from fhs.run.profiles import RunProfile
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository: notebooks/ and examples/ live here
 
@@ -96,7 +96,7 @@ def dataset_parameters(datasets: list[str]) -> dict[str, Any]:
     return given
 
 
-def seeds(profile: Profile, runs: int | None) -> tuple[int, ...]:
+def seeds(profile: RunProfile, runs: int | None) -> tuple[int, ...]:
     """The seeded runs of a chapter: the profile's seeds, or the first ``runs`` of them."""
     return tuple(profile.seeds) if runs is None else tuple(profile.seeds)[: max(1, int(runs))]
 
@@ -105,7 +105,7 @@ def _named(dataset: str, p: Mapping[str, Any]) -> str:
     return p.get("codiesp_config", DEFAULT_CONFIG) if dataset == "codiesp" else DEFAULT_CONFIG
 
 
-def readiness_gap(profile: Profile, p: Mapping[str, Any]) -> list[PlannedRun]:
+def readiness_gap(profile: RunProfile, p: Mapping[str, Any]) -> list[PlannedRun]:
     """Chapter 1: direct and the gold-query probe, with and without label coverage; no model."""
     c = "01_readiness_gap"
     runs = []
@@ -118,7 +118,7 @@ def readiness_gap(profile: Profile, p: Mapping[str, Any]) -> list[PlannedRun]:
     return runs
 
 
-def main_results(profile: Profile, p: Mapping[str, Any]) -> list[PlannedRun]:
+def main_results(profile: RunProfile, p: Mapping[str, Any]) -> list[PlannedRun]:
     """Chapter 2: every row of Tables 4 and 5 over the seeded runs, the oracle, the LLM relocator."""
     c = "02_main_results"
     runs = []
@@ -132,7 +132,7 @@ def main_results(profile: Profile, p: Mapping[str, Any]) -> list[PlannedRun]:
     return runs
 
 
-def ablations(profile: Profile, p: Mapping[str, Any]) -> list[PlannedRun]:
+def ablations(profile: RunProfile, p: Mapping[str, Any]) -> list[PlannedRun]:
     """Chapter 3: FHS and its Table 6 variants (replaying FHS), parallel, Table 11's pilot without the selector."""
     c, name = "03_ablations", p["dataset"]
     runs = []
@@ -149,7 +149,7 @@ def ablations(profile: Profile, p: Mapping[str, Any]) -> list[PlannedRun]:
     return runs
 
 
-def verifier_diagnostics(profile: Profile, p: Mapping[str, Any]) -> list[PlannedRun]:
+def verifier_diagnostics(profile: RunProfile, p: Mapping[str, Any]) -> list[PlannedRun]:
     """Chapter 4: FHS's runs (replayed) and, on CodiEsp, the − verifier arm with the selector."""
     c = "04_verifier_diagnostics"
     runs = []
@@ -160,7 +160,7 @@ def verifier_diagnostics(profile: Profile, p: Mapping[str, Any]) -> list[Planned
     return runs
 
 
-def retriever_swap(profile: Profile, p: Mapping[str, Any]) -> list[PlannedRun]:
+def retriever_swap(profile: RunProfile, p: Mapping[str, Any]) -> list[PlannedRun]:
     """Chapter 5: the readiness gap per retriever (no model), then direct, structured and FHS per retriever."""
     c = "05_retriever_swap"
     runs = [PlannedRun(c, name, method, retriever=r, selector=False, facts="all")
@@ -173,19 +173,19 @@ def retriever_swap(profile: Profile, p: Mapping[str, Any]) -> list[PlannedRun]:
     return runs
 
 
-def fhs_seq(profile: Profile, p: Mapping[str, Any]) -> list[PlannedRun]:
+def fhs_seq(profile: RunProfile, p: Mapping[str, Any]) -> list[PlannedRun]:
     """Chapter 6: FHS-Seq and FHS over the seeded runs (round 1 replays FHS's calls)."""
     c = "06_fhs_seq"
     return [PlannedRun(c, name, method, seed=s) for name in p["datasets"] for s in seeds(profile, p.get("runs"))
             for method in ("fhs-seq", "fhs")]
 
 
-def case_studies(profile: Profile, p: Mapping[str, Any]) -> list[PlannedRun]:
+def case_studies(profile: RunProfile, p: Mapping[str, Any]) -> list[PlannedRun]:
     """Chapter 7: every registered method once (seed 0) on chapter 2's sample."""
     return [PlannedRun("07_case_studies", name, method) for name in p["datasets"] for method in METHODS]
 
 
-def procedures(profile: Profile, p: Mapping[str, Any]) -> list[PlannedRun]:
+def procedures(profile: RunProfile, p: Mapping[str, Any]) -> list[PlannedRun]:
     """Chapter 8: direct and the oracle on every located procedure, structured and FHS on the LLM sample."""
     c = "08_procedures_pcs"
     return [PlannedRun(c, PCS, "direct", selector=False, facts="all"),
@@ -193,14 +193,14 @@ def procedures(profile: Profile, p: Mapping[str, Any]) -> list[PlannedRun]:
             PlannedRun(c, PCS, "structured"), PlannedRun(c, PCS, "fhs")]
 
 
-RUNS: dict[str, Callable[[Profile, Mapping[str, Any]], list[PlannedRun]]] = {
+RUNS: dict[str, Callable[[RunProfile, Mapping[str, Any]], list[PlannedRun]]] = {
     "01_readiness_gap": readiness_gap, "02_main_results": main_results, "03_ablations": ablations,
     "04_verifier_diagnostics": verifier_diagnostics, "05_retriever_swap": retriever_swap, "06_fhs_seq": fhs_seq,
     "07_case_studies": case_studies, "08_procedures_pcs": procedures,
 }
 
 
-def chapter_runs(profile: Profile, chapters: list[str] | None = None, root: Path = ROOT,
+def chapter_runs(profile: RunProfile, chapters: list[str] | None = None, root: Path = ROOT,
                  overrides: Mapping[str, Any] | None = None) -> list[PlannedRun]:
     """The runs of ``chapters`` (default: all, in book order) under ``profile``."""
     from fhs.core.errors import choose

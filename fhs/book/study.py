@@ -32,7 +32,7 @@ from fhs.retrieval.kinds import DEFAULT_RETRIEVER
 from fhs.run.evaluate import MISS, RunsEstimate, evaluated, metric_interval, runs_estimate
 from fhs.run.inputs import Experiment, ModelChoice, load_experiment
 from fhs.run.needs import dataset_has
-from fhs.run.profiles import Profile, get_profile
+from fhs.run.profiles import RunProfile, get_profile
 from fhs.run.records import records_at
 from fhs.run.spec import RunSpec, run_all
 
@@ -77,7 +77,7 @@ def over_runs(runs: list[Run], metric: str, rank_key: str = "rank", **kw) -> Run
 
 @dataclass
 class Study:
-    profile: Profile
+    profile: RunProfile
     root: Path = Path("runs")
     data: str | Path | None = None
     progress: bool = True

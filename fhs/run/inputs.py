@@ -21,7 +21,7 @@ from fhs.method.context import MethodContext
 from fhs.retrieval.bm25 import RetrievalConfig
 from fhs.retrieval.encoders import DEFAULT_MODEL
 from fhs.retrieval.kinds import DEFAULT_RETRIEVER, Searcher, make_retriever, retriever_inputs
-from fhs.run.profiles import Profile, get_profile
+from fhs.run.profiles import RunProfile, get_profile
 from fhs.run.stamp import facts_digest, file_digest, files_digest, taxonomy_digest
 
 @dataclass
@@ -218,7 +218,7 @@ def load_experiment_from_files(
 class ModelChoice:
     """Which model a run uses: the profile's, unless the caller names another."""
 
-    profile: Profile
+    profile: RunProfile
     backend: str
     model: str
     base_urls: tuple[str, ...] = ()
@@ -236,7 +236,7 @@ class ModelChoice:
     _ledger: object = field(default=None, compare=False, repr=False)
 
     @classmethod
-    def resolve(cls, profile: str | Profile, *, backend: str | None = None, model: str | None = None,
+    def resolve(cls, profile: str | RunProfile, *, backend: str | None = None, model: str | None = None,
                 base_urls=None, seed: int = 0, cache: str | Path | None = None,
                 structured: str | None = None, replay_unparsed: bool = False,
                 any_server: bool = False, max_in_flight: int | None = None, thinking: bool | None = None,

@@ -40,7 +40,7 @@ from fhs.retrieval.bm25 import Retriever
 from fhs.retrieval.kinds import DEFAULT_RETRIEVER
 from fhs.run.inputs import Experiment, ModelChoice, cached_retriever, retrieval_config
 from fhs.run.plan_standins import LineMemo, MemoDomain, Meter, StandIn
-from fhs.run.profiles import Profile
+from fhs.run.profiles import RunProfile
 
 RELOCATOR = "llm-relocator"  # chapter 2's LLM relocator: one request per CodiEsp mention of a few documents
 
@@ -110,7 +110,7 @@ def relocation_documents(documents: Sequence[str], n: int, seed: int) -> list[st
     return order[:n]
 
 
-def fhs_config(profile: Profile, run: PlannedRun) -> FHSConfig:
+def fhs_config(profile: RunProfile, run: PlannedRun) -> FHSConfig:
     """The FHS settings of a run, as a chapter builds them: profile budgets, named configuration, changes."""
     config = profile.fhs_config()
     if run.configuration != DEFAULT_CONFIG:
@@ -181,7 +181,7 @@ def _scaled(tally: Tally, run: PlannedRun, config: FHSConfig | None, facts: int,
 class DryRun:
     """The plan's machinery: one simulated model, one cache, one ledger, the datasets' samples."""
 
-    profile: Profile
+    profile: RunProfile
     inputs: Callable[[str], Experiment]
     sample: int
     counter: TokenCounter | None = None
@@ -280,7 +280,7 @@ class DryRun:
         return len(self.facts(run.dataset, run.facts)[1])
 
 
-def dry_run(runs: Sequence[PlannedRun], profile: Profile, inputs: Callable[[str], Experiment], *,
+def dry_run(runs: Sequence[PlannedRun], profile: RunProfile, inputs: Callable[[str], Experiment], *,
             sample: int = 20, counter: TokenCounter | None = None, data: Any = None,
             progress: bool = True) -> list[Row]:
     """Every run on the plan's sample, in order, through one cache and ledger; figures at the profile's scale."""
