@@ -33,7 +33,7 @@ YAML layout (comments are not kept by ``record``: explain things in ``note`` fie
 
     chapter: 01_readiness_gap
     title: Pipeline check
-    command: make notebooks PROFILE={profile} ONLY=01_readiness_gap
+    command: make notebooks PROFILE={profile} ARGS="--only 01_readiness_gap --force"
     metrics:
       fincl/facts:
         description: located facts in the FinCL subset

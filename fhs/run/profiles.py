@@ -18,8 +18,8 @@ OpenAI-compatible server on a GPU box, three seeded runs each:
 - ``gpu-sample``: about 30 facts per dataset, sized by ``fhs plan`` to one night
   on one H100 (a few hundred per dataset would take days at the paper's budgets).
 - ``paper-full``: every fact of every set (53,523 iXBRL test facts, the pilot on
-  all 129,605 development facts): the ``paper`` profile as it was before it was
-  sized to the paper, kept so its cost can be planned and for whoever asks for it.
+  all 129,605 development facts) with the ``paper`` profile's settings, so its cost
+  can be planned and whoever wants every fact can ask for it.
 
 Numbers from ``smoke`` and ``cpu`` are real but come from tiny models; the
 book says so wherever they appear.
