@@ -229,3 +229,14 @@ def test_fhs_plan_sizes_the_chapters_on_a_spec(tmp_path):
     assert {row["dataset"] for row in rows} == {str(path)}
     assert {"direct", "oracle", "fhs"} <= {row["method"] for row in rows}
     assert all(row["facts"] == 3 for row in rows if row["chapter"] == "02_main_results")
+
+
+def test_a_chapters_run_of_a_spec_stamps_where_its_files_are(tmp_path):
+    from fhs.book.vouched import vouched_inputs
+
+    path = write_spec(tmp_path / "inputs")
+    run = Study.for_profile("smoke", tmp_path / "runs", progress=False).run(str(path), "direct")
+    stamp = json.loads((run.path / "run-config.json").read_text())
+    assert stamp["sources"]["spec"] == str(path.resolve())
+    facts, taxonomy, note = vouched_inputs(stamp, None)  # what `fhs show` reads back
+    assert [f.id for f in facts] == ["a1", "a2", "a3"] and len(taxonomy) == 3 and note == ""

@@ -162,10 +162,6 @@ def cmd_run(args: argparse.Namespace) -> dict:
         taxonomy = args.taxonomy if args.taxonomy in TAXONOMIES else str(Path(args.taxonomy).resolve())
         sources = {"facts": str(Path(args.facts).resolve()), "taxonomy": taxonomy,
                    "domain": args.domain or experiment.spec.domain}
-    elif experiment.spec.source is not None:  # a spec file: its own files, for `fhs show` likewise
-        own = experiment.spec
-        sources = {"facts": str(own.facts_file), "taxonomy": str(own.taxonomy_file or own.taxonomy),
-                   "domain": own.domain, "spec": str(own.source)}
     workers = args.workers or (spec.model.profile.workers if spec.model is not None else 1)
     try:
         outcome = spec.execute(experiment, facts, out_dir=args.out, fresh=args.fresh, refused=args.refused,

@@ -200,6 +200,8 @@ class RunSpec:
             from fhs.method.ledger import RecordOnly
 
             ctx.ledger = RecordOnly(ctx.ledger)
+        if sources is None and experiment.spec.source is not None:  # a spec file's dataset: where its files are
+            sources = spec_sources(experiment.spec)
         stamp = self.stamp(experiment, ctx, sources)
         path = Path(out_dir) if out_dir is not None else Path(root) / self.folder_name(stamp, experiment.spec)
         return RunJob(facts, self.method, ctx, path, stamp=stamp, fresh=fresh, refused=refused)
@@ -208,6 +210,12 @@ class RunSpec:
                 **where: Any) -> RunOutcome:
         """Run it (resuming from the records already there); ``where`` as for :meth:`job`."""
         return run_jobs([self.job(experiment, facts, **where)], workers=workers, progress=progress)[0]
+
+
+def spec_sources(dataset: DatasetSpec) -> dict[str, str]:
+    """Where a spec file's dataset was read from (a stamp's ``sources``, so `fhs show` finds its files)."""
+    return {"facts": str(dataset.facts_file), "taxonomy": str(dataset.taxonomy_file or dataset.taxonomy),
+            "domain": dataset.domain, "spec": str(dataset.source)}
 
 
 def run_all(runs: Sequence[tuple[RunSpec, Experiment, Sequence[Fact]]], *, root: str | Path,
