@@ -2,7 +2,7 @@
 """How full does the client keep a GPU server? A utilisation benchmark against the simulated server.
 
     python scripts/bench_serve.py                                   # 100 FinCL facts, fhs, --profile paper
-    python scripts/bench_serve.py --fixed-latency 1 --workers 128   # the issue's server: 1 s a request
+    python scripts/bench_serve.py --fixed-latency 1 --workers 128   # a server that answers in 1 s
     python scripts/bench_serve.py --compare 16                      # beside a run limited to 16 in flight
     python scripts/bench_serve.py --pool                            # the HTTP client alone: pool sizes
 

@@ -16,7 +16,8 @@ from fhs.retrieval.bm25 import Ranking, RetrievalConfig, Retriever
 from fhs.retrieval.bm25 import top_k_order
 from fhs.retrieval.dense import DenseRetriever, load_or_build_embeddings, save_npy_atomic
 from fhs.retrieval.encoders import EXTRA, MODELS, OnnxEncoder, PackagedFile, locate, sha256_file
-from fhs.retrieval.hybrid import HybridRetriever, rrf_fuse
+from fhs.retrieval.fusion import fuse
+from fhs.retrieval.hybrid import HybridRetriever
 from fhs.retrieval.kinds import make_retriever
 
 WORDS = ["asset", "sale", "revenue", "customer", "tax", "income", "lease", "cash", "debt", "nausea"]
@@ -162,6 +163,11 @@ def test_coverage_variant_adds_eq6_terms(tmp_path):
     ranking = dense.search("income tax expense", "monetary")
     assert ranking.ids[0] == "IncomeTaxExpense"
     assert ranking.scores[0] == pytest.approx(1.0 + 1.0 + 1.0)  # normalised cosine 1 + |Q∩L|/|L| + |Q∩L|/|Q|
+
+
+def rrf_fuse(rankings, kappa=60):
+    """The hybrid's fusion: every candidate, ties by id, normalised over the fused list."""
+    return fuse(rankings, kappa=kappa, k=None, ties="id").as_ranking()
 
 
 def test_rrf_fusion_rule():

@@ -78,6 +78,21 @@ def test_empty_input_gives_an_empty_pool():
 def test_bad_method_is_rejected():
     with pytest.raises(ValueError):
         fuse([A], method="max")
+    with pytest.raises(ValueError, match="ties"):
+        fuse([A], ties="random")
+
+
+def test_the_two_tie_rules_differ_only_on_equal_scores():
+    """FHS's pool breaks equal fused scores by the best single-list rank, the hybrid's by id (the authors'
+    fusion and hybrid code); with ``k`` None every candidate is kept, as the hybrid keeps them."""
+    lists = [Ranking(("m", "z", "b"), (3.0, 2.0, 1.0)), Ranking(("z", "b", "m"), (3.0, 2.0, 1.0)),
+             Ranking(("q", "a"), (2.0, 1.0)), Ranking(("a", "q"), (2.0, 1.0))]
+    by_rank, by_id = fuse(lists, k=None), fuse(lists, k=None, ties="id")
+    assert by_rank.scores == by_id.scores and sorted(by_rank.ids) == sorted(by_id.ids)
+    # z (ranks 2, 1) and m (1, 3) differ in score; a and q tie exactly (ranks 2, 1 and 1, 2)
+    assert by_id.ids.index("a") < by_id.ids.index("q")
+    assert [c for c in by_rank.ids if c in "aq"] == ["a", "q"]  # equal best rank too: id decides
+    assert len(fuse(lists, k=None)) == by_rank.union_size == 5
 
 
 @pytest.mark.slow

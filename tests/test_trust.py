@@ -1,4 +1,4 @@
-"""Trustworthy runs (issue 8): no silent wrong metrics, one-line errors, one bad fact never blocks a run."""
+"""Trustworthy runs: no silent wrong metrics, one-line errors, one bad fact never blocks a run."""
 
 from __future__ import annotations
 

@@ -275,7 +275,7 @@ def test_llm_method_end_to_end_then_entirely_from_the_cache(method, proxy, tmp_p
         assert any(e["request"]["temperature"] > 0 for e in exchanges)
 
     # The second identical run is served entirely from the cache. Unparsed answers (the cut
-    # ones above) are asked again by default (issue 8); --replay-unparsed takes them as stored.
+    # ones above) are asked again by default; --replay-unparsed takes them as stored.
     second = fhs_run(tmp_path / "b", cache, method, proxy.url, "--replay-unparsed")
     assert proxy.take() == []
     assert second["llm_calls"] == 0

@@ -29,7 +29,10 @@ class Chapter:
 
 
 @dataclass(frozen=True)
-class Profile:
+class ProfileParameters:
+    """One profile's entry in notebooks/profiles.yaml: the papermill parameters every chapter gets
+    (the profile's model and sample sizes are ``fhs.run.profiles.RunProfile``)."""
+
     name: str
     description: str
     parameters: dict[str, Any]
@@ -96,11 +99,11 @@ def chapters_from_toc(root: Path, toc_name: str = "_toc.yml", notebooks_dir: str
 @dataclass(frozen=True)
 class ProfileFile:
     path: Path
-    profiles: dict[str, Profile]
+    profiles: dict[str, ProfileParameters]
     chapter_overrides: dict[str, dict[str, dict[str, Any]]]  # stem -> profile -> params
     summaries: tuple[str, ...]
 
-    def profile(self, name: str) -> Profile:
+    def profile(self, name: str) -> ProfileParameters:
         try:
             return self.profiles[name]
         except KeyError:
@@ -123,13 +126,13 @@ def load_profiles(path: Path) -> ProfileFile:
         raise InputError("no profile file", path=path) from None
     except yaml.YAMLError as error:
         raise InputError(f"not valid YAML: {error}", path=path) from None
-    profiles: dict[str, Profile] = {}
+    profiles: dict[str, ProfileParameters] = {}
     for name, spec in (raw.get("profiles") or {}).items():
         if not isinstance(spec, dict) or not isinstance(spec.get("parameters"), dict):
             raise InputError("a profile needs a 'parameters' mapping", path=path,
                              field=f"profiles.{name}.parameters")
-        profiles[str(name)] = Profile(str(name), str(spec.get("description", "")),
-                                      dict(spec["parameters"]))
+        profiles[str(name)] = ProfileParameters(str(name), str(spec.get("description", "")),
+                                                dict(spec["parameters"]))
     if not profiles:
         raise InputError("no profiles defined", path=path, field="profiles")
     overrides: dict[str, dict[str, dict[str, Any]]] = {}

@@ -16,7 +16,8 @@ the paper, and a status:
              drift of a served model on the ``paper`` profile);
 ``FAIL``     outside the tolerance, or a recorded metric the chapter did not produce;
              when an input differs from the recorded one, the row names it;
-``NEW``      no value recorded for this profile yet (not a failure: record it).
+``NEW``      no value recorded for this profile yet (not a failure: record it), e.g. every
+             metric of a dataset the file has never seen (a user's spec file).
 
 Expected values hold for the inputs they were recorded with, so each profile also
 records the fingerprints of the chapter's inputs (``fhs.book.fingerprint``: the facts
@@ -32,7 +33,7 @@ YAML layout (comments are not kept by ``record``: explain things in ``note`` fie
 
     chapter: 01_readiness_gap
     title: Pipeline check
-    command: make notebooks PROFILE={profile} ONLY=01_readiness_gap
+    command: make notebooks PROFILE={profile} ARGS="--only 01_readiness_gap --force"
     metrics:
       fincl/facts:
         description: located facts in the FinCL subset
@@ -395,21 +396,23 @@ def compare(results: Mapping[str, Any], regression: Regression, profile: str,
 
     ``inputs`` are the run's input fingerprints; those that differ from the
     recorded ones are listed on the report and named on every failing row they feed.
+    A dataset the regression file has never seen (a user's spec) gets its metrics'
+    definitions from another dataset's (:func:`with_new_datasets`) and reports them
+    ``NEW``; the recorded metrics of a dataset this run did not include are left out.
     """
-    actual = flatten(results)
+    actual = dataset_keys(flatten(results))
+    inputs = None if inputs is None else dataset_keys(inputs)
+    metrics = with_new_datasets(actual, regression)
     recorded = regression.expected_for(profile)
-    undefined = sorted(set(actual) - set(regression.metrics))
-    if undefined:
-        raise InputError(f"results name metric(s) {undefined} that are not defined",
-                         path=regression.path, field="metrics",
-                         fix="define them (description, paper, precision) before checking")
-    recorded_inputs = regression.inputs_for(profile)
+    absent = _datasets_not_run(actual, regression, profile, inputs)
+    recorded_inputs = {name: value for name, value in regression.inputs_for(profile).items()
+                       if _prefix(name) not in absent}
     changes = changed_inputs(recorded_inputs, inputs) if inputs is not None else []
     report = CheckReport(chapter=regression.chapter, profile=profile, source=regression.path,
                          input_changes=changes, inputs_recorded=bool(recorded_inputs) or inputs is None)
-    for name, metric in regression.metrics.items():
-        if name not in actual and name not in recorded:
-            continue  # defined for another profile only
+    for name, metric in metrics.items():
+        if name not in actual and (name not in recorded or _prefix(name) in absent):
+            continue  # defined for another profile only, or a dataset this run did not include
         expected = recorded.get(name)
         status = status_of(actual.get(name), expected, metric.precision)
         causes = [change.name for change in changes if change.explains(name)]
@@ -426,6 +429,74 @@ def compare(results: Mapping[str, Any], regression: Regression, profile: str,
     return report
 
 
+def _prefix(name: str) -> str:
+    return name.split("/", 1)[0]
+
+
+def dataset_keys(flat: Mapping[str, Any]) -> dict[str, Any]:
+    """Keys that start with a dataset spec file's path (a chapter's ``datasets`` entry) renamed to start
+    with the spec's ``name``, so a dataset's values are recorded under its name wherever its file lies."""
+    from fhs.data.datasets import is_spec_file, resolve_dataset
+
+    out: dict[str, Any] = {}
+    for key, value in flat.items():
+        parts = key.split("/")
+        for cut in range(1, len(parts)):
+            head = "/".join(parts[:cut])
+            if is_spec_file(head) and Path(head).is_file():
+                key = "/".join([resolve_dataset(head).name, *parts[cut:]])
+                break
+        out[key] = value
+    return out
+
+
+def _dataset_names(regression: Regression, *input_maps: Mapping[str, str] | None) -> set[str]:
+    """Prefixes that name datasets: the built-ins and every dataset whose facts an input fingerprint names."""
+    from fhs.data.datasets import DATASETS
+
+    names = set(DATASETS)
+    for inputs in (*regression.inputs.values(), *input_maps):
+        names |= {name.rsplit("/", 1)[0] for name in (inputs or {}) if name.endswith("/facts")}
+    return names
+
+
+def _datasets_not_run(actual: Mapping[str, float], regression: Regression, profile: str,
+                      inputs: Mapping[str, str] | None) -> set[str]:
+    """Datasets with recorded values for ``profile`` that this run produced no value for."""
+    ran = {_prefix(name) for name in actual}
+    datasets = _dataset_names(regression, inputs)
+    return {_prefix(name) for name in regression.expected_for(profile)
+            if _prefix(name) in datasets and _prefix(name) not in ran}
+
+
+def with_new_datasets(actual: Mapping[str, float], regression: Regression) -> dict[str, Metric]:
+    """The regression's metrics, plus a definition for each result of a dataset it has never seen.
+
+    A result ``<new>/<rest>`` takes the definition of ``<known>/<rest>`` (the first
+    dataset that defines it) with its description renamed and no paper value (the
+    paper did not run on it); any other undefined result is an error.
+    """
+    metrics = dict(regression.metrics)
+    known = {_prefix(name) for name in regression.metrics if "/" in name}
+    undefined = []
+    for name in sorted(set(actual) - set(metrics)):
+        head, _, rest = name.partition("/")
+        template = next((metrics[f"{dataset}/{rest}"] for dataset in sorted(known)
+                         if rest and f"{dataset}/{rest}" in metrics), None) if head not in known else None
+        if template is None:
+            undefined.append(name)
+            continue
+        source = _prefix(template.name)
+        description = template.description.replace(f"{source}:", f"{head}:", 1)
+        metrics[name] = Metric(name=name, description=description, precision=template.precision,
+                               tolerance=template.tolerance, tolerances=template.tolerances)
+    if undefined:
+        raise InputError(f"results name metric(s) {undefined} that are not defined",
+                         path=regression.path, field="metrics",
+                         fix="define them (description, paper, precision) before checking")
+    return metrics
+
+
 def results_path(chapter: str, profile: str, root: str | os.PathLike | None = None) -> Path:
     return Path(root or DEFAULT_RESULTS_ROOT) / profile / "results" / f"{chapter}.json"
 
@@ -438,9 +509,10 @@ def save_results(results: Mapping[str, Any], chapter: str, profile: str,
                  root: str | os.PathLike | None = None, inputs: Mapping[str, str] | None = None) -> Path:
     """Write the flat results (and the input fingerprints) atomically; ``record`` and ``verify`` read them back."""
     path = results_path(chapter, profile, root)
-    write_text_atomic(path, json.dumps(flatten(results), indent=2, sort_keys=True) + "\n")
+    write_text_atomic(path, json.dumps(dataset_keys(flatten(results)), indent=2, sort_keys=True) + "\n")
     if inputs is not None:
-        write_text_atomic(inputs_path(chapter, profile, root), json.dumps(dict(inputs), indent=2, sort_keys=True) + "\n")
+        write_text_atomic(inputs_path(chapter, profile, root),
+                          json.dumps(dataset_keys(inputs), indent=2, sort_keys=True) + "\n")
     return path
 
 
@@ -473,27 +545,38 @@ def record(chapter: str, profile: str, results: Mapping[str, Any], *,
     """Write ``results`` as the expected values of ``profile`` into the chapter's YAML.
 
     Values are written unrounded (exactly as computed). Metric definitions and
-    other profiles are left as they are; a metric the results name but the file
-    does not define is an error (define it first, so every recorded number says
-    what it is). ``tolerance`` overrides the metric's tolerance for every value
-    recorded now; ``inputs`` (the run's fingerprints) replace the profile's
-    recorded inputs.
+    other profiles are left as they are; a dataset the file has never seen gets its
+    definitions from another dataset's (:func:`with_new_datasets`), and any other
+    metric the file does not define is an error (define it first, so every recorded
+    number says what it is). The datasets the results include replace their recorded
+    values and fingerprints; the others keep theirs. ``tolerance`` overrides the
+    metric's tolerance for every value recorded now; ``inputs`` are the run's fingerprints.
     """
     regression = load_regression(chapter, directory)  # validates the file first
-    flat = flatten(results)
-    undefined = sorted(set(flat) - set(regression.metrics))
-    if undefined:
-        raise InputError(f"cannot record undefined metric(s) {undefined}",
-                         path=regression.path, field="metrics",
-                         fix="add a definition under metrics: first")
+    flat = dataset_keys(flatten(results))
+    try:
+        metrics = with_new_datasets(flat, regression)
+    except InputError as error:
+        raise InputError(f"cannot record undefined metric(s): {error.problem}", path=regression.path,
+                         field="metrics", fix="add a definition under metrics: first") from None
     raw = yaml.safe_load(regression.path.read_text(encoding="utf-8")) or {}
+    raw["metrics"] = raw.get("metrics") or {}
+    for name, metric in metrics.items():  # a new dataset's definitions, taken from another dataset's
+        if name not in regression.metrics:
+            raw["metrics"][name] = {"description": metric.description, "precision": metric.precision,
+                                    "tolerance": ({"default": metric.tolerance, **metric.tolerances}
+                                                  if metric.tolerances else metric.tolerance)}
     expected = raw.setdefault("expected", {}) or {}
     raw["expected"] = expected
-    block: dict[str, Any] = {}
-    for name in regression.metrics:  # keep the definition order
+    # datasets this run did not include keep their recorded values
+    ran = {_prefix(name) for name in flat}
+    datasets = _dataset_names(regression, inputs)
+    block: dict[str, Any] = {name: value for name, value in (expected.get(profile) or {}).items()
+                             if _prefix(name) in datasets and _prefix(name) not in ran}
+    for name in metrics:  # keep the definition order
         if name not in flat:
             continue
-        metric = regression.metrics[name]
+        metric = metrics[name]
         value: float | int = flat[name]  # unrounded: OK compares after rounding both sides
         if metric.precision == 0 and value == int(value):
             value = int(value)
@@ -501,9 +584,12 @@ def record(chapter: str, profile: str, results: Mapping[str, Any], *,
             block[name] = value
         else:
             block[name] = {"value": value, "tolerance": tolerance}
-    expected[profile] = block
+    expected[profile] = {name: block[name] for name in metrics if name in block}
     if inputs is not None:
-        raw["inputs"] = {**(raw.get("inputs") or {}), profile: dict(sorted(inputs.items()))}
+        given = dataset_keys(inputs)
+        kept = {name: value for name, value in ((raw.get("inputs") or {}).get(profile) or {}).items()
+                if _prefix(name) in datasets and _prefix(name) not in ran and name not in given}
+        raw["inputs"] = {**(raw.get("inputs") or {}), profile: dict(sorted({**kept, **given}.items()))}
     return write_text_atomic(regression.path,
                              yaml.safe_dump(raw, sort_keys=False, allow_unicode=True, width=100))
 

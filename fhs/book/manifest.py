@@ -27,7 +27,7 @@ from fhs.method.registry import METHODS
 from fhs.paper import ABLATION_BETA
 from fhs.run.ablations import WINDOW_SIZES
 from fhs.run.plan import RELOCATOR, PlannedRun
-from fhs.run.profiles import Profile
+from fhs.run.profiles import RunProfile
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository: notebooks/ and examples/ live here
 
@@ -85,7 +85,19 @@ def chapter_parameters(stem: str, profile: str, root: Path = ROOT,
     return merged
 
 
-def seeds(profile: Profile, runs: int | None) -> tuple[int, ...]:
+def dataset_parameters(datasets: list[str]) -> dict[str, Any]:
+    """The chapters' dataset parameters for ``datasets`` (built-in names or spec files): every chapter's
+    ``datasets``, chapter 3's ``dataset`` (the first) and its ``dev_dataset`` when that dataset has one."""
+    from fhs.data.datasets import resolve_dataset
+
+    first = resolve_dataset(datasets[0])
+    given: dict[str, Any] = {"datasets": list(datasets), "dataset": datasets[0]}
+    if first.dev is not None:
+        given["dev_dataset"] = first.dev
+    return given
+
+
+def seeds(profile: RunProfile, runs: int | None) -> tuple[int, ...]:
     """The seeded runs of a chapter: the profile's seeds, or the first ``runs`` of them."""
     return tuple(profile.seeds) if runs is None else tuple(profile.seeds)[: max(1, int(runs))]
 
@@ -94,7 +106,7 @@ def _named(dataset: str, p: Mapping[str, Any]) -> str:
     return p.get("codiesp_config", DEFAULT_CONFIG) if dataset == "codiesp" else DEFAULT_CONFIG
 
 
-def readiness_gap(profile: Profile, p: Mapping[str, Any]) -> list[PlannedRun]:
+def readiness_gap(profile: RunProfile, p: Mapping[str, Any]) -> list[PlannedRun]:
     """Chapter 1: direct and the gold-query probe, with and without label coverage; no model."""
     c = "01_readiness_gap"
     runs = []
@@ -107,7 +119,7 @@ def readiness_gap(profile: Profile, p: Mapping[str, Any]) -> list[PlannedRun]:
     return runs
 
 
-def main_results(profile: Profile, p: Mapping[str, Any]) -> list[PlannedRun]:
+def main_results(profile: RunProfile, p: Mapping[str, Any]) -> list[PlannedRun]:
     """Chapter 2: every row of Tables 4 and 5 over the seeded runs, the oracle, the LLM relocator."""
     c = "02_main_results"
     runs = []
@@ -121,7 +133,7 @@ def main_results(profile: Profile, p: Mapping[str, Any]) -> list[PlannedRun]:
     return runs
 
 
-def ablations(profile: Profile, p: Mapping[str, Any]) -> list[PlannedRun]:
+def ablations(profile: RunProfile, p: Mapping[str, Any]) -> list[PlannedRun]:
     """Chapter 3: FHS and its Table 6 variants (replaying FHS), parallel with and without the verifier, the
     development runs of Tables 11 and 12 without the selector, and Appendix E.2's window sizes."""
     c, name = "03_ablations", p["dataset"]
@@ -142,7 +154,7 @@ def ablations(profile: Profile, p: Mapping[str, Any]) -> list[PlannedRun]:
     return runs
 
 
-def verifier_diagnostics(profile: Profile, p: Mapping[str, Any]) -> list[PlannedRun]:
+def verifier_diagnostics(profile: RunProfile, p: Mapping[str, Any]) -> list[PlannedRun]:
     """Chapter 4: FHS's runs (replayed) and, on CodiEsp, the − verifier arm with the selector."""
     c = "04_verifier_diagnostics"
     runs = []
@@ -153,7 +165,7 @@ def verifier_diagnostics(profile: Profile, p: Mapping[str, Any]) -> list[Planned
     return runs
 
 
-def retriever_swap(profile: Profile, p: Mapping[str, Any]) -> list[PlannedRun]:
+def retriever_swap(profile: RunProfile, p: Mapping[str, Any]) -> list[PlannedRun]:
     """Chapter 5: the readiness gap per retriever (no model), then direct, structured and FHS per retriever."""
     c = "05_retriever_swap"
     runs = [PlannedRun(c, name, method, retriever=r, selector=False, facts="all")
@@ -166,19 +178,19 @@ def retriever_swap(profile: Profile, p: Mapping[str, Any]) -> list[PlannedRun]:
     return runs
 
 
-def fhs_seq(profile: Profile, p: Mapping[str, Any]) -> list[PlannedRun]:
+def fhs_seq(profile: RunProfile, p: Mapping[str, Any]) -> list[PlannedRun]:
     """Chapter 6: FHS-Seq and FHS over the seeded runs (round 1 replays FHS's calls)."""
     c = "06_fhs_seq"
     return [PlannedRun(c, name, method, seed=s) for name in p["datasets"] for s in seeds(profile, p.get("runs"))
             for method in ("fhs-seq", "fhs")]
 
 
-def case_studies(profile: Profile, p: Mapping[str, Any]) -> list[PlannedRun]:
+def case_studies(profile: RunProfile, p: Mapping[str, Any]) -> list[PlannedRun]:
     """Chapter 7: every registered method once (seed 0) on chapter 2's sample."""
     return [PlannedRun("07_case_studies", name, method) for name in p["datasets"] for method in METHODS]
 
 
-def procedures(profile: Profile, p: Mapping[str, Any]) -> list[PlannedRun]:
+def procedures(profile: RunProfile, p: Mapping[str, Any]) -> list[PlannedRun]:
     """Chapter 8: direct and the oracle on every located procedure, structured and FHS on the LLM sample."""
     c = "08_procedures_pcs"
     return [PlannedRun(c, PCS, "direct", selector=False, facts="all"),
@@ -186,14 +198,14 @@ def procedures(profile: Profile, p: Mapping[str, Any]) -> list[PlannedRun]:
             PlannedRun(c, PCS, "structured"), PlannedRun(c, PCS, "fhs")]
 
 
-RUNS: dict[str, Callable[[Profile, Mapping[str, Any]], list[PlannedRun]]] = {
+RUNS: dict[str, Callable[[RunProfile, Mapping[str, Any]], list[PlannedRun]]] = {
     "01_readiness_gap": readiness_gap, "02_main_results": main_results, "03_ablations": ablations,
     "04_verifier_diagnostics": verifier_diagnostics, "05_retriever_swap": retriever_swap, "06_fhs_seq": fhs_seq,
     "07_case_studies": case_studies, "08_procedures_pcs": procedures,
 }
 
 
-def chapter_runs(profile: Profile, chapters: list[str] | None = None, root: Path = ROOT,
+def chapter_runs(profile: RunProfile, chapters: list[str] | None = None, root: Path = ROOT,
                  overrides: Mapping[str, Any] | None = None) -> list[PlannedRun]:
     """The runs of ``chapters`` (default: all, in book order) under ``profile``."""
     from fhs.core.errors import choose
@@ -258,12 +270,14 @@ def load_inputs(dataset: str, data: str | Path | None = None, root: Path = ROOT)
 def plan_profile(profile: str, *, chapters: list[str] | None = None, sample: int = 20,
                  fraction: float | None = None, throughput=None, data: str | Path | None = None,
                  progress: bool = True, root: Path = ROOT, counter=None,
-                 changes: Mapping[str, Any] | None = None) -> tuple[dict[str, Any], list]:
+                 changes: Mapping[str, Any] | None = None,
+                 overrides: Mapping[str, Any] | None = None) -> tuple[dict[str, Any], list]:
     """``fhs plan``: the profile's chapters dry-run on the simulated model, sized to the profile.
 
     ``fraction`` plans a rehearsal on that share of every LLM sample (``make rehearsal``'s
     ``REHEARSAL_FRACTION``); ``changes`` are FHS settings changed for every run (a what-if,
-    e.g. a shorter selector list). Returns the plan (what ``--json`` prints) and its rows.
+    e.g. a shorter selector list); ``overrides`` are chapter parameters (e.g. :func:`dataset_parameters`).
+    Returns the plan (what ``--json`` prints) and its rows.
     """
     import time
     from dataclasses import replace
@@ -281,7 +295,7 @@ def plan_profile(profile: str, *, chapters: list[str] | None = None, sample: int
     throughput = throughput or Throughput()
     counter = counter or default_counter()
     started = time.perf_counter()
-    runs = chapter_runs(chosen, chapters, root)
+    runs = chapter_runs(chosen, chapters, root, overrides)
     rows = dry_run(runs, chosen, lambda name: load_inputs(name, data, root), sample=sample, counter=counter,
                    data=data, progress=progress)
     summary = summarize(rows, throughput)

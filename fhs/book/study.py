@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from fhs.book.fingerprint import facts_fingerprint, model_fingerprint, taxonomy_fingerprint
+from fhs.core.errors import InputError
+from fhs.data.datasets import is_spec_file
 from fhs.data.facts import Fact
 from fhs.data.sampling import sample_by_context
 from fhs.method.config import DEFAULT_CONFIG, FHSConfig
@@ -29,7 +31,8 @@ from fhs.retrieval.encoders import DEFAULT_MODEL
 from fhs.retrieval.kinds import DEFAULT_RETRIEVER
 from fhs.run.evaluate import MISS, RunsEstimate, evaluated, metric_interval, runs_estimate
 from fhs.run.inputs import Experiment, ModelChoice, load_experiment
-from fhs.run.profiles import Profile, get_profile
+from fhs.run.needs import dataset_has
+from fhs.run.profiles import RunProfile, get_profile
 from fhs.run.records import records_at
 from fhs.run.spec import RunSpec, run_all
 
@@ -74,7 +77,7 @@ def over_runs(runs: list[Run], metric: str, rank_key: str = "rank", **kw) -> Run
 
 @dataclass
 class Study:
-    profile: Profile
+    profile: RunProfile
     root: Path = Path("runs")
     data: str | Path | None = None
     progress: bool = True
@@ -88,15 +91,32 @@ class Study:
         return cls(profile=get_profile(name), root=Path(root), **kw)
 
     def experiment(self, dataset: str) -> Experiment:
+        """A dataset's inputs, loaded once: a built-in name or a spec file's path (then also known by its name)."""
         if dataset not in self._experiments:
-            self._experiments[dataset] = load_experiment(dataset, data=self.data, progress=self.progress)
+            experiment = load_experiment(dataset, data=self.data, progress=self.progress)
+            name = experiment.spec.name
+            known = self._experiments.get(name)
+            if known is not None and known.spec != experiment.spec:
+                raise InputError(f"another dataset of this study is already named {name!r}",
+                                 path=experiment.spec.source, field="name",
+                                 fix="give each spec file its own name")
+            self._experiments[dataset] = self._experiments.setdefault(name, experiment)
         return self._experiments[dataset]
+
+    def dataset_name(self, dataset: str) -> str:
+        """The name a dataset's runs are filed under: a built-in's own, a spec file's ``name``."""
+        return self.experiment(dataset).spec.name if is_spec_file(dataset) else dataset
 
     def facts(self, dataset: str, llm: bool = False, seed: int = 0) -> list[Fact]:
         """The profile's facts for a dataset: a context-level sample, or every fact."""
         every = self.experiment(dataset).facts
-        target = self.profile.llm_sample_size(dataset, len(every)) if llm else self.profile.retrieval_facts
+        name = self.dataset_name(dataset)
+        target = self.profile.llm_sample_size(name, len(every)) if llm else self.profile.retrieval_facts
         return sample_by_context(every, target, seed=seed)
+
+    def has(self, dataset: str, need: str) -> bool:
+        """Whether a dataset has what a table needs (``fhs.run.needs.dataset_has``: "dev", "table", "text", ...)."""
+        return dataset_has(self.experiment(dataset), need)
 
     def seeds(self, runs: int | None = None) -> tuple[int, ...]:
         """The profile's seeded runs (the paper averages three), or the first ``runs`` of them."""
@@ -135,8 +155,8 @@ class Study:
         embedding model and leaves label coverage off unless ``w_cov`` is given.
         """
         dense_model = self.profile.dense_model if retriever != DEFAULT_RETRIEVER else DEFAULT_MODEL
-        spec = RunSpec(dataset=dataset, method=method, retriever=retriever, dense_model=dense_model, w_cov=w_cov,
-                       tag=tag)
+        spec = RunSpec(dataset=self.dataset_name(dataset), method=method, retriever=retriever,
+                       dense_model=dense_model, w_cov=w_cov, tag=tag)
         if model is None:
             return spec
         spec = replace(spec, model=model, seed=model.seed, configuration=self.configuration(dataset), selector=True)
@@ -146,7 +166,7 @@ class Study:
             facts: list[Fact] | None = None, retriever: str = DEFAULT_RETRIEVER) -> Run:
         """Run (or reload) an LLM-free ``method`` on ``dataset``'s sample under this profile."""
         spec = self.spec(dataset, method, tag=tag, w_cov=w_cov, retriever=retriever)
-        return self.run_all([spec], None if facts is None else {dataset: facts})[0]
+        return self.run_all([spec], None if facts is None else {spec.dataset: facts})[0]
 
     def run_llm(self, dataset: str, method: str, model: ModelChoice, *, config: FHSConfig | None = None,
                 tag: str = "", facts: list[Fact] | None = None, w_cov: float | None = None,
@@ -157,7 +177,7 @@ class Study:
         recorded, and changed settings or inputs start a new folder (:meth:`spec`).
         """
         spec = self.spec(dataset, method, model, config=config, tag=tag, w_cov=w_cov, retriever=retriever)
-        return self.run_all([spec], None if facts is None else {dataset: facts})[0]
+        return self.run_all([spec], None if facts is None else {spec.dataset: facts})[0]
 
     def run_all(self, specs: Sequence[RunSpec], facts: Mapping[str, Sequence[Fact]] | None = None, *,
                 workers: int | None = None) -> list[Run]:
@@ -168,7 +188,7 @@ class Study:
         largest ``workers`` of the models' profiles, 1 without a model); the
         records are those of running the specs one after another, in order.
         """
-        chosen = dict(facts or {})
+        chosen = {self.dataset_name(name): given for name, given in (facts or {}).items()}
 
         def facts_of(spec: RunSpec) -> Sequence[Fact]:
             return chosen[spec.dataset] if spec.dataset in chosen else self.facts(spec.dataset, llm=spec.asks_model)

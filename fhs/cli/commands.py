@@ -373,9 +373,11 @@ def cmd_plan(args: argparse.Namespace) -> dict:
             raise InputError(f"--set expects KNOB=VALUE with an FHSConfig field, got {text!r}", field="set",
                              fix="see fhs/method/config.py for the knobs")
         changes[name] = yaml.safe_load(value)
+    from fhs.book.manifest import dataset_parameters
+
     plan, rows = plan_profile(args.profile, chapters=args.chapter, sample=args.sample, fraction=args.fraction,
                               throughput=throughput, data=args.data, progress=not args.quiet and not args.json,
-                              changes=changes)
+                              changes=changes, overrides=dataset_parameters(args.dataset) if args.dataset else None)
     print(json.dumps(plan, indent=2) if args.json else format_plan(plan, rows))
     if args.out:
         from fhs.run.records import write_json_atomic

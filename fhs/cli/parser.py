@@ -35,7 +35,8 @@ def names(registry) -> str:
 
 def _add_data_args(parser: argparse.ArgumentParser, own_files: bool = False) -> None:
     parser.add_argument("--dataset", required=not own_files, default=None,
-                        help=names(DATASETS) + (" (or --facts with --taxonomy)" if own_files else ""))
+                        help=names(DATASETS) + ", or a dataset spec file (YAML: name, facts, taxonomy[, domain])"
+                             + (" (or --facts with --taxonomy)" if own_files else ""))
     if own_files:
         parser.add_argument("--facts", default=None, help="your own located facts (JSONL, see fhs/data/facts.py)")
         parser.add_argument("--taxonomy", default=None,
@@ -256,6 +257,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="prompt tokens/s under load; with --decode-tps instead of --throughput")
     plan.add_argument("--decode-tps", type=_rate("decode-tps"), default=None,
                       help="generated tokens/s under load; with --prefill-tps")
+    plan.add_argument("--dataset", action="append", default=None,
+                      help="plan the chapters on this dataset instead of their own: a built-in name or a dataset "
+                           "spec file (the chapters' datasets parameter); repeat for several")
     plan.add_argument("--set", action="append", default=[], metavar="KNOB=VALUE",
                       help="what if: an FHS setting changed for every run (fhs/method/config.py), e.g. "
                            "selector_candidates=20; repeatable")

@@ -27,7 +27,8 @@ from fhs.data.taxonomy import Concept
 DOMAINS_DIR = Path(__file__).resolve().parent / "domains"
 _DIMENSION_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
 
-Profile = tuple[tuple[str, tuple[str, ...]], ...]
+# A concept's category profile: per dimension, the categories it belongs to (the window of Section 4.4 reads it)
+CategoryProfile = tuple[tuple[str, tuple[str, ...]], ...]
 
 
 @dataclass(frozen=True)
@@ -112,7 +113,7 @@ class Domain:
     def operator_names(self) -> tuple[str, ...]:
         return tuple(o.name for o in self.operators)
 
-    def profile_of(self, concept: Concept) -> Profile:
+    def profile_of(self, concept: Concept) -> CategoryProfile:
         """The concept's category profile: per profile dimension, the sorted matching categories.
 
         The text matched is the concept's id (camel case split), label,

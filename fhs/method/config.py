@@ -31,13 +31,17 @@ from typing import Any
 from fhs.core.errors import choose
 from fhs.data.evidence import ORDERS as PROMPT_ORDERS
 from fhs.retrieval.bm25 import RetrievalConfig
+from fhs.retrieval.fusion import FUSIONS, NORMALIZE_OVER
 
 RENDERINGS = ("label", "definition")
-FUSIONS = ("sum", "mean")
 SCORINGS = ("paper", "code", "strict")
 FILLS = ("mean", "zero")
 WINDOWS = ("profile", "rank")
-NORMALIZE_OVER = ("union", "kept")
+
+
+# One-pass structured grounding (the "structured" baseline): FHS's prompt and renderer with one greedy
+# hypothesis and no verifier (J = 1, temperature 0, beta = 0).
+STRUCTURED: Mapping[str, Any] = {"num_hypotheses": 1, "temperature": 0.0, "top_p": 1.0, "beta": 0.0}
 
 
 @dataclass(frozen=True)
@@ -157,10 +161,12 @@ class FHSConfig:
 
     @classmethod
     def structured(cls, **overrides: Any) -> "FHSConfig":
-        """One-pass structured grounding: the same prompt and renderer, J=1, greedy, no verifier."""
-        base: dict[str, Any] = dict(num_hypotheses=1, temperature=0.0, top_p=1.0, beta=0.0)
-        base.update(overrides)
-        return cls(**base)
+        """One-pass structured grounding over the defaults (:data:`STRUCTURED`), then ``overrides``."""
+        return cls(**{**STRUCTURED, **overrides})
+
+    def as_structured(self) -> "FHSConfig":
+        """This configuration as one-pass structured grounding (its budgets kept; :data:`STRUCTURED`)."""
+        return self.replace(**STRUCTURED)
 
     @classmethod
     def named(cls, name: str, **overrides: Any) -> "FHSConfig":

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Any
 
 from fhs.data.domain import Domain
 from fhs.data.facts import Fact
@@ -28,15 +28,10 @@ from fhs.method.hypotheses import (Hypothesis, RenderedQuery, fallback_hypothesi
 from fhs.method.selector import select
 from fhs.retrieval.bm25 import Ranking
 from fhs.retrieval.fusion import FusedPool, fuse
+from fhs.retrieval.kinds import Searcher
 from fhs.method.ledger import VerdictLedger, candidate_key, hypothesis_key, verifier_scope
 from fhs.method.verifier import (Verdicts, Window, build_window, concept_or_stub, consensus, fill_support,
                                  fill_value, final_scores, read_verdicts, support, verifier_request)
-
-
-class Searcher(Protocol):
-    """What the pipeline needs from retrieval: one query (and the fact's datatype) in, a ranking out."""
-
-    def search(self, query: str, datatype: str | None) -> Ranking: ...
 
 
 def retrieve(fact: Fact, queries: Sequence[RenderedQuery], retriever: Searcher) -> list[Ranking]:

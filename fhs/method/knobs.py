@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from fhs.core.errors import choose
-from fhs.method.config import FUSIONS, RENDERINGS, WINDOWS, FHSConfig
+from fhs.method.config import RENDERINGS, WINDOWS, FHSConfig
+from fhs.retrieval.fusion import FUSIONS
 
 # --render: which query forms each hypothesis issues (Section 4.2; Table 6's "- label form" rows)
 RENDER: dict[str, tuple[str, ...]] = {"both": RENDERINGS, "label": ("label",), "definition": ("definition",)}

@@ -3,7 +3,8 @@
 Each method is a function ``(fact, context) -> stage record`` (see
 :mod:`fhs.method.context`), one module each. ``structured`` and ``fhs`` are two
 configurations of one pipeline (``fhs.method.fhs.run_fhs_fact``), so they
-cannot drift apart. A new method is one module and one line in ``METHODS``.
+cannot drift apart. A new method is one module and one line in ``METHODS`` (it asks a model
+unless it is listed in ``MODEL_FREE``).
 """
 
 from __future__ import annotations
@@ -40,9 +41,10 @@ METHODS: dict[str, Method] = {
     "fhs-seq": fhs_seq,
 }
 
-# Methods that cannot run without a model (direct only uses one for the selector).
-LLM_METHODS = frozenset({"free-text", "structured", "parallel", "parallel-instructed", "parallel-diverse",
-                         "parallel-verified", "decomposed", "self-refine", "feedback-refine", "fhs", "fhs-seq"})
+# The methods that ask no model of their own (direct asks one only for the shared selector);
+# every other registered method cannot run without one.
+MODEL_FREE = frozenset({"direct", "oracle"})
+LLM_METHODS = frozenset(METHODS) - MODEL_FREE
 
 
 def get_method(name: str) -> Method:

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from statistics import fmean
 from typing import Any
 
-from fhs.data.domain import Domain, Profile
+from fhs.data.domain import Domain, CategoryProfile
 from fhs.data.evidence import evidence_block
 from fhs.data.facts import Fact
 from fhs.data.taxonomy import Concept, Taxonomy
@@ -69,7 +69,7 @@ class Window:
     """The K_v candidates the verifier sees, in fused order, with the profiles that chose them."""
 
     ids: tuple[str, ...]
-    profiles: tuple[Profile, ...]
+    profiles: tuple[CategoryProfile, ...]
     variant: str
     scanned: int  # how many fused candidates were scanned
     distinct_profiles: int  # distinct signatures among the scanned candidates

@@ -12,6 +12,8 @@ broken by the best single-list rank, then by id -- and range-normalised,
     S~(c) = (S(c) - min S) / (max S - min S),   0 for all when max = min,
 
 which keeps beta of Eq. 3 on the same scale whatever the number of rankings.
+The authors' hybrid retriever (Table 17) fuses its two lists with the same rule
+but breaks ties by concept id alone (``ties="id"``); both are this one routine.
 """
 
 from __future__ import annotations
@@ -21,6 +23,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from fhs.retrieval.bm25 import Ranking
+
+FUSIONS = ("sum", "mean")  # summed RRF (Eq. 4) or its mean over the rankings that contain a candidate
+NORMALIZE_OVER = ("union", "kept")  # min/max over the whole pool U (the paper) or the K kept (the authors' code)
+# equal fused scores: by the best single-list rank, then id (the authors' fusion); by id (their hybrid)
+TIE_BREAKS = ("best-rank", "id")
 
 
 @dataclass(frozen=True)
@@ -90,28 +97,30 @@ def fuse(
     rankings: Sequence[Ranking],
     *,
     kappa: int = 60,
-    k: int = 200,
+    k: int | None = 200,
     method: str = "sum",
     normalize: bool = True,
     normalize_over: str = "union",
+    ties: str = "best-rank",
 ) -> FusedPool:
     """Fuse rankings into the top-``k`` pool (see the module docstring for the formulas).
 
     ``normalize_over="union"`` takes min/max over every fused candidate (the
     paper's "over the pool U"); ``"kept"`` over the ``k`` kept (the authors' code).
+    ``k`` None keeps every candidate; ``ties`` is one of ``TIE_BREAKS``.
     """
-    if method not in ("sum", "mean"):
-        raise ValueError(f"fusion method must be 'sum' or 'mean', got {method!r}")
-    if normalize_over not in ("union", "kept"):
-        raise ValueError(f"normalize_over must be 'union' or 'kept', got {normalize_over!r}")
+    for name, value, choices in (("fusion method", method, FUSIONS), ("normalize_over", normalize_over,
+                                                                         NORMALIZE_OVER), ("ties", ties, TIE_BREAKS)):
+        if value not in choices:
+            raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}, got {value!r}")
     terms = rrf_terms(rankings, kappa)
     fused: list[tuple[float, int, str]] = []
     for concept_id, pairs in terms.items():
         total = sum(1.0 / (kappa + rank) for _, rank in pairs)
         score = total / len(pairs) if method == "mean" else total
-        fused.append((score, min(rank for _, rank in pairs), concept_id))
+        fused.append((score, min(rank for _, rank in pairs) if ties == "best-rank" else 0, concept_id))
     fused.sort(key=lambda item: (-item[0], item[1], item[2]))
-    kept = fused[:k]
+    kept = fused if k is None else fused[:k]
     raw = [score for score, _, _ in kept]
     if not normalize:
         normalized = list(raw)

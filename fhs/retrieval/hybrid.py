@@ -5,13 +5,13 @@ hybrid does): the BM25 top-200 with label coverage off and the dense top-200,
 
     S(c) = sum over the two lists that contain c of 1 / (60 + rank(c)),
 
-ties broken by concept id, range-normalised over the fused list; the optional
-coverage term (``w_cov > 0``) is added after fusion.
+ties broken by concept id, range-normalised over the fused list (``fuse`` with
+``ties="id"``, every candidate kept); the optional coverage term (``w_cov > 0``)
+is added after fusion.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -19,10 +19,11 @@ import numpy as np
 from fhs.data.taxonomy import Taxonomy
 from fhs.retrieval.bm25 import Ranking, RetrievalConfig, Retriever
 from fhs.retrieval.dense import DenseRetriever, with_coverage
-from fhs.retrieval.fusion import range_normalize, rrf_terms
+from fhs.retrieval.fusion import fuse
 
 RRF_KAPPA = 60
 HYBRID_DEPTH = 200
+
 
 class HybridRetriever:
     """RRF (kappa 60) of the BM25 top-200 without coverage and the dense top-200."""
@@ -52,7 +53,7 @@ class HybridRetriever:
     def search(self, query: str, datatype: str | None = None, top_k: int | None = None) -> Ranking:
         k = self.config.top_k if top_k is None else top_k
         lists = [self.bm25.search(query, datatype, self.depth), self.dense.search(query, datatype, self.depth)]
-        fused = rrf_fuse(lists, self.kappa)
+        fused = fuse(lists, kappa=self.kappa, k=None, ties="id").as_ranking()
         if self.config.w_cov <= 0:
             return Ranking(tuple(fused.ids[:k]), tuple(fused.scores[:k]))
         part = self.dense.partition_for(datatype)
@@ -60,10 +61,3 @@ class HybridRetriever:
         pool = np.asarray([row_of[c] for c in fused.ids], dtype=np.int64)
         return with_coverage(self.bm25, self.config.w_cov, datatype, query, pool, np.asarray(fused.scores), part.ids, k)
 
-
-def rrf_fuse(rankings: Sequence[Ranking], kappa: int = RRF_KAPPA) -> Ranking:
-    """Summed RRF, ties broken by id, scores range-normalised over the fused list."""
-    terms = rrf_terms(rankings, kappa)
-    fused = {cid: sum(1.0 / (kappa + rank) for _, rank in pairs) for cid, pairs in terms.items()}
-    ids = sorted(fused, key=lambda cid: (-fused[cid], cid))
-    return Ranking(tuple(ids), tuple(range_normalize([fused[c] for c in ids])))

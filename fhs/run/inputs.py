@@ -7,13 +7,13 @@ see the same facts, the same index and the same retrieval settings.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from fhs.core.errors import InputError, warn
 from fhs.core.files import cache_dir
 from fhs.data.datadir import data_dir
-from fhs.data.datasets import DatasetSpec, dataset_spec, load_facts
+from fhs.data.datasets import DatasetSpec, load_facts, resolve_dataset, taxonomy_dataset
 from fhs.data.facts import Fact
 from fhs.data.taxonomy import Taxonomy
 from fhs.method.config import FHSConfig
@@ -21,16 +21,8 @@ from fhs.method.context import MethodContext
 from fhs.retrieval.bm25 import RetrievalConfig
 from fhs.retrieval.encoders import DEFAULT_MODEL
 from fhs.retrieval.kinds import DEFAULT_RETRIEVER, Searcher, make_retriever, retriever_inputs
-from fhs.run.profiles import Profile, get_profile
+from fhs.run.profiles import RunProfile, get_profile
 from fhs.run.stamp import facts_digest, file_digest, files_digest, taxonomy_digest
-
-# Per-taxonomy retrieval settings that differ from the defaults (the authors' per-benchmark settings):
-# CodiEsp rescored the BM25 top 200 x 10 with Eq. 6 rather than the whole index.
-RETRIEVAL_DEFAULTS: dict[str, RetrievalConfig] = {
-    "us-gaap-2024": RetrievalConfig(),
-    "icd-10-cm": RetrievalConfig(pool_multiplier=10),
-}
-
 
 @dataclass
 class Experiment:
@@ -124,17 +116,32 @@ def cached_retriever(taxonomy: Taxonomy, config: RetrievalConfig, kind: str = DE
     return _RETRIEVERS[key][1]
 
 
-def retrieval_config(taxonomy_name: str, retriever: str = DEFAULT_RETRIEVER, **overrides) -> RetrievalConfig:
-    """The taxonomy's settings; dense and hybrid leave label coverage off unless ``w_cov`` is given
+_KINDS = {float: "a number", int: "a whole number", bool: "true or false"}
+
+
+def retrieval_config(source: str | DatasetSpec, retriever: str = DEFAULT_RETRIEVER, **overrides) -> RetrievalConfig:
+    """A dataset's retrieval settings (``source``: its spec, or a taxonomy's name, which takes those of the
+    first built-in dataset over it); dense and hybrid leave label coverage off unless ``w_cov`` is given
     (the authors' dense and hybrid retrievers have no coverage term)."""
-    base = RETRIEVAL_DEFAULTS.get(taxonomy_name, RetrievalConfig())
+    spec = source if isinstance(source, DatasetSpec) else taxonomy_dataset(source)
+    base = RetrievalConfig()
+    for name, value in spec.retrieval if spec is not None else ():
+        if name not in {f.name for f in fields(RetrievalConfig)}:
+            raise InputError("not a retrieval setting", path=spec.source, field=f"retrieval.{name}",
+                             fix=f"use {', '.join(f.name for f in fields(RetrievalConfig))}")
+        expected = type(getattr(base, name))
+        if isinstance(value, bool) != (expected is bool) or not isinstance(value, (int, float) if expected is float
+                                                                                 else expected):
+            raise InputError(f"expected {_KINDS[expected]}, got {value!r}", path=spec.source,
+                             field=f"retrieval.{name}")
+        base = replace(base, **{name: value})
     if retriever != DEFAULT_RETRIEVER:
         base = replace(base, w_cov=0.0)
     return replace(base, **{k: v for k, v in overrides.items() if v is not None})
 
 
 def load_experiment(
-    dataset: str,
+    dataset: str | Path | DatasetSpec,
     *,
     data: str | Path | None = None,
     limit: int | None = None,
@@ -144,25 +151,32 @@ def load_experiment(
     dense_model: str = DEFAULT_MODEL,
     **retrieval_overrides,
 ) -> Experiment:
-    from fhs.data.taxonomies import load_taxonomy
+    """A dataset's experiment: ``dataset`` is a built-in name, a spec file's path or a ``DatasetSpec``."""
+    from fhs.data.taxonomies import load_taxonomy, load_taxonomy_file
 
     if limit is not None and limit < 1:  # 0 leaves nothing to run; a negative one cut facts off the end
         raise InputError(f"must be at least 1, got {limit}", field="limit", fix="use at least one fact")
-    spec = dataset_spec(dataset)
-    root = data_dir(data)
-    taxonomy = load_taxonomy(spec.taxonomy, root)
-    facts = load_facts(dataset, root, taxonomy, progress=progress)
+    spec = resolve_dataset(dataset)
+    config = retrieval_config(spec, retriever, w_cov=w_cov, **retrieval_overrides)  # a bad setting fails first
+    # a user's facts file needs no data directory (a built-in taxonomy that reads one resolves it itself)
+    root = data_dir(data) if spec.facts_file is None else data
+    if spec.taxonomy_file is not None:
+        taxonomy = load_taxonomy_file(spec.taxonomy_file)
+    else:
+        taxonomy = load_taxonomy(spec.taxonomy, root)
+    facts = load_facts(spec, root, taxonomy, progress=progress)
+    where = spec.facts_file or root
     if spec.expected_facts and len(facts) < spec.expected_facts:
-        warn(f"dataset {dataset} has {len(facts)} facts, the release has {spec.expected_facts}: "
+        warn(f"dataset {spec.name} has {len(facts)} facts, the release has {spec.expected_facts}: "
              f"its file under {root} may be truncated or edited")
     if not facts:
-        raise InputError(f"dataset {dataset} has no facts", path=root, field="dataset",
+        raise InputError(f"dataset {spec.name} has no facts", path=where, field="dataset",
                          fix="check its files (see book/data.md)")
     if limit is not None:
         facts = facts[:limit]
-    config = retrieval_config(spec.taxonomy, retriever, w_cov=w_cov, **retrieval_overrides)
+    cache_key = file_digest(spec.taxonomy_file) if spec.taxonomy_file is not None else None
     return Experiment(spec=spec, taxonomy=taxonomy, facts=facts,
-                      retriever=cached_retriever(taxonomy, config, retriever, dense_model))
+                      retriever=cached_retriever(taxonomy, config, retriever, dense_model, cache_key))
 
 
 def load_experiment_from_files(
@@ -186,33 +200,25 @@ def load_experiment_from_files(
     name or a YAML path) and stop with an error rather than borrow another
     taxonomy's dimensions (``Experiment.domain_name``).
     """
-    from fhs.data.datasets import DATASETS
-    from fhs.data.facts import read_facts
-    from fhs.data.taxonomies import TAXONOMIES, load_taxonomy, load_taxonomy_file
-    from fhs.data.taxonomies.ids import align_gold
+    from fhs.data.taxonomies import TAXONOMIES
 
     name = str(taxonomy_path)
-    if name in TAXONOMIES:
-        taxonomy = load_taxonomy(name, data)
-        own_domain = next((spec.domain for spec in DATASETS.values() if spec.taxonomy == name), "us-gaap")
-    else:
-        taxonomy = load_taxonomy_file(taxonomy_path)
-        own_domain = ""
-    facts = align_gold(read_facts(facts_path), taxonomy)
-    spec = DatasetSpec(Path(facts_path).stem, "", "", taxonomy.name, f"facts from {facts_path}",
-                       domain=domain or own_domain)
-    config = retrieval_config(taxonomy.name, retriever, w_cov=w_cov, **retrieval_overrides)
-    return Experiment(spec=spec, taxonomy=taxonomy, facts=facts,
-                      retriever=cached_retriever(taxonomy, config, retriever, dense_model,
-                                                 None if name in TAXONOMIES else file_digest(taxonomy_path)),
-                      domain=domain)
+    own = taxonomy_dataset(name) if name in TAXONOMIES else None
+    spec = DatasetSpec(Path(facts_path).stem, taxonomy=name if name in TAXONOMIES else Path(taxonomy_path).stem,
+                       description=f"facts from {facts_path}",
+                       domain=domain or (own.domain if own is not None else "us-gaap" if name in TAXONOMIES else ""),
+                       retrieval=own.retrieval if own is not None else (), facts_file=Path(facts_path),
+                       taxonomy_file=None if name in TAXONOMIES else Path(taxonomy_path))
+    experiment = load_experiment(spec, data=data, w_cov=w_cov, retriever=retriever, dense_model=dense_model,
+                                 **retrieval_overrides)
+    return replace(experiment, domain=domain)
 
 
 @dataclass
 class ModelChoice:
     """Which model a run uses: the profile's, unless the caller names another."""
 
-    profile: Profile
+    profile: RunProfile
     backend: str
     model: str
     base_urls: tuple[str, ...] = ()
@@ -230,7 +236,7 @@ class ModelChoice:
     _ledger: object = field(default=None, compare=False, repr=False)
 
     @classmethod
-    def resolve(cls, profile: str | Profile, *, backend: str | None = None, model: str | None = None,
+    def resolve(cls, profile: str | RunProfile, *, backend: str | None = None, model: str | None = None,
                 base_urls=None, seed: int = 0, cache: str | Path | None = None,
                 structured: str | None = None, replay_unparsed: bool = False,
                 any_server: bool = False, max_in_flight: int | None = None, thinking: bool | None = None,

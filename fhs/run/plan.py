@@ -40,7 +40,7 @@ from fhs.retrieval.bm25 import Retriever
 from fhs.retrieval.kinds import DEFAULT_RETRIEVER
 from fhs.run.inputs import Experiment, ModelChoice, cached_retriever, retrieval_config
 from fhs.run.plan_standins import LineMemo, MemoDomain, Meter, StandIn
-from fhs.run.profiles import Profile
+from fhs.run.profiles import RunProfile
 
 RELOCATOR = "llm-relocator"  # chapter 2's LLM relocator: one request per CodiEsp mention of a few documents
 
@@ -110,7 +110,7 @@ def relocation_documents(documents: Sequence[str], n: int, seed: int) -> list[st
     return order[:n]
 
 
-def fhs_config(profile: Profile, run: PlannedRun) -> FHSConfig:
+def fhs_config(profile: RunProfile, run: PlannedRun) -> FHSConfig:
     """The FHS settings of a run, as a chapter builds them: profile budgets, named configuration, changes."""
     config = profile.fhs_config()
     if run.configuration != DEFAULT_CONFIG:
@@ -181,7 +181,7 @@ def _scaled(tally: Tally, run: PlannedRun, config: FHSConfig | None, facts: int,
 class DryRun:
     """The plan's machinery: one simulated model, one cache, one ledger, the datasets' samples."""
 
-    profile: Profile
+    profile: RunProfile
     inputs: Callable[[str], Experiment]
     sample: int
     counter: TokenCounter | None = None
@@ -209,7 +209,7 @@ class DryRun:
         key = (dataset, which)
         if key not in self._facts:
             every = self.experiment(dataset).facts
-            target = {"llm": self.profile.llm_sample_size(dataset, len(every)),
+            target = {"llm": self.profile.llm_sample_size(self.experiment(dataset).spec.name, len(every)),
                       "retrieval": self.profile.retrieval_facts, "all": None}[which]
             used = sample_by_context(every, target)
             self._facts[key] = (used, sample_by_context(used, self.sample))
@@ -218,7 +218,7 @@ class DryRun:
     def searcher(self, experiment: Experiment, run: PlannedRun) -> Any:
         """The run's retriever; BM25 variants share the dataset's built index (it does not depend on
         w_cov, the pool or the depth), so the plan builds each taxonomy's index once."""
-        config = retrieval_config(experiment.spec.taxonomy, run.retriever, w_cov=run.w_cov)
+        config = retrieval_config(experiment.spec, run.retriever, w_cov=run.w_cov)
         base = experiment.retriever
         if isinstance(base, Retriever) and (base.config.k1, base.config.b, base.config.type_filter) == \
                 (config.k1, config.b, config.type_filter):
@@ -280,7 +280,7 @@ class DryRun:
         return len(self.facts(run.dataset, run.facts)[1])
 
 
-def dry_run(runs: Sequence[PlannedRun], profile: Profile, inputs: Callable[[str], Experiment], *,
+def dry_run(runs: Sequence[PlannedRun], profile: RunProfile, inputs: Callable[[str], Experiment], *,
             sample: int = 20, counter: TokenCounter | None = None, data: Any = None,
             progress: bool = True) -> list[Row]:
     """Every run on the plan's sample, in order, through one cache and ledger; figures at the profile's scale."""

@@ -18,8 +18,8 @@ OpenAI-compatible server on a GPU box, three seeded runs each:
 - ``gpu-sample``: about 30 facts per dataset, sized by ``fhs plan`` to one night
   on one H100 (a few hundred per dataset would take days at the paper's budgets).
 - ``paper-full``: every fact of every set (53,523 iXBRL test facts, the pilot on
-  all 129,605 development facts): the ``paper`` profile as it was before it was
-  sized to the paper, kept so its cost can be planned and for whoever asks for it.
+  all 129,605 development facts) with the ``paper`` profile's settings, so its cost
+  can be planned and whoever wants every fact can ask for it.
 
 Numbers from ``smoke`` and ``cpu`` are real but come from tiny models; the
 book says so wherever they appear.
@@ -37,7 +37,10 @@ from fhs.retrieval.encoders import DEFAULT_MODEL
 
 
 @dataclass(frozen=True)
-class Profile:
+class RunProfile:
+    """How a profile runs: its model and backend, sample sizes, seeds and FHS budgets (the papermill
+    parameters of the same profile are ``fhs.book.chapters.ProfileParameters``)."""
+
     name: str
     backend: str  # "llama_cpp" | "openai" | "vllm"
     model: str
@@ -72,7 +75,7 @@ class Profile:
             raise ValueError(f"a fraction of every fact of {dataset} needs its number of facts")
         return max(1, round(self.llm_fraction * base))
 
-    def with_llm_facts(self, n: int | None) -> "Profile":
+    def with_llm_facts(self, n: int | None) -> "RunProfile":
         """The same profile with one LLM sample size for every dataset (a chapter's ``llm_limit``)."""
         return replace(self, llm_facts=n, dataset_facts={})
 
@@ -90,10 +93,10 @@ _CPU_BUDGET = {
     "max_tokens_selector": 160,
 }
 
-PROFILES: dict[str, Profile] = {
+PROFILES: dict[str, RunProfile] = {
     profile.name: profile
     for profile in (
-        Profile(
+        RunProfile(
             name="smoke",
             backend="llama_cpp",
             model="smollm2-135m",
@@ -103,7 +106,7 @@ PROFILES: dict[str, Profile] = {
                            "max_tokens_hypothesis": 200, "max_tokens_verifier": 400, "max_tokens_selector": 60},
             description="plumbing checks: SmolLM2-135M on the CPU, a few facts",
         ),
-        Profile(
+        RunProfile(
             name="cpu",
             backend="llama_cpp",
             model="qwen2.5-0.5b",
@@ -117,7 +120,7 @@ PROFILES: dict[str, Profile] = {
             dense_model="minilm-int8-d64",
             description="the default book: Qwen2.5-Coder-0.5B-Instruct on the CPU, small context-level samples for LLM methods",
         ),
-        Profile(
+        RunProfile(
             name="paper",
             backend="openai",
             model="Qwen/Qwen3-32B",
@@ -136,7 +139,7 @@ PROFILES: dict[str, Profile] = {
                          "(about 2,509 together, the paper's FinTagging split), every CodiEsp mention, "
                          "Table 11's pilot on about 661 iXBRL development facts; three seeded runs"),
         ),
-        Profile(
+        RunProfile(
             name="gpu-sample",
             backend="openai",
             model="Qwen/Qwen3-32B",
@@ -153,7 +156,7 @@ PROFILES: dict[str, Profile] = {
                          "30 facts per dataset (FinCL, iXBRL test, CodiEsp, the pilot's iXBRL development "
                          "facts, ICD-10-PCS); three seeded runs"),
         ),
-        Profile(
+        RunProfile(
             name="paper-full",
             backend="openai",
             model="Qwen/Qwen3-32B",
@@ -171,7 +174,10 @@ PROFILES: dict[str, Profile] = {
 }
 
 
-def get_profile(name: str) -> Profile:
+Profile = RunProfile  # the name other modules and notebooks may still import
+
+
+def get_profile(name: str) -> RunProfile:
     return choose(PROFILES, name, "profile")
 
 

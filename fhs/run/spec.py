@@ -42,6 +42,7 @@ from types import MappingProxyType
 from typing import Any
 
 from fhs.core.errors import InputError, choose
+from fhs.data.datasets import DatasetSpec
 from fhs.data.facts import Fact
 from fhs.method.config import DEFAULT_CONFIG, NAMED_CONFIGS, FHSConfig
 from fhs.method.context import MethodContext
@@ -111,7 +112,7 @@ class RunSpec:
     def searcher(self, experiment: Experiment) -> Searcher:
         """The retriever this run searches with: the experiment's own BM25 index when its settings are
         this run's, else the process's index for these settings (``cached_retriever``)."""
-        config = retrieval_config(experiment.spec.taxonomy, self.retriever, w_cov=self.w_cov)
+        config = retrieval_config(experiment.spec, self.retriever, w_cov=self.w_cov)
         own = experiment.retriever
         if self.retriever == DEFAULT_RETRIEVER and retriever_kind(own) == DEFAULT_RETRIEVER and own.config == config:
             return own
@@ -167,15 +168,16 @@ class RunSpec:
             stamp["sources"] = dict(sources)
         return json.loads(json.dumps(stamp))  # plain JSON values, as a reread stamp holds them
 
-    def folder_name(self, stamp: Mapping[str, Any], taxonomy: str) -> str:
-        """The run's folder under a dataset's folder (the module docstring states the rule)."""
+    def folder_name(self, stamp: Mapping[str, Any], dataset: DatasetSpec | str) -> str:
+        """The run's folder under a dataset's folder (the module docstring states the rule); ``dataset``
+        is the dataset's spec (or its taxonomy's name), whose retrieval settings give the default w_cov."""
         parts = [self.method]
         if self.retriever != DEFAULT_RETRIEVER:
             parts.append(self.retriever)
             if self.dense_model != DEFAULT_MODEL:
                 parts.append(self.dense_model)
         w_cov = stamp["retrieval"]["w_cov"]
-        if w_cov != retrieval_config(taxonomy, self.retriever).w_cov:
+        if w_cov != retrieval_config(dataset, self.retriever).w_cov:
             parts.append(f"wcov{w_cov:g}")
         if self.tag:
             parts.append(self.tag)
@@ -198,14 +200,22 @@ class RunSpec:
             from fhs.method.ledger import RecordOnly
 
             ctx.ledger = RecordOnly(ctx.ledger)
+        if sources is None and experiment.spec.source is not None:  # a spec file's dataset: where its files are
+            sources = spec_sources(experiment.spec)
         stamp = self.stamp(experiment, ctx, sources)
-        path = Path(out_dir) if out_dir is not None else Path(root) / self.folder_name(stamp, experiment.spec.taxonomy)
+        path = Path(out_dir) if out_dir is not None else Path(root) / self.folder_name(stamp, experiment.spec)
         return RunJob(facts, self.method, ctx, path, stamp=stamp, fresh=fresh, refused=refused)
 
     def execute(self, experiment: Experiment, facts: Sequence[Fact], *, workers: int = 1, progress: bool = True,
                 **where: Any) -> RunOutcome:
         """Run it (resuming from the records already there); ``where`` as for :meth:`job`."""
         return run_jobs([self.job(experiment, facts, **where)], workers=workers, progress=progress)[0]
+
+
+def spec_sources(dataset: DatasetSpec) -> dict[str, str]:
+    """Where a spec file's dataset was read from (a stamp's ``sources``, so `fhs show` finds its files)."""
+    return {"facts": str(dataset.facts_file), "taxonomy": str(dataset.taxonomy_file or dataset.taxonomy),
+            "domain": dataset.domain, "spec": str(dataset.source)}
 
 
 def run_all(runs: Sequence[tuple[RunSpec, Experiment, Sequence[Fact]]], *, root: str | Path,
