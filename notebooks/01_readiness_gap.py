@@ -166,7 +166,8 @@ no_cov = {(name, method): study.run(name, method, w_cov=0.0) for name in dataset
 with_cov = {(name, method): (direct if method == "direct" else oracle)[name] for name, method in no_cov}
 if exact_oracle is not None:
     with_cov[("codiesp", "oracle")] = exact_oracle  # the relocated facts, paired with the w_cov 0 run
-show(pd.DataFrame(RG.coverage_rows(no_cov, with_cov, interval)), caption="Table 13, Panel A: the coverage term on and off")
+show(pd.DataFrame(RG.coverage_rows(no_cov, with_cov, interval)),
+     caption="Table 13, Panel A: the coverage term on and off")
 
 # %% [markdown]
 # The paper's mechanism is a length correction: one- and two-token labels are never in

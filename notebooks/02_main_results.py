@@ -86,7 +86,6 @@ from fhs.llm.models import display_name
 from fhs.method.config import NAMED_CONFIGS
 from fhs.method.registry import METHODS as REGISTERED
 from fhs.paper import BEST_BASELINE_ACCURACY, PAPER_BENCHMARK
-from fhs.run.evaluate import ACCURACY_BASES, accuracy_basis
 
 use_style()
 chapter = llm_chapter(profile, runs_dir, llm_limit=llm_limit, llm_fraction=llm_fraction, runs=runs, backend=backend,
@@ -133,11 +132,7 @@ print("facts per dataset:", sizes, "| model:", choices[0].model, "| seeded runs:
 # Qwen3-32B on the full test splits (2,509 FinTagging facts, 3,144 CodiEsp facts).
 
 # %%
-bases = sorted({accuracy_basis(run.records) for group in results.values() for run in group})
-show(M.main_table(results, oracle, datasets, METHODS, interval),
-     caption="Tables 4 and 5: ours (mean" + (" ± std across runs" if len(seeds) > 1 else "")
-     + ", 95% interval) and the paper's (— where the paper gives no figure). "
-     + "; ".join(ACCURACY_BASES[b] for b in bases))
+show(M.main_table(results, oracle, datasets, METHODS, interval), caption=M.main_caption(results, len(seeds)))
 print("the paper's best baseline accuracy:",
       {name: BEST_BASELINE_ACCURACY.get(PAPER_BENCHMARK.get(name, name)) for name in datasets})
 
@@ -165,7 +160,8 @@ plt.show()
 # sample cannot separate the two methods.
 
 # %%
-show(M.contrasts_table(results, datasets, BASELINES, interval), caption="Paired differences, 95% context-clustered bootstrap")
+show(M.contrasts_table(results, datasets, BASELINES, interval),
+     caption="Paired differences, 95% context-clustered bootstrap")
 
 # %% [markdown]
 # ## Tables and text are not equally hard

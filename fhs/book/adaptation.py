@@ -41,6 +41,14 @@ def run_quiet(argv: Sequence[str]) -> None:
         raise RuntimeError(f"{' '.join(argv)} failed:\n{done.stderr[-2000:]}")
 
 
+def built_once(path: Path, argv: Sequence[str]) -> Path:
+    """``path``, written first by the command ``argv`` (its output file appended) when it does not exist."""
+    path = Path(path)
+    if not path.is_file():
+        run_quiet([*argv, str(path)])
+    return path
+
+
 def inventory_frame(taxonomy: Taxonomy) -> pd.DataFrame:
     """The concept file's source, license, size and sections, from its rows' metadata."""
     from collections import Counter
@@ -86,6 +94,13 @@ def relocation_row(track: str, pieces: bool, lexicon: str | None, stats: Mapping
             "found by pieces": stats["found_by_pieces"]}
 
 
+def relocation_frame(settings: Iterable[tuple[str, bool, str | None]],
+                     stats_of: Callable[[str, bool, str | None], Mapping[str, int]]) -> pd.DataFrame:
+    """One row per (track, pieces, lexicon file) setting; ``stats_of`` loads the split that way (its ``stats``)."""
+    return pd.DataFrame([relocation_row(track, pieces, lexicon, stats_of(track, pieces, lexicon))
+                         for track, pieces, lexicon in settings])
+
+
 def relocation_rates(rows: Iterable[Mapping[str, Any]]) -> dict[str, float]:
     """``track/whole`` or ``track/pieces[+lexicon]`` -> rate, the names the check records."""
     return {f"{r['track']}/{'pieces' if r['pieces'] == 'yes' else 'whole'}"
@@ -110,6 +125,11 @@ def model_arguments(profile: str, cache: Path, *, backend: str | None = None, mo
     if replay:
         argv += ["--replay", str(replay)]
     return argv
+
+
+def input_files(facts: str | Path, concepts: str | Path, domain: str | Path) -> list[str]:
+    """The ``fhs run`` options naming an adapter's three files."""
+    return ["--facts", str(facts), "--taxonomy", str(concepts), "--domain", str(domain)]
 
 
 def cli_run(main: Callable[[list[str]], int], files: Sequence[str], method: str, out: Path, *extra: str,
@@ -172,9 +192,15 @@ def recall_figure(runs: Mapping[str, Mapping[str, Any]], title: str):
     return fig
 
 
-def cost_rows(runs: Mapping[str, Mapping[str, Any]], backend: str, model: str, cpu_facts: int) -> list[dict]:
-    """Per-fact calls, tokens and seconds of the model runs; on llama.cpp, the cpu profile's time estimated by
-    scaling this run's model seconds by the ratio of parameter counts (an estimate, not a measurement)."""
+def cost_rows(runs: Mapping[str, Mapping[str, Any]], backend: str, model: str,
+              cpu_facts: int | None = None) -> list[dict]:
+    """Per-fact calls, tokens and seconds of the model runs; on llama.cpp, the cpu profile's time (for its
+    sample size unless ``cpu_facts`` is given) estimated by scaling this run's model seconds by the ratio of
+    parameter counts (an estimate, not a measurement)."""
+    if cpu_facts is None:
+        from fhs.run.profiles import get_profile
+
+        cpu_facts = get_profile("cpu").llm_facts
     rows = []
     for method in LLM_METHODS:
         per = runs[method]["metrics"]["per_fact"]
@@ -184,7 +210,8 @@ def cost_rows(runs: Mapping[str, Mapping[str, Any]], backend: str, model: str, c
         if backend == "llama_cpp" and model in PARAMETERS:
             scale = PARAMETERS["qwen2.5-0.5b"] / PARAMETERS[model]
             row["cpu profile, est. s / fact"] = round(per["model_seconds"] * scale, 1)
-            row[f"cpu profile, est. min for {cpu_facts} facts"] = round(per["model_seconds"] * scale * cpu_facts / 60, 1)
+            row[f"cpu profile, est. min for {cpu_facts} facts"] = round(
+                per["model_seconds"] * scale * cpu_facts / 60, 1)
         rows.append(row)
     return rows
 
@@ -257,10 +284,13 @@ def adapter_runs(main: Callable[[list[str]], int], files: Sequence[str], out_roo
                  facts, sample) -> dict[str, dict[str, Any]]:
     """Direct and the oracle on every fact, structured and FHS (``model_args``) on the sample, via ``fhs run``."""
     every, sampled = [f.id for f in facts], [f.id for f in sample]
-    return {"direct": cli_run(main, files, "direct", out_root / "direct", "--selector", "off", wanted=every),
+    runs = {"direct": cli_run(main, files, "direct", out_root / "direct", "--selector", "off", wanted=every),
             "oracle": cli_run(main, files, "oracle", out_root / "oracle", wanted=every),
             "structured": cli_run(main, files, "structured", out_root / "structured", *model_args, wanted=sampled),
             "fhs": cli_run(main, files, "fhs", out_root / "fhs", *model_args, wanted=sampled)}
+    if {r["id"] for r in runs["fhs"]["records"]} != set(sampled):
+        raise RuntimeError("fhs run --sample drew other facts than the page's sample (fhs.data.sampling)")
+    return runs
 
 
 def input_fingerprints(name: str, facts, taxonomy: Taxonomy, domain_file: str | Path) -> dict[str, str]:

@@ -87,7 +87,8 @@ def rsu_text(rsu: W.Scored) -> str:
     n = rsu_numbers(rsu)
     return (f"Under h1 the gold gets $v_1 = {rsu.support[0][gold]:.3f}$ and the options concept "
             f"$v_1 = {rsu.support[0][rival]:.3f}$; under h2 both get {rsu.support[1][gold]:.3f}. So "
-            f"$\\bar v = {rsu.vbar[gold]:.3f}$ against ${rsu.vbar[rival]:.3f}$ (paper: {PAPER_G['rsu']['vbar_gold']:.3f} "
+            f"$\\bar v = {rsu.vbar[gold]:.3f}$ against ${rsu.vbar[rival]:.3f}$ "
+            f"(paper: {PAPER_G['rsu']['vbar_gold']:.3f} "
             f"vs {PAPER_G['rsu']['vbar_rival']:.3f}), and $\\beta(\\bar v_{{gold}} - \\bar v_{{options}}) = "
             f"{rsu.beta} \\times {rsu.vbar[gold] - rsu.vbar[rival]:.3f} = {n['gap']:.3f}$, more than the options "
             f"concept's fused lead of {n['lead']:.3f} (paper: {PAPER_G['rsu']['gap']:.3f} > "

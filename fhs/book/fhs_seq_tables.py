@@ -25,7 +25,8 @@ from fhs.run.evaluate import paired_difference, runs_estimate, summarize
 from fhs.run.seq_diagnostics import oracle_best_single, rounds_distribution, stop_distribution, summary
 from fhs.run.summary import call_totals
 
-LABELS = {"delta_recall@50": "Δ Recall@50 (full − round 1)", "replaced_top50": "top-50 pool replaced by later rounds",
+LABELS = {"delta_recall@50": "Δ Recall@50 (full − round 1)",
+          "replaced_top50": "top-50 pool replaced by later rounds",
           "gold_never_in_pool": "gold never in the pool", "all_rounds": "facts using all 4 rounds",
           "one_round": "facts stopping after round 1", "mean_rounds": "mean rounds used"}
 METRICS = ("recall@1", "recall@10", "recall@50", "recall@200", "mrr")

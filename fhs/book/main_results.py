@@ -20,7 +20,7 @@ from fhs.book.manifest import MAIN_ROWS
 from fhs.book.report import Estimate
 from fhs.book.study import Run, over_runs
 from fhs.paper import CALLS_PER_FACT, MODALITY_CONTRASTS, PAPER_BENCHMARK, modality_value, paper_value
-from fhs.run.evaluate import paired_difference
+from fhs.run.evaluate import ACCURACY_BASES, accuracy_basis, paired_difference
 from fhs.run.verdict_stats import VERDICTS, support_by_group, verdict_shares
 
 METRICS = ("recall@1", "recall@10", "recall@50", "recall@200", "mrr", "accuracy")
@@ -64,6 +64,14 @@ def main_table(results: Results, oracle: Mapping[str, Run], datasets: Sequence[s
         rows.append(row)
         rows.append(paper_row(name, "oracle", "oracle (paper)"))
     return pd.DataFrame(rows)
+
+
+def main_caption(results: Results, n_seeds: int) -> str:
+    """Tables 4 and 5's caption: what a value is, and which definition of Acc. the runs' records get."""
+    bases = sorted({accuracy_basis(run.records) for group in results.values() for run in group})
+    return ("Tables 4 and 5: ours (mean" + (" ± std across runs" if n_seeds > 1 else "")
+            + ", 95% interval) and the paper's (— where the paper gives no figure). "
+            + "; ".join(ACCURACY_BASES[b] for b in bases))
 
 
 def paper_row(dataset: str, method: str, label: str) -> dict[str, Any]:

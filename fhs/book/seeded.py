@@ -25,7 +25,3 @@ def across_differences(differences: Sequence) -> Estimate:
         return Estimate(differences[0].estimate, differences[0].low, differences[0].high)
     return across([d.estimate for d in differences])
 
-
-def estimate_of(value) -> Estimate:
-    """A ``RunsEstimate`` or bootstrap interval as the page's :class:`Estimate` (std kept when there is one)."""
-    return Estimate(value.estimate, value.low, value.high, getattr(value, "std", None))
