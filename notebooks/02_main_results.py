@@ -96,13 +96,13 @@ study, choices, seeds, interval = chapter.study, chapter.choices, chapter.seeds,
 METHODS = M.main_methods(REGISTERED)  # the paper's row order; FHS-Seq joins when registered
 BASELINES = [m for m in METHODS if m != "fhs"]
 samples = {name: study.facts(name, llm=True) for name in datasets}
-profile_note(profile, display_name(choices[0].model),
-             configurations={name: study.configuration(name) for name in datasets},
-             descriptions={name: named.description for name, named in NAMED_CONFIGS.items()},
-             facts={name: len(facts) for name, facts in samples.items()}, seeds=seeds)
 if protocol_check:
     print(f"PROTOCOL CHECK: profile {profile} with {choices[0].model} on a tiny sample; these are not "
           "paper numbers and are neither compared with nor recorded as this profile's values.")
+profile_note(profile, display_name(choices[0].model),  # the cell's last value: the page states its size
+             configurations={name: study.configuration(name) for name in datasets},
+             descriptions={name: named.description for name, named in NAMED_CONFIGS.items()},
+             facts={name: len(facts) for name, facts in samples.items()}, seeds=seeds)
 
 # %% [markdown]
 # ## The runs
