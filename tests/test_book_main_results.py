@@ -103,3 +103,10 @@ def test_costs_read_every_call_once_by_purpose():
     assert (selector["calls"], selector["fresh"], selector["tokens_in"]) == (1, 0, 7)
     assert new_calls(records) == {"hypothesis": 1, "verifier": 2}
     assert calls_per_fact(records) == [1, 2]
+
+
+def test_the_caption_names_the_definition_of_acc_the_runs_get():
+    results, _ = two_methods()
+    caption = M.main_caption(results, 1)
+    assert caption.startswith("Tables 4 and 5: ours (mean, 95% interval)") and "shared selector's pick" in caption
+    assert "± std across runs" in M.main_caption(results, 3)
