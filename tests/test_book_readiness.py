@@ -1,0 +1,61 @@
+"""Chapter 01's module on LLM-free runs built in memory: Table 1's rows, Table 13's panels, the check values."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+
+from book_records import fact, memory_run  # noqa: E402
+from fhs.book import readiness as RG  # noqa: E402
+from fhs.data.taxonomy import Concept, Taxonomy  # noqa: E402
+from fhs.paper import RELOCATION  # noqa: E402
+
+INTERVAL = {"resamples": 50, "seed": 1}
+TAXONOMY = Taxonomy.from_concepts("toy", [Concept("Short", "Revenues"), Concept("Long", "one two three four five six")])
+
+
+def runs():
+    direct = memory_run("fincl", "direct", [fact("a", 12, gold=("Short",)), fact("b", 1, context="c2", gold=("Long",))])
+    oracle = memory_run("fincl", "oracle", [fact("a", 1, gold=("Short",)), fact("b", 1, context="c2", gold=("Long",))])
+    no_cov = memory_run("fincl", "direct", [fact("a", 40, gold=("Short",)), fact("b", 1, context="c2", gold=("Long",))])
+    return {"fincl": direct}, {"fincl": oracle}, {("fincl", "direct"): no_cov, ("fincl", "oracle"): oracle}
+
+
+def test_metric_table_puts_the_papers_row_under_ours_where_it_reports_one():
+    direct, oracle, _ = runs()
+    table = RG.metric_table({("fincl", "direct"): direct["fincl"], ("mine", "oracle"): oracle["fincl"]},
+                            RG.PAPER_ROWS, INTERVAL)
+    assert list(table["query"]) == ["direct", "direct (paper)", "oracle"]
+    assert table.iloc[0]["recall@1"].value == 0.5 and table.iloc[2]["mrr"].value == 1.0
+    assert table.iloc[1]["recall@10"] == RG.PAPER_ROWS[("fincl", "direct")]["recall@10"]
+
+
+def test_the_coverage_panels_pair_each_run_with_its_w_cov_0_twin_and_bin_by_label_length():
+    direct, oracle, no_cov = runs()
+    with_cov = {("fincl", "direct"): direct["fincl"], ("fincl", "oracle"): oracle["fincl"]}
+    rows = RG.coverage_rows(no_cov, with_cov, INTERVAL)
+    assert rows[0]["recall@10, w_cov 0"] == 0.5 and rows[0]["recall@10, w_cov 1"] == 0.5
+    assert rows[0]["Δ mrr"].value == pytest.approx((1 / 12 + 1) / 2 - (1 / 40 + 1) / 2)
+    assert rows[1]["Δ mrr"].value == 0.0
+    panel_b = RG.label_length_rows("fincl", direct["fincl"], no_cov[("fincl", "direct")], TAXONOMY)
+    assert [r["label words"] for r in panel_b] == ["1", "5+"]
+    assert panel_b[0]["Recall@10, w_cov 1"] == 0.0 and panel_b[1]["gain"] == 0.0
+    bin_of = RG.label_length_bin(TAXONOMY)
+    assert bin_of(fact("x", 1, gold=("Unknown",))) == "n/a"
+    figure = RG.label_length_figure(pd.DataFrame(panel_b), ["fincl"])
+    assert len(figure.axes) == 1 and len(RG.depth_figure(direct, oracle, ["fincl"]).axes) == 1
+
+
+def test_check_values_and_the_relocation_lines():
+    direct, oracle, no_cov = runs()
+    checked = RG.checked_values(direct, oracle, no_cov, ["fincl"])
+    assert checked["fincl/direct/recall@1"] == 0.5 and checked["fincl/direct-wcov0/mrr"] == pytest.approx(
+        (1 / 40 + 1) / 2)
+    assert checked["fincl/facts"] == 2 and "codiesp/relocation_rate" not in checked
+    checked = RG.checked_values(direct, oracle, no_cov, ["fincl"], 0.75, oracle["fincl"])
+    assert checked["codiesp/relocation_rate"] == 0.75 and checked["codiesp/oracle-exact/mrr"] == 1.0
+    lines = RG.relocation_lines({"diagnosis_rows": 10, "facts": 8, "exact": 6})
+    assert lines[1] == "codes in the inventory: 8 (80.0% of rows)"
+    assert lines[2].startswith("relocated exactly: 6 (75.0%)") and f"{RELOCATION['exact']:,}" in lines[2]

@@ -1,0 +1,53 @@
+"""Chapter 05's module on runs built in memory: the gap per retriever, the method rows, margins and swaps."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import pytest  # noqa: E402
+
+from book_records import fact, memory_run  # noqa: E402
+from fhs.book import retriever_swap as R  # noqa: E402
+from fhs.paper import RETRIEVER_SWAP  # noqa: E402
+
+INTERVAL = {"resamples": 50, "seed": 1}
+RETRIEVERS = ["bm25", "dense"]
+
+
+def seeded_runs():
+    """FHS ranks the gold first under both retrievers; one-pass third under bm25 and second under dense."""
+    ranks = {("bm25", "fhs"): 1, ("dense", "fhs"): 1, ("bm25", "structured"): 3, ("dense", "structured"): 2,
+             ("bm25", "direct"): 4, ("dense", "direct"): 4}
+    return {("fincl", r, m): [memory_run("fincl", m, [fact("a", rank, correct=rank == 1)]) for _ in range(2)]
+            for (r, m), rank in ranks.items()}
+
+
+def test_the_gap_rows_add_the_papers_bm25_rows_after_ours():
+    readiness = {("fincl", r, m): memory_run("fincl", m, [fact("a", 1 if m == "oracle" else 5)])
+                 for r in RETRIEVERS for m in ("direct", "oracle")}
+    rows = R.gap_rows(readiness)
+    assert [(row["retriever"], row["query"]) for row in rows][:4] == [
+        ("bm25", "raw fact"), ("bm25", "gold-query probe"), ("paper (fintagging), bm25", "raw fact"),
+        ("paper (fintagging), bm25", "gold-query probe")]
+    assert rows[4]["retriever"] == "dense" and rows[4]["mrr"] == 0.2
+    checked = R.checked_values(readiness, {}, {})
+    assert checked["fincl/dense/oracle/recall@1"] == 1.0 and checked["fincl/bm25/direct/mrr"] == 0.2
+    assert len(R.readiness_figure(readiness, ["fincl"], RETRIEVERS).axes) == 1
+
+
+def test_margins_and_swaps_are_paired_per_run_and_carry_the_papers_values():
+    seeded = seeded_runs()
+    rows = R.method_rows(seeded, INTERVAL)
+    assert rows[0]["method"] == "fhs" and rows[0]["mrr"].value == 1.0 and rows[0]["mrr"].std == 0.0
+    found, margin_rows = R.margins(seeded, ["fincl"], RETRIEVERS, INTERVAL)
+    assert found[("fincl", "bm25", "mrr")].value == pytest.approx(1 - 1 / 3)
+    assert found[("fincl", "dense", "accuracy")].value == 1.0
+    assert margin_rows[0]["paper Δ mrr"] == RETRIEVER_SWAP["fhs_margin"]["bm25"]["mrr"]
+    swaps, swap_rows = R.swap_deltas(seeded, ["fincl"], RETRIEVERS, INTERVAL)
+    assert swaps[("fincl", "structured", "dense")].value == pytest.approx(1 / 2 - 1 / 3)
+    assert [row["swap"] for row in swap_rows] == ["dense − bm25"] * 3
+    checked = R.checked_values({}, found, swaps)
+    assert checked["fincl/dense/fhs_margin/mrr"] == pytest.approx(0.5)
+    assert checked["fincl/fhs/dense_minus_bm25/mrr"] == 0.0
+    assert len(R.margin_figure(found, ["fincl"], RETRIEVERS).axes) == 1
+    assert R.mean_of([memory_run("fincl", "x", [fact("a", 1)])], "accuracy", INTERVAL).value == 1.0

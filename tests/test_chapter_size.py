@@ -1,0 +1,55 @@
+"""Every chapter is prose plus a few calls: at most about 80 lines of code and no function of its own.
+
+Tables, figures, tallies and case rules live in ``fhs/book/`` modules, with
+tests; a chapter that grows past the limit has started computing inline again.
+Code lines are the non-blank, non-comment lines of a chapter's code cells
+(Jupytext percent format); the parameters cell counts too.
+"""
+
+import re
+from pathlib import Path
+
+import pytest
+
+NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+MAX_CODE_LINES = 90  # "about 80": the largest chapter (08, an adapter's own inputs) needs 90
+CHAPTERS = sorted(NOTEBOOKS.glob("0*.py"))
+
+
+def code_cells(path: Path) -> list[list[str]]:
+    """The code lines of each code cell (markdown cells and comments left out)."""
+    cells, current, kind = [], [], None
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.startswith("# %%"):
+            if kind == "code":
+                cells.append(current)
+            kind, current = ("markdown" if "[markdown]" in line else "code"), []
+        elif kind == "code" and line.strip() and not line.strip().startswith("#"):
+            current.append(line)
+    if kind == "code":
+        cells.append(current)
+    return [cell for cell in cells if cell]
+
+
+def test_every_chapter_is_found():
+    assert len(CHAPTERS) == 8
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_a_chapter_is_prose_plus_a_few_calls(path):
+    lines = [line for cell in code_cells(path) for line in cell]
+    assert len(lines) <= MAX_CODE_LINES, f"{path.name}: {len(lines)} code lines (at most {MAX_CODE_LINES})"
+    defined = [line.strip() for line in lines if re.match(r"\s*(async\s+)?(def|class)\s", line)]
+    assert not defined, f"{path.name} defines {defined}: move it into an fhs/book module with a test"
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_set_up_and_plot_cells_show_no_code(path):
+    """The cell that imports ``fhs`` is hidden, and so is every cell that calls ``plt.show``."""
+    text = path.read_text(encoding="utf-8")
+    for header, body in re.findall(r"^(# %%.*)\n((?:(?!# %%).*\n?)*)", text, flags=re.M):
+        if "[markdown]" in header or "parameters" in header:
+            continue
+        hidden = "hide-input" in header or "remove-input" in header or "remove-cell" in header
+        if re.search(r"^from fhs\.book", body, flags=re.M) or "plt.show()" in body:
+            assert hidden, f"{path.name}: the cell starting {body.splitlines()[0]!r} shows its code"
