@@ -67,13 +67,20 @@ def test_new_calls_table16_and_the_check_values():
     chosen = BetaChoice(beta=0.05, sweep=({"beta": 0.0, "table_recall@10": 0.5, "mrr": 0.4},
                                           {"beta": 0.05, "table_recall@10": 1.0, "mrr": 0.6}),
                         basis="table facts", rule="rule")
-    checked = T6.checked_values("fincl", "ixbrl-dev", runs, cells, chosen, [{"beta": 0.05, "mrr": 0.7}],
+    table12 = [{"beta": 0.05, "mrr": 0.7, "chosen_on": "development"}, {"beta": 0.6, "mrr": 0.4, "chosen_on": "paper"}]
+    checked = T6.checked_values("fincl", "ixbrl-dev", runs, cells, chosen, table12,
                                 [{"arm": "factorized", "per_hypothesis_recall@200": 0.5, "overlap": 0.1,
+                                  "pool_recall@200": 0.6, "consolidation_loss": 0.0},
+                                 {"arm": "diverse", "per_hypothesis_recall@200": 0.4, "overlap": None,
                                   "pool_recall@200": 0.6, "consolidation_loss": 0.0}], [{"k_v": 5, "mrr": 0.3}])
     assert checked["fincl/facts"] == 2 and checked["fincl/fhs/new_calls"] == 4
     assert checked["fincl/mean_rrf/new_calls"] == 0
     assert checked["fincl/oracle_best_single/recall@1"] == 0.5 and checked["ixbrl-dev/table12/chosen_beta"] == 0.05
-    assert checked["fincl/table12/beta0.05/mrr"] == 0.7 and checked["fincl/window/kv5/mrr"] == 0.3
+    assert checked["fincl/table12/chosen/mrr"] == 0.7 and checked["fincl/table12/paper_beta/mrr"] == 0.4
+    assert checked["fincl/window/kv5/mrr"] == 0.3
+    assert "ixbrl-dev/table11/diverse/overlap" not in checked  # no number to check when no fact had two hypotheses
+    one_row = T6.checked_values("fincl", "ixbrl-dev", runs, cells, chosen, table12[:1], [], [])
+    assert one_row["fincl/table12/chosen/mrr"] == one_row["fincl/table12/paper_beta/mrr"] == 0.7  # one row: the chosen beta was 0.6
     assert checked["fincl/table16/verifier_off/accuracy"] == 0.0
     assert checked["ixbrl-dev/table11/factorized/overlap"] == 0.1
     assert len(T6.beta_figure(chosen, "ixbrl-dev").axes) == 2
