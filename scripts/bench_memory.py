@@ -33,6 +33,7 @@ def child(dataset: str, n: int, profile: str, scratch: Path) -> dict:
     from fhs.data.sampling import sample_by_context
     from fhs.llm.cache import CachedLLM, ResponseCache
     from fhs.llm.simulated import SimulatedBackend
+    from fhs.method.prompting import prompt_counter
     from fhs.run.inputs import ModelChoice, load_experiment
     from fhs.run.spec import RunSpec
 
@@ -47,7 +48,9 @@ def child(dataset: str, n: int, profile: str, scratch: Path) -> dict:
     return {"facts": len(facts), "peak_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
             "loaded_kb": loaded, "seconds": round(time.perf_counter() - started, 1),
             "records_bytes": (scratch / "run" / "records.jsonl").stat().st_size,
-            "llm_calls": outcome.metrics["llm_calls"], "n_facts": outcome.metrics["n_facts"]}
+            "llm_calls": outcome.metrics["llm_calls"], "n_facts": outcome.metrics["n_facts"],
+            # the token-count memo of fhs.llm.lines fills up to its cap, then starts afresh: bounded, not per fact
+            "memo_lines": prompt_counter().lines_held, "memo_cap": prompt_counter().max_lines}
 
 
 def measure(dataset: str, n: int, profile: str) -> dict:
@@ -77,7 +80,7 @@ def main() -> None:
         print(f"{run['facts']:>6} facts: peak {run['peak_kb'] / 1024:8.1f} MiB (after loading the data "
               f"{run['loaded_kb'] / 1024:.1f} MiB), records {run['records_bytes'] / 1e6:8.1f} MB "
               f"({run['records_bytes'] / run['facts'] / 1e3:.1f} KB a fact), {run['llm_calls']} model calls, "
-              f"{run['seconds']} s")
+              f"{run['seconds']} s; token-count memo {run['memo_lines']:,} of at most {run['memo_cap']:,} lines")
     grown = (runs[1]["peak_kb"] - runs[0]["peak_kb"]) * 1024
     extra = runs[1]["facts"] - runs[0]["facts"]
     print(f"peak difference: {grown / 2**20:.1f} MiB over {extra} more facts = {grown / extra / 1e3:.2f} KB a fact "

@@ -7,7 +7,8 @@
     python scripts/rehearsal.py report [--out _build/rehearsal]
 
 ``make rehearsal`` runs the first form. In a copy of the checkout (its own book/,
-runs/ and .fhs-cache/, so the user's build is left alone) it:
+runs/ and .fhs-cache/, and its own ``FHS_CACHE`` for what the LLM relocator answers, so the
+user's build and caches are left alone) it:
 
 1. sizes the same run with ``fhs plan --profile paper --fraction F --json``;
 2. starts the simulated OpenAI-compatible server (``tests/sim_server.py``) with a
@@ -57,6 +58,32 @@ def copy_checkout(target: Path) -> None:
         if source.is_file():
             (target / name.decode()).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, target / name.decode())
+
+
+def own_cache(target: Path) -> Path:
+    """A project cache (``FHS_CACHE``) for the rehearsal alone, so no simulated answer reaches the user's.
+
+    The LLM relocator's answers live there (``relocation/*--llm-<model>-*.jsonl``), named by the
+    served model's name: in the user's cache, a rehearsal's stand-in answers would be reused by the
+    real run. What is built from the data alone (taxonomies, indexes, parsed filings, embeddings,
+    models, the deterministic relocations) is linked from the user's cache, not rebuilt.
+    """
+    import shutil
+
+    from fhs.core.files import cache_dir
+
+    source = cache_dir()
+    if target.exists():
+        shutil.rmtree(target)
+    (target / "relocation").mkdir(parents=True)
+    for entry in source.iterdir() if source.is_dir() else []:
+        if entry.name == "relocation":
+            for item in entry.glob("*.jsonl"):
+                if "--llm-" not in item.name:
+                    shutil.copy2(item, target / "relocation" / item.name)
+        elif entry.name != "llm":  # llm/: answers and verdicts of a model
+            (target / entry.name).symlink_to(entry.resolve())
+    return target
 
 
 def lines(path: Path) -> list[dict]:
@@ -132,6 +159,7 @@ def kill_check(work: Path, env: dict, out: Path, chapter: str, base_url: str, fr
                extra: list[str], planned: int, kill_after: float, log: Path, uninterrupted: int | None) -> dict:
     """The chapter in fresh folders, killed with SIGKILL part-way, then run again to the end."""
     folders = [f"runs_dir=runs-kill", f"cache_dir=.fhs-cache-kill"]
+    env = {**env, "FHS_CACHE": str(own_cache(out / "fhs-cache-kill"))}  # as empty of answers as the first run's
     argv = chapter_command(chapter, base_url, fraction, [*extra, *folders])
     first = len(lines(log))
     threshold = first + max(1, int(kill_after * planned))
@@ -256,7 +284,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         shutil.rmtree(work)
     out.mkdir(parents=True, exist_ok=True)
     copy_checkout(work)
-    env = {**os.environ, "PYTHONPATH": str(work), "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "PYTHONPATH": str(work), "PYTHONUNBUFFERED": "1",
+           "FHS_CACHE": str(own_cache(out / "fhs-cache"))}
     chapters = args.chapter or list(CHAPTERS)
     log = out / "requests.jsonl"
     log.unlink(missing_ok=True)

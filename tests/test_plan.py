@@ -201,3 +201,12 @@ def test_plan_on_real_facts_prints_its_json(capsys):
     assert out["facts"] == {"fincl": len(sample_by_context(fincl, get_profile("smoke").llm_facts))}
     assert out["total"]["requests"] > 0 and out["total"]["prompt_tokens"] > out["total"]["requests"] * 100
     assert out["tokens_exact_on_sample"] in (True, False) and out["tokenizer"]
+
+
+def test_the_prompt_counters_memo_holds_at_most_its_cap():
+    from fhs.llm.lines import LineCounter
+
+    counter = LineCounter(CharEstimate(chars_per_token=1.0), max_lines=3)
+    texts = [f"line {i}\n" for i in range(10)]
+    assert sum(counter.count(t) for t in texts) == sum(len(t) for t in texts)
+    assert 0 < counter.lines_held <= counter.max_lines == 3  # full, it starts afresh: memory stays bounded

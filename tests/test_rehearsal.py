@@ -63,3 +63,23 @@ def test_a_logged_request_is_identified_by_its_prompt_and_sampling():
     a = {"prompt_sha256": "x", "seed": 1, "temperature": 0.8, "max_tokens": 10, "arrival": 1.0}
     assert module.identity(a) == module.identity({**a, "arrival": 2.0})
     assert module.identity(a) != module.identity({**a, "seed": 2})
+
+
+def test_the_rehearsals_own_cache_keeps_model_answers_out_of_the_users(tmp_path, monkeypatch):
+    module = rehearsal()
+    user = tmp_path / "user-cache"
+    (user / "relocation").mkdir(parents=True)
+    (user / "relocation" / "codiesp-test-dp--deterministic-ab.jsonl").write_text("{}\n")
+    (user / "relocation" / "codiesp-test-dp--llm-openai_Qwen_Qwen3-32B-cd.jsonl").write_text("{}\n")
+    (user / "taxonomies").mkdir()
+    (user / "taxonomies" / "us-gaap.json").write_text("[]")
+    (user / "llm").mkdir()
+    (user / "llm" / "verdicts.sqlite").write_text("")
+    monkeypatch.setenv("FHS_CACHE", str(user))
+    own = module.own_cache(tmp_path / "rehearsal" / "fhs-cache")
+    assert sorted(p.name for p in (own / "relocation").iterdir()) == ["codiesp-test-dp--deterministic-ab.jsonl"]
+    assert (own / "taxonomies" / "us-gaap.json").read_text() == "[]"  # built from data: shared, not rebuilt
+    assert not (own / "llm").exists()
+    (own / "relocation" / "codiesp-test-dp--llm-openai_Qwen_Qwen3-32B-ef.jsonl").write_text("{}\n")
+    assert len(list((user / "relocation").iterdir())) == 2  # what the rehearsal's model answers stays in its own
+    assert module.own_cache(own) == own and len(list((own / "relocation").iterdir())) == 1  # made afresh each time

@@ -71,3 +71,20 @@ def test_the_in_flight_limit_reaches_the_server(tmp_path, capsys):
         assert code == 0, err
         assert stats(url)["max_in_flight"] == 3
 
+
+
+def test_a_server_run_without_workers_fills_the_in_flight_limit(tmp_path, capsys):
+    """The profile runs enough facts at once that the server sees the whole limit, not a few per fact."""
+    facts, concepts = write_inputs(tmp_path)
+    rows = [json.loads(line) for line in facts.read_text().splitlines()]
+    many = [{**row, "id": f"{row['id']}-{k}", "context_id": f"{row['context_id']}-{k}", "value": f"{row['value']}{k}"}
+            for k in range(7) for row in rows]  # each its own prompts (identical requests in flight are asked once)
+    facts.write_text("".join(json.dumps(row) + "\n" for row in many))
+    limit = 32
+    assert len(many) > limit  # more facts than requests allowed at once, each with its own first request
+    with running(free_port(), "--fixed-latency", "2") as url:
+        code, metrics, err = fhs_run(capsys, facts, concepts, tmp_path / "run", "--backend", "openai", "--base-url", url,
+                                     "--max-in-flight", str(limit), "--cache", str(tmp_path / "c.sqlite"))
+        assert code == 0, err
+        assert metrics["n_facts"] == len(many)
+        assert stats(url)["max_in_flight"] == limit

@@ -43,6 +43,9 @@ class _Memo:
                 self._known[line] = known
         return known
 
+    def __len__(self) -> int:
+        return len(self._known)
+
 
 class LineCounter:
     """``counter``, line by line (the sum equals the whole text's count for the Qwen vocabulary).
@@ -54,7 +57,13 @@ class LineCounter:
         self.counter = counter
         self.name = counter.name
         self.exact = counter.exact
+        self.max_lines = max_lines
         self._memo = _Memo(counter.count, max_lines)
+
+    @property
+    def lines_held(self) -> int:
+        """Lines in the memo now (at most ``max_lines``: it starts afresh when full, so memory stays bounded)."""
+        return len(self._memo)
 
     def count(self, text: str) -> int:
         return sum(self._memo.get(line) for line in split_lines(text))  # type: ignore[misc]

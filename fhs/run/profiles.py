@@ -36,6 +36,13 @@ from fhs.method.config import FHSConfig
 from fhs.retrieval.encoders import DEFAULT_MODEL
 
 
+# Facts at once on a server profile. Most stages of a fact have one or two requests in flight
+# (the selector one, the hypotheses J), so filling the in-flight limit (128) takes about as many
+# facts at once; with 8 the client never had more than 16 requests at a server
+# (scripts/bench_serve.py --fixed-latency 1). A worker holds one record, about 100 KB.
+SERVER_WORKERS = 128
+
+
 @dataclass(frozen=True)
 class RunProfile:
     """How a profile runs: its model and backend, sample sizes, seeds and FHS budgets (the papermill
@@ -128,7 +135,7 @@ PROFILES: dict[str, RunProfile] = {
             retrieval_facts=None,
             seeds=(0, 1, 2),
             base_urls=("http://127.0.0.1:8000/v1",),
-            workers=8,
+            workers=SERVER_WORKERS,
             # 2,509 (the paper's FinTagging test split) - FinCL's 500 = 2,009 iXBRL facts in whole
             # contexts; the authors' development sample held 661 facts
             dataset_facts={"ixbrl": 2_009, "ixbrl-dev": 661},
@@ -150,7 +157,7 @@ PROFILES: dict[str, RunProfile] = {
             retrieval_facts=None,
             seeds=(0, 1, 2),
             base_urls=("http://127.0.0.1:8000/v1",),
-            workers=8,
+            workers=SERVER_WORKERS,
             fhs_overrides={"context_tokens": 32_768},
             description=("a GPU box, one night: vLLM serving Qwen3-32B on context-level samples of about "
                          "30 facts per dataset (FinCL, iXBRL test, CodiEsp, the pilot's iXBRL development "
@@ -164,7 +171,7 @@ PROFILES: dict[str, RunProfile] = {
             retrieval_facts=None,
             seeds=(0, 1, 2),
             base_urls=("http://127.0.0.1:8000/v1",),
-            workers=8,
+            workers=SERVER_WORKERS,
             fhs_overrides={"context_tokens": 32_768},
             description=("a GPU box, every fact: vLLM serving Qwen3-32B on all of FinCL, all 53,523 iXBRL "
                          "test facts and every CodiEsp mention, Table 11's pilot on all 129,605 iXBRL "
