@@ -98,7 +98,8 @@ def test_an_unreachable_server_keeps_finished_facts_and_the_rerun_continues(tmp_
 
     code, _, err = run_cli(capsys, *fhs_args(out, cache, 2, *server))  # the server is gone
     assert code == 3
-    assert url in err and "run the same command again" in err and err.count("\n") == 1
+    assert url in err and "run the same command again" in err and err.count("\n") == 2
+    assert err.startswith("fhs: fincl: the first 2 of")  # the run's first line: which facts, no sample
     assert read_records(out / "records.jsonl") == finished
 
     with serve_smollm2(n_ctx=4096, port=port):
