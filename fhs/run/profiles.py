@@ -100,6 +100,15 @@ _CPU_BUDGET = {
     "max_tokens_selector": 160,
 }
 
+def _server_profile(**fields: Any) -> RunProfile:
+    """A GPU-box profile: Qwen3-32B behind vLLM's OpenAI-compatible server, three seeded runs, every
+    fact for LLM-free runs, the served --max-model-len (book/reproducing.md) as the context when
+    the server does not report it."""
+    return RunProfile(**{"backend": "openai", "model": "Qwen/Qwen3-32B", "retrieval_facts": None,
+                         "seeds": (0, 1, 2), "base_urls": ("http://127.0.0.1:8000/v1",),
+                         "workers": SERVER_WORKERS, "fhs_overrides": {"context_tokens": 32_768}, **fields})
+
+
 PROFILES: dict[str, RunProfile] = {
     profile.name: profile
     for profile in (
@@ -127,52 +136,30 @@ PROFILES: dict[str, RunProfile] = {
             dense_model="minilm-int8-d64",
             description="the default book: Qwen2.5-Coder-0.5B-Instruct on the CPU, small context-level samples for LLM methods",
         ),
-        RunProfile(
+        _server_profile(
             name="paper",
-            backend="openai",
-            model="Qwen/Qwen3-32B",
             llm_facts=None,
-            retrieval_facts=None,
-            seeds=(0, 1, 2),
-            base_urls=("http://127.0.0.1:8000/v1",),
-            workers=SERVER_WORKERS,
             # 2,509 (the paper's FinTagging test split) - FinCL's 500 = 2,009 iXBRL facts in whole
             # contexts; the authors' development sample held 661 facts
             dataset_facts={"ixbrl": 2_009, "ixbrl-dev": 661},
-            # the served --max-model-len (book/reproducing.md) when the server does not report it
-            fhs_overrides={"context_tokens": 32_768},
             description=("a GPU box, the paper's scale: vLLM serving Qwen3-32B; the financial test data "
                          "as every FinCL fact plus a context-level sample of about 2,009 iXBRL test facts "
                          "(about 2,509 together, the paper's FinTagging split), every CodiEsp mention, "
                          "Table 11's pilot on about 661 iXBRL development facts; three seeded runs"),
         ),
-        RunProfile(
+        _server_profile(
             name="gpu-sample",
-            backend="openai",
-            model="Qwen/Qwen3-32B",
             # one night on one H100 by `fhs plan --profile gpu-sample`: about 9 hours at the published
             # 2,149 tokens/s (300 facts per dataset would take 4 days: the 200-candidate selector
             # prompt, asked for every method, seed and retriever, is 88% of the tokens)
             llm_facts=30,
-            retrieval_facts=None,
-            seeds=(0, 1, 2),
-            base_urls=("http://127.0.0.1:8000/v1",),
-            workers=SERVER_WORKERS,
-            fhs_overrides={"context_tokens": 32_768},
             description=("a GPU box, one night: vLLM serving Qwen3-32B on context-level samples of about "
                          "30 facts per dataset (FinCL, iXBRL test, CodiEsp, the pilot's iXBRL development "
                          "facts, ICD-10-PCS); three seeded runs"),
         ),
-        RunProfile(
+        _server_profile(
             name="paper-full",
-            backend="openai",
-            model="Qwen/Qwen3-32B",
             llm_facts=None,
-            retrieval_facts=None,
-            seeds=(0, 1, 2),
-            base_urls=("http://127.0.0.1:8000/v1",),
-            workers=SERVER_WORKERS,
-            fhs_overrides={"context_tokens": 32_768},
             description=("a GPU box, every fact: vLLM serving Qwen3-32B on all of FinCL, all 53,523 iXBRL "
                          "test facts and every CodiEsp mention, Table 11's pilot on all 129,605 iXBRL "
                          "development facts; three seeded runs (weeks on one GPU: plan it first)"),
