@@ -1,5 +1,7 @@
 """Domain files: the bundled two load, bad files fail with the file and key path, profiles match as documented."""
 
+import re
+
 import pytest
 
 from fhs.core.errors import InputError
@@ -78,6 +80,30 @@ def test_profile_matching_rules(tmp_path):
     # metadata wins for a from_metadata dimension; phrases are the fallback
     assert profile(Concept("I21", "Heart attack", metadata={"chapter": "9"}))["family"] == ("chapter:9",)
     assert profile(Concept("I21", "Heart attack"))["family"] == ("heart",)
+
+
+def test_a_profile_is_remembered_per_concept_as_shown(tmp_path):
+    domain = load_domain(write(tmp_path, GOOD))
+    net = Concept("AssetsNet", "Assets Net")
+    assert domain.profile_of(net) is domain.profile_of(Concept("AssetsNet", "Assets Net"))
+    # the same id shown with another label is matched again, not served the old profile
+    edited = Concept("AssetsNet", "Assets at fair value")
+    assert dict(domain.profile_of(edited))["qualifier"] == ("fair_value", "net") != dict(domain.profile_of(net))["qualifier"]
+    assert domain == load_domain(write(tmp_path, GOOD))  # what it remembers is not part of the domain's equality
+
+
+@pytest.mark.parametrize("text", ["non-current assets", "assets, net", "net-assets", "café net", "netassets",
+                                  "fair  value", "fair\tvalue", "un fair value", "fairvalue", "x-net-y", "(net)"])
+def test_the_word_check_before_each_search_changes_no_match(tmp_path, text):
+    from fhs.core.text import token_set
+
+    domain = load_domain(write(tmp_path, GOOD))
+    lowered = " ".join(text.lower().split())
+    for dimension in domain.profile:
+        for _, phrases in dimension.categories:
+            for phrase in phrases:
+                words = frozenset(re.findall(r"[a-z0-9]+", lowered))
+                assert phrase.matches(lowered, token_set(text), words) == phrase.matches(lowered, token_set(text))
 
 
 def test_icd_profile_reads_laterality_and_encounter():

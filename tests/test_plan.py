@@ -210,3 +210,15 @@ def test_the_prompt_counters_memo_holds_at_most_its_cap():
     texts = [f"line {i}\n" for i in range(10)]
     assert sum(counter.count(t) for t in texts) == sum(len(t) for t in texts)
     assert 0 < counter.lines_held <= counter.max_lines == 3  # full, it starts afresh: memory stays bounded
+
+
+def test_the_memo_keeps_what_every_prompt_repeats_and_drops_one_offs():
+    from fhs.llm.lines import _Memo
+
+    computed = []
+    memo = _Memo(lambda piece: computed.append(piece) or len(piece), max_lines=8)
+    for i in range(100):
+        memo.get("instructions")  # in every prompt
+        memo.get(f"table line {i}")  # in one prompt only
+    assert computed.count("instructions") == 1 and len(memo) <= 8
+    assert len(computed) == 101  # each one-off once, the repeated piece never again

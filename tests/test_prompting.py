@@ -24,7 +24,8 @@ from fhs.method.free_text import free_text_request
 from fhs.method.hypotheses import Hypothesis, generator_prompt, hypothesis_requests
 from fhs.method.parallel import parallel_requests
 from fhs.method.parallel_diverse import diverse_request
-from fhs.method.prompting import Budget, PromptTooLong, clip, distinct_rungs, fact_messages, fit_to_budget
+from fhs.method.prompting import (Budget, PromptTooLong, clip, context_ladder, distinct_rungs, fact_messages,
+                                  fit_to_budget)
 from fhs.method.relocation import LLMRelocator
 from fhs.method.revision import Tally, revision_request
 from fhs.method.rewrite import Query, rewrite_request
@@ -166,7 +167,8 @@ def test_counting_line_by_line_gives_the_whole_texts_count():
     texts = [m.content for stage in STAGES.values() for fact in (FACT_A, FACT_B) for m in stage(fact, CONFIG).messages]
     rng = random.Random(7)
     atoms = ["word", " word", "  ", "\n", "\n\n", " \n", "\t", ":\n", "12", "[3]", " -", "é", "日本", "'s", "—",
-             "$1,229", "   - x", "\n \n", "!!", "\r\n", "\xa0", "\n\xa0x", "\r", " \r\n "]
+             "$1,229", "   - x", "\n \n", "!!", "\r\n", "\xa0", "\n\xa0x", "\r", " \r\n ",
+             "]", "] ", "[17] ", "]]", "a]", " ]", "]\n"]
     texts += ["".join(rng.choice(atoms) for _ in range(rng.randint(1, 40))) for _ in range(300)]
     for text in texts:
         whole = counter.count(text)
@@ -175,6 +177,58 @@ def test_counting_line_by_line_gives_the_whole_texts_count():
     if counter.exact:  # the token ids too, for measuring shared prefixes (fhs/llm/prefix.py)
         ids = LineTokenizer(counter.tokenize)
         assert all(ids(text) == counter.tokenize(text) for text in texts)
+
+
+class Spy:
+    """A counter that records what it was asked to count."""
+
+    name, exact = "spy", True
+
+    def __init__(self, bytes_bound: bool) -> None:
+        self.bytes_bound, self.asked = bytes_bound, []
+
+    def count(self, text: str) -> int:
+        self.asked.append(text)
+        return len(text.split())
+
+
+def test_a_prompt_whose_bytes_fit_is_not_counted_and_one_near_its_budget_is():
+    short = [{"n": 10}, {"n": 5}]
+    for bound, counted in ((True, False), (False, True)):
+        spy = Spy(bound)
+        fitted = fit_to_budget(messages, short, Budget(1_000, 0), what="w", counter=spy)
+        assert (fitted.rung, bool(spy.asked)) == (0, counted)
+    spy = Spy(True)  # 300 words: 1,500 bytes, over a budget of 1,000, so it is counted (and fits)
+    fitted = fit_to_budget(messages, [{"n": 300}], Budget(1_000, 0), what="w", counter=spy)
+    assert spy.asked and (fitted.rung, fitted.tokens) == (0, count_messages(Spy(False), messages(300)))
+
+
+def test_the_bytes_shortcut_chooses_the_rung_counting_would_on_real_prompts():
+    counter = default_counter()
+    long_fact = dataclasses.replace(FACT_A, context=" ".join(f"line {i}: revenue {i} | {i + 1}" for i in range(1_500)))
+    for fact in (FACT_A, FACT_B, long_fact):
+        for budget in (200, 2_000, 4_000, 8_000, 30_000):
+            build = lambda context_chars: fact_messages(generator_prompt(fact, DOMAIN, context_chars))  # noqa: E731
+            ladder = context_ladder(12_000)
+            results = []
+            for shortcut in (True, False):
+                try:
+                    fitted = fit_to_budget(build, ladder, Budget(budget, 0), what="w",
+                                           counter=counter if shortcut else _NoBound(counter))
+                    results.append((fitted.rung, fitted.messages))
+                except PromptTooLong:
+                    results.append(None)
+            assert results[0] == results[1], (fact.id, budget)
+
+
+class _NoBound:
+    """``counter`` without its bytes bound: every prompt is counted."""
+
+    def __init__(self, counter) -> None:
+        self.counter, self.name, self.exact = counter, counter.name, counter.exact
+
+    def count(self, text: str) -> int:
+        return self.counter.count(text)
 
 
 def test_the_window_less_the_reply_caps_the_stage_budget():

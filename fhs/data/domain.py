@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,8 @@ from fhs.core.text import camel_split, normalize_token, token_set, tokenize
 from fhs.data.taxonomy import Concept
 
 DOMAINS_DIR = Path(__file__).resolve().parent / "domains"
+PROFILES_HELD = 100_000  # more than any bundled taxonomy has concepts: memory stays bounded
+_WORD = re.compile(r"[a-z0-9]+")
 _DIMENSION_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
 
 # A concept's category profile: per dimension, the categories it belongs to (the window of Section 4.4 reads it)
@@ -54,6 +56,9 @@ class Phrase:
     text: str
     pattern: re.Pattern[str]  # the phrase as whole words, case-insensitive
     tokens: frozenset[str]  # its tokens; empty when the phrase has function words
+    # its letter-and-digit runs: the pattern can match only a text that has every one of them as
+    # a run of its own, so checking the set first spares most searches (same matches)
+    words: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, text: str) -> "Phrase":
@@ -63,10 +68,12 @@ class Phrase:
         # matching its remaining tokens would also match "without complications".
         raw = re.findall(r"[A-Za-z0-9]+", text)
         whole = all(normalize_token(word) is not None for word in raw)
-        return cls(text=text, pattern=pattern, tokens=frozenset(tokenize(text)) if whole else frozenset())
+        return cls(text=text, pattern=pattern, tokens=frozenset(tokenize(text)) if whole else frozenset(),
+                   words=frozenset(_WORD.findall(text.lower())))
 
-    def matches(self, lowered: str, tokens: frozenset[str]) -> bool:
-        if self.pattern.search(lowered):
+    def matches(self, lowered: str, tokens: frozenset[str], words: frozenset[str] | None = None) -> bool:
+        """Whether the phrase occurs in ``lowered`` (``words``: its letter-and-digit runs, if known)."""
+        if (words is None or self.words <= words) and self.pattern.search(lowered):
             return True
         return bool(self.tokens) and self.tokens <= tokens
 
@@ -88,7 +95,8 @@ class ProfileDimension:
             value = str((concept.metadata or {}).get(self.from_metadata, "") or "").strip()
             if value:
                 return (f"{self.from_metadata}:{value}",)
-        found = [name for name, phrases in self.categories if any(p.matches(lowered, tokens) for p in phrases)]
+        words = frozenset(_WORD.findall(lowered))
+        found = [name for name, phrases in self.categories if any(p.matches(lowered, tokens, words) for p in phrases)]
         return tuple(sorted(found))
 
 
@@ -104,6 +112,8 @@ class Domain:
     operators: tuple[Operator, ...]
     profile: tuple[ProfileDimension, ...]
     source: str = ""  # the file it was loaded from
+    # Profiles already computed, by what they depend on (see ``profile_of``); not part of equality.
+    _profiles: dict = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
 
     @property
     def dimension_names(self) -> tuple[str, ...]:
@@ -118,7 +128,22 @@ class Domain:
 
         The text matched is the concept's id (camel case split), label,
         definition and datatype.
+
+        Profiles are remembered per concept (the window scans the same candidates
+        fact after fact; matching every phrase was a fifth of a run's client CPU),
+        keyed by everything the match reads, so at most one entry per concept.
         """
+        metadata = concept.metadata or {}
+        key = (concept.id, concept.label, concept.definition, concept.datatype,
+               tuple(str(metadata.get(d.from_metadata, "")) for d in self.profile if d.from_metadata))
+        known = self._profiles.get(key)
+        if known is None:
+            if len(self._profiles) >= PROFILES_HELD:
+                self._profiles.clear()
+            known = self._profiles[key] = self._profile(concept)
+        return known
+
+    def _profile(self, concept: Concept) -> CategoryProfile:
         text = " ".join([concept.id, camel_split(concept.id), concept.label, concept.definition, concept.datatype])
         lowered = " ".join(text.lower().split())
         tokens = token_set(text)

@@ -4,9 +4,9 @@ Prompts repeat most of their lines: a stage's instructions, a table's context, a
 concept's candidate line. Qwen's pre-tokenizer (the byte-level BPE regex that
 llama.cpp applies for the qwen2 vocabulary) never joins text across the last
 line break of a whitespace run: the run up to that break is one piece (or
-closes the punctuation before it), and what follows starts afresh. So a text
-split right after such a break tokenizes into the concatenation of its parts'
-tokens, and each distinct line is tokenized once. ``tests/test_prompting.py``
+closes the punctuation before it), and what follows starts afresh; nor does a
+"]" join the space after it. So a text split at those places tokenizes into the
+concatenation of its parts' tokens, and each distinct piece is tokenized once. ``tests/test_prompting.py``
 checks the equality on every stage's prompt and on adversarial whitespace.
 """
 
@@ -18,33 +18,51 @@ from collections.abc import Callable
 
 from fhs.llm.tokens import TokenCounter
 
-_LINE_ENDS = re.compile(r"(?<=[\r\n])(?=[^\S\r\n]*\S)")
+# After the last line break of a whitespace run, and between "]" and a space: no pre-token of
+# Qwen's spans either, and the second lets a candidate's "[rank] id | ..." line be counted once
+# whatever rank it is shown at.
+_PIECE_ENDS = re.compile(r"(?<=[\r\n])(?=[^\S\r\n]*\S)|(?<=\])(?= )")
+
+
+MAX_PIECES = 40_000  # about 10 MB of remembered pieces; enough for the pieces prompts repeat
 
 
 def split_lines(text: str) -> list[str]:
-    """``text`` cut after every line break that is the last of its whitespace run."""
-    return _LINE_ENDS.split(text or "")
+    """``text`` cut after every line break that is the last of its whitespace run, and after "] "'s "]"."""
+    return _PIECE_ENDS.split(text or "")
 
 
 class _Memo:
+    """``compute(piece)`` remembered in two generations of at most ``max_lines // 2`` pieces each.
+
+    When the young generation fills, it becomes the old one and the oldest is
+    dropped; a piece found only in the old generation moves back to the young.
+    So pieces every prompt repeats (instructions, frequent candidates) stay,
+    one fact's table lines age out, and memory stays bounded.
+    """
+
     def __init__(self, compute: Callable[[str], object], max_lines: int) -> None:
         self.compute = compute
         self.max_lines = max_lines
-        self._known: dict[str, object] = {}
+        self._young: dict[str, object] = {}
+        self._old: dict[str, object] = {}
         self._lock = threading.Lock()
 
     def get(self, line: str) -> object:
-        known = self._known.get(line)
+        known = self._young.get(line)
+        if known is not None:
+            return known
+        known = self._old.get(line)
         if known is None:
             known = self.compute(line)
-            with self._lock:
-                if len(self._known) >= self.max_lines:
-                    self._known.clear()
-                self._known[line] = known
+        with self._lock:
+            if len(self._young) >= max(self.max_lines // 2, 1):
+                self._old, self._young = self._young, {}
+            self._young[line] = known
         return known
 
     def __len__(self) -> int:
-        return len(self._known)
+        return len(self._young) + len(self._old)
 
 
 class LineCounter:
@@ -53,16 +71,17 @@ class LineCounter:
     An estimating counter (``CharEstimate``) rounds each line up, so it can only over-count.
     """
 
-    def __init__(self, counter: TokenCounter, max_lines: int = 200_000) -> None:
+    def __init__(self, counter: TokenCounter, max_lines: int = MAX_PIECES) -> None:
         self.counter = counter
         self.name = counter.name
         self.exact = counter.exact
+        self.bytes_bound = getattr(counter, "bytes_bound", False)
         self.max_lines = max_lines
         self._memo = _Memo(counter.count, max_lines)
 
     @property
     def lines_held(self) -> int:
-        """Lines in the memo now (at most ``max_lines``: it starts afresh when full, so memory stays bounded)."""
+        """Pieces in the memo now (at most ``max_lines``: older ones are dropped, so memory stays bounded)."""
         return len(self._memo)
 
     def count(self, text: str) -> int:
@@ -72,7 +91,7 @@ class LineCounter:
 class LineTokenizer:
     """Token ids of a text, line by line, from ``tokenize`` (e.g. ``QwenVocab.tokenize``)."""
 
-    def __init__(self, tokenize: Callable[[str], list[int]], max_lines: int = 200_000) -> None:
+    def __init__(self, tokenize: Callable[[str], list[int]], max_lines: int = MAX_PIECES) -> None:
         self._memo = _Memo(lambda line: tuple(tokenize(line)), max_lines)
 
     def __call__(self, text: str) -> list[int]:

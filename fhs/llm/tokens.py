@@ -34,6 +34,8 @@ class TokenCounter(Protocol):
 
     name: str
     exact: bool  # False when the figure is an estimate
+    # Optional ``bytes_bound``: True when a text never counts more tokens than its UTF-8 bytes
+    # (a byte-level vocabulary), so a prompt whose bytes fit a budget need not be counted.
 
     def count(self, text: str) -> int: ...
 
@@ -54,6 +56,7 @@ class QwenVocab:
     """The Qwen2.5 / Qwen3 vocabulary, read by llama.cpp from the shipped GGUF (``vocab_only``)."""
 
     exact = True
+    bytes_bound = True  # byte-level BPE, special tokens not parsed: every token is a byte or more
 
     def __init__(self, model: str = "qwen2.5-0.5b") -> None:
         from fhs.llm.llama_cpp import _import_llama_cpp
@@ -85,6 +88,7 @@ class CharEstimate:
     """
 
     exact = False
+    bytes_bound = True  # ceil(characters / 3) is at most the bytes
 
     def __init__(self, chars_per_token: float = 3.0) -> None:
         self.chars_per_token = chars_per_token

@@ -112,7 +112,8 @@ class PromptTooLong(RequestRefused):
 
 @dataclass(frozen=True)
 class Fitted:
-    """A prompt that fits, and how: the ladder rung used (0 = as configured) and its token count."""
+    """A prompt that fits, and how: the ladder rung used (0 = as configured) and its token count
+    (0 when its bytes alone showed that it fits, see ``bytes_bound``)."""
 
     messages: tuple[Message, ...]
     rung: int
@@ -138,6 +139,26 @@ def distinct_rungs(ladder: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def bytes_bound(messages: Sequence[Message]) -> int:
+    """At least the prompt's token count under a byte-level vocabulary (each token is a byte or more).
+
+    Most prompts are far below their budget, so this bound spares counting them
+    (counting was half of a run's client CPU); only those near it are counted.
+    """
+    return count_messages(_BYTES, messages)
+
+
+class _Utf8Bytes:
+    name, exact = "utf-8 bytes", False
+
+    @staticmethod
+    def count(text: str) -> int:
+        return len(text.encode("utf-8"))
+
+
+_BYTES = _Utf8Bytes()
+
+
 def fit_to_budget(build: Callable[..., Sequence[Message]], ladder: Sequence[Mapping[str, Any]], budget: Budget,
                   *, what: str, counter: TokenCounter | None = None) -> Fitted:
     """The messages of the first rung of ``ladder`` whose token count fits ``budget``.
@@ -153,6 +174,8 @@ def fit_to_budget(build: Callable[..., Sequence[Message]], ladder: Sequence[Mapp
     tokens = 0
     for index, setting in enumerate(rungs):
         messages = tuple(build(**setting))
+        if index == 0 and getattr(counter, "bytes_bound", False) and bytes_bound(messages) <= budget.limit:
+            return Fitted(messages, 0, setting, 0, budget.limit, len(rungs))  # fits: no count needed
         tokens = count_messages(counter, messages)
         if tokens <= budget.limit:
             return Fitted(messages, index, setting, tokens, budget.limit, len(rungs))

@@ -39,7 +39,7 @@ from fhs.method.registry import LLM_METHODS, get_method
 from fhs.retrieval.bm25 import Retriever
 from fhs.retrieval.kinds import DEFAULT_RETRIEVER
 from fhs.run.inputs import Experiment, ModelChoice, cached_retriever, retrieval_config
-from fhs.run.plan_standins import LineMemo, MemoDomain, Meter, StandIn
+from fhs.run.plan_standins import LineMemo, Meter, StandIn
 from fhs.run.profiles import RunProfile
 
 RELOCATOR = "llm-relocator"  # chapter 2's LLM relocator: one request per CodiEsp mention of a few documents
@@ -190,7 +190,6 @@ class DryRun:
     llm: CachedLLM = field(init=False)
     ledger: MemoryLedger = field(init=False)
     _experiments: dict[str, Experiment] = field(default_factory=dict, init=False)
-    _domains: dict[str, MemoDomain] = field(default_factory=dict, init=False)
     _facts: dict[tuple[str, str], tuple[list[Fact], list[Fact]]] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
@@ -236,7 +235,6 @@ class DryRun:
         scoped = Experiment(experiment.spec, experiment.taxonomy, experiment.facts, self.searcher(experiment, run),
                             experiment.domain)
         ctx = scoped.llm_context(model, config)
-        ctx.domain = self._domains.setdefault(run.dataset, MemoDomain(ctx.domain))
         return ctx, config
 
     def relocate(self, run: PlannedRun, bar: tqdm) -> Row:

@@ -2,8 +2,8 @@
 
 ``fhs plan`` (:mod:`fhs.run.plan`) asks the simulated model hundreds of thousands of
 times; these pieces keep that to minutes on two cores without changing a count: the
-prompt token counter remembers each line's count, the domain each candidate's
-category profile, and the dense and hybrid retrievers are stood in for by BM25's
+prompt token counter remembers each line's count (the domain itself remembers each
+candidate's category profile), and the dense and hybrid retrievers are stood in for by BM25's
 lists reordered.
 """
 
@@ -62,6 +62,7 @@ class LineMemo:
     def __init__(self, counter: TokenCounter, checks: int = 50) -> None:
         self.counter, self.checks = counter, checks
         self.name, self.exact = counter.name, counter.exact
+        self.bytes_bound = getattr(counter, "bytes_bound", False)
         self.memo: dict[str, int] = {}
         self.enabled = True
 
@@ -84,24 +85,6 @@ class LineMemo:
                 self.enabled = False
             return whole
         return self._pieces(text)
-
-
-class MemoDomain:
-    """A domain whose candidates' category profiles are computed once per concept (the window
-    builder asks for them again in every run); everything else is the domain's own."""
-
-    def __init__(self, domain: Any) -> None:
-        self._domain = domain
-        self._profiles: dict[str, Any] = {}
-
-    def profile_of(self, concept: Any) -> Any:
-        key = concept.id
-        if key not in self._profiles:
-            self._profiles[key] = self._domain.profile_of(concept)
-        return self._profiles[key]
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._domain, name)
 
 
 class Meter:
