@@ -176,7 +176,7 @@ show(pd.DataFrame(RG.coverage_rows(no_cov, with_cov, interval)),
 
 # %%
 panel_b = pd.DataFrame([row for name in datasets for row in RG.label_length_rows(
-    name, direct[name], no_cov[(name, "direct")], study.experiment(name).taxonomy)])
+    direct[name], no_cov[(name, "direct")], study.experiment(name).taxonomy)])
 show(panel_b, caption="Table 13, Panel B: raw-query Recall@10 by gold label length")
 
 # %% tags=["hide-input"]

@@ -39,7 +39,7 @@ def test_the_coverage_panels_pair_each_run_with_its_w_cov_0_twin_and_bin_by_labe
     assert rows[0]["recall@10, w_cov 0"] == 0.5 and rows[0]["recall@10, w_cov 1"] == 0.5
     assert rows[0]["Δ mrr"].value == pytest.approx((1 / 12 + 1) / 2 - (1 / 40 + 1) / 2)
     assert rows[1]["Δ mrr"].value == 0.0
-    panel_b = RG.label_length_rows("fincl", direct["fincl"], no_cov[("fincl", "direct")], TAXONOMY)
+    panel_b = RG.label_length_rows(direct["fincl"], no_cov[("fincl", "direct")], TAXONOMY)
     assert [r["label words"] for r in panel_b] == ["1", "5+"]
     assert panel_b[0]["Recall@10, w_cov 1"] == 0.0 and panel_b[1]["gain"] == 0.0
     bin_of = RG.label_length_bin(TAXONOMY)
@@ -59,3 +59,15 @@ def test_check_values_and_the_relocation_lines():
     lines = RG.relocation_lines({"diagnosis_rows": 10, "facts": 8, "exact": 6})
     assert lines[1] == "codes in the inventory: 8 (80.0% of rows)"
     assert lines[2].startswith("relocated exactly: 6 (75.0%)") and f"{RELOCATION['exact']:,}" in lines[2]
+
+
+def test_a_spec_files_panels_and_figures_are_titled_by_its_name_not_its_path():
+    path = "/data/specs/my-filing.yaml"  # how the chapter's datasets parameter names it
+    direct = {path: memory_run("my-filing", "direct", [fact("a", 12, gold=("Short",))])}
+    oracle = {path: memory_run("my-filing", "oracle", [fact("a", 1, gold=("Short",))])}
+    no_cov = memory_run("my-filing", "direct", [fact("a", 40, gold=("Short",))])
+    panel_b = RG.label_length_rows(direct[path], no_cov, TAXONOMY)
+    assert {row["dataset"] for row in panel_b} == {"my-filing"}
+    titles = [ax.get_title() for ax in RG.depth_figure(direct, oracle, [path]).axes]
+    titles += [ax.get_title() for ax in RG.label_length_figure(pd.DataFrame(panel_b), [path]).axes]
+    assert titles == ["my-filing", "my-filing"]

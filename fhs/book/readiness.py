@@ -31,7 +31,7 @@ def data_rows(study: Study, datasets: Sequence[str]) -> list[dict[str, Any]]:
         experiment = study.experiment(name)
         stats = dataset_stats(study.facts(name))
         rows.append({
-            "dataset": name, "facts": stats["n_facts"], "contexts": stats["n_contexts"],
+            "dataset": study.dataset_name(name), "facts": stats["n_facts"], "contexts": stats["n_contexts"],
             "table facts": stats["facts_by_modality"].get("table", 0),
             "text facts": stats["facts_by_modality"].get("text", 0),
             "facts per table": round(stats["facts_per_table_context"]["mean"] or 0, 1),
@@ -95,11 +95,11 @@ def label_length_bin(taxonomy) -> Callable[[Mapping], str]:
     return bin_of
 
 
-def label_length_rows(name: str, with_cov: Run, without: Run, taxonomy) -> list[dict[str, Any]]:
+def label_length_rows(with_cov: Run, without: Run, taxonomy) -> list[dict[str, Any]]:
     """Table 13, Panel B: raw-query Recall@10 with and without the coverage term, by gold label length."""
     key = label_length_bin(taxonomy)
     on, off = by_group(with_cov.records, key), by_group(without.records, key)
-    return [{"dataset": name, "label words": length, "facts": on[length]["n_facts"],
+    return [{"dataset": with_cov.dataset, "label words": length, "facts": on[length]["n_facts"],
              "Recall@10, w_cov 0": off[length]["recall@10"], "Recall@10, w_cov 1": on[length]["recall@10"],
              "gain": on[length]["recall@10"] - off[length]["recall@10"]}
             for length in sorted(on, key=lambda b: (len(b), b))]
@@ -138,7 +138,7 @@ def depth_figure(direct: Mapping[str, Run], oracle: Mapping[str, Run], datasets:
         for run, label, color in ((direct[name], "raw fact", OURS_COLOR), (oracle[name], "gold query", ORACLE_COLOR)):
             ax.plot(depth, recall_curve([r["rank"] for r in run.records]), label=label, color=color)
         ax.set_xscale("log")
-        ax.set_title(name)
+        ax.set_title(direct[name].dataset)  # a spec file's name, not its path
         ax.set_xlabel("depth k")
         for k in (10, 200):
             ax.axvline(k, color="0.8", lw=0.8, zorder=0)
@@ -155,9 +155,10 @@ def label_length_figure(panel_b: pd.DataFrame, datasets: Sequence[str]):
 
     from fhs.book.report import OURS_COLOR
 
-    fig, axes = plt.subplots(1, len(datasets), figsize=(4.2 * len(datasets), 3.2), sharey=True, layout="constrained")
+    names = list(dict.fromkeys(panel_b["dataset"]))  # the runs' names, in the order of ``datasets``
+    fig, axes = plt.subplots(1, len(names), figsize=(4.2 * len(names), 3.2), sharey=True, layout="constrained")
     axes = np.atleast_1d(axes)
-    for ax, name in zip(axes, datasets):
+    for ax, name in zip(axes, names):
         part = panel_b[panel_b["dataset"] == name]
         x = np.arange(len(part))
         ax.bar(x - 0.2, part["Recall@10, w_cov 0"], width=0.4, label="$w_{cov}=0$", color="0.7")
