@@ -3,38 +3,44 @@
 Values are the paper's (Tables 1, 4, 5 and the text of Sections 3.3 and E.1) or,
 where marked in ``NOTES``, the authors' run logs.
 ``None`` means the paper does not report that cell. FinTagging figures are on the
-paper's 2,509-fact test split, not on the FinCL subset this book can use.
+paper's 2,509-fact test split, not on the FinCL subset this book can use. The regression
+files name these figures by path (``lookup("fintagging/direct/recall@1")``), never by copy.
 """
 
 from __future__ import annotations
 
+# The paper's test splits: 2,509 FinTagging facts (Table 1) and 3,144 CodiEsp-D facts, the
+# mentions its LLM relocator placed exactly (Table 5; RELOCATION below).
+TEST_FACTS = {"fintagging": 2509, "codiesp": 3144}
+_FINTAGGING, _CODIESP = TEST_FACTS["fintagging"], TEST_FACTS["codiesp"]
+
 PAPER: dict[str, dict[str, dict[str, float | None]]] = {
     "fintagging": {
         # Table 1 raw row and Table 4 direct retrieval (R@50 from the authors' run log)
-        "direct": {"facts": 2509, "recall@1": 0.041, "recall@10": 0.240, "recall@50": 0.562,
+        "direct": {"facts": _FINTAGGING, "recall@1": 0.041, "recall@10": 0.240, "recall@50": 0.562,
                    "recall@200": 0.752, "mrr": 0.111, "accuracy": None},
         # Section 3.3 / E.1: the gold-query probe returns every fact in the top ten
-        "oracle": {"facts": 2509, "recall@1": 0.955, "recall@10": 1.0, "recall@50": 1.0,
+        "oracle": {"facts": _FINTAGGING, "recall@1": 0.955, "recall@10": 1.0, "recall@50": 1.0,
                    "recall@200": 1.0, "mrr": None},
         # Table 4's one-pass structured row (greedy), from the authors' run log
-        "structured": {"facts": 2509, "recall@1": None, "recall@10": 0.3723, "recall@50": None,
+        "structured": {"facts": _FINTAGGING, "recall@1": None, "recall@10": 0.3723, "recall@50": None,
                        "recall@200": None, "mrr": 0.2027, "accuracy": 0.2260},
         # Table 1's "single structured hypothesis" (the first FHS hypothesis, T = 0.8)
         "single_hypothesis": {"recall@10": 0.353, "recall@200": 0.657, "mrr": 0.195},
-        "fhs": {"facts": 2509, "recall@1": 0.185, "recall@10": 0.397, "recall@50": 0.543,
+        "fhs": {"facts": _FINTAGGING, "recall@1": 0.185, "recall@10": 0.397, "recall@50": 0.543,
                 "recall@200": 0.7055, "mrr": 0.257, "accuracy": 0.255},
         # Section 5.2: the strongest baseline at rank one and the deepest at Recall@50
-        "feedback-refine": {"facts": 2509, "recall@1": 0.141, "recall@10": None, "recall@50": 0.660,
+        "feedback-refine": {"facts": _FINTAGGING, "recall@1": 0.141, "recall@10": None, "recall@50": 0.660,
                             "recall@200": None, "mrr": 0.238, "accuracy": None},
     },
     "codiesp": {
-        "direct": {"facts": 3144, "recall@1": 0.046, "recall@10": 0.1743, "recall@50": 0.3142,
+        "direct": {"facts": _CODIESP, "recall@1": 0.046, "recall@10": 0.1743, "recall@50": 0.3142,
                    "recall@200": 0.4666, "mrr": 0.0874, "accuracy": None},
-        "oracle": {"facts": 3144, "recall@1": 0.998, "recall@10": 1.0, "recall@50": 1.0,
+        "oracle": {"facts": _CODIESP, "recall@1": 0.998, "recall@10": 1.0, "recall@50": 1.0,
                    "recall@200": 1.0, "mrr": 0.999},
-        "structured": {"facts": 3144, "recall@1": 0.201, "recall@10": None, "recall@50": None,
+        "structured": {"facts": _CODIESP, "recall@1": 0.201, "recall@10": None, "recall@50": None,
                        "recall@200": None, "mrr": 0.298, "accuracy": 0.322},
-        "fhs": {"facts": 3144, "recall@1": 0.264, "recall@10": None, "recall@50": None,
+        "fhs": {"facts": _CODIESP, "recall@1": 0.264, "recall@10": None, "recall@50": None,
                 "recall@200": None, "mrr": 0.352, "accuracy": 0.330},
     },
     # Appendix G's two worked examples (Tables 21-24), as the text states them.
@@ -49,7 +55,8 @@ PAPER: dict[str, dict[str, dict[str, float | None]]] = {
 }
 
 # Section 5.2: "the best baseline value of 0.234" (final accuracy; the text does not say which row).
-BEST_BASELINE_ACCURACY = {"fintagging": 0.234, "codiesp": 0.322}
+# On CodiEsp the strongest baseline is one-pass structured grounding (Table 5).
+BEST_BASELINE_ACCURACY = {"fintagging": 0.234, "codiesp": PAPER["codiesp"]["structured"]["accuracy"]}
 
 # Appendix E (modality): FinTagging accuracy per modality, and retrieval-feedback refinement
 # minus FHS per modality with the paired context-clustered 95% interval (2,000 resamples).
@@ -87,7 +94,7 @@ def modality_value(dataset: str, method: str, modality: str, metric: str) -> flo
 
 # CodiEsp-D relocation with the paper's LLM relocator: mentions relocated to an exact
 # English substring, of all test mentions (the "exact relocation" split above).
-RELOCATION = {"mentions": 3431, "exact": 3144}
+RELOCATION = {"mentions": 3431, "exact": _CODIESP}
 
 
 def relocation_rate() -> float:
@@ -129,7 +136,8 @@ ABLATION: dict[str, dict[str, float | None]] = {
     "mean_rrf": {"recall@10": 0.3938, "mrr": 0.2605, "accuracy": 0.2555},
     "raw_scores": {},
     "no_label_form": {},
-    "no_definition_form": {"recall@1": 0.185 - 0.034, "accuracy": 0.255 - 0.036},
+    "no_definition_form": {"recall@1": PAPER["fintagging"]["fhs"]["recall@1"] - 0.034,
+                           "accuracy": PAPER["fintagging"]["fhs"]["accuracy"] - 0.036},
     "no_label_coverage": {"recall@10": 0.258},
     "oracle_best_single": {"recall@1": 0.2220, "recall@10": 0.4368, "recall@50": 0.5923,
                            "recall@200": 0.7338, "mrr": 0.2950},
@@ -170,3 +178,43 @@ _delta, _low, _high = FHS_SEQ["delta_recall@50"]
 PAPER["fintagging"].setdefault("fhs-seq", {}).update(
     {**{k: v for k, v in FHS_SEQ.items() if k != "delta_recall@50"},
      "delta_recall@50": _delta, "delta_recall@50_low": _low, "delta_recall@50_high": _high})
+
+# What a regression file's ``paper:`` names (fhs/book/check.py): a slash path through these
+# tables, e.g. "fintagging/direct/recall@1" (Table 1), "ablation/no_verifier/mrr" (Table 6),
+# "verifier/gold_in_window" (Appendix E.2), "test-facts/codiesp", "relocation/rate".
+TABLES = {
+    **PAPER,
+    "test-facts": TEST_FACTS,
+    "ablation": ABLATION,
+    "verifier": VERIFIER,
+    "relocation": {**RELOCATION, "rate": relocation_rate()},
+    "pilot": PILOT,
+    "modality": MODALITY,
+    "retriever-swap": RETRIEVER_SWAP,
+    "best-baseline-accuracy": BEST_BASELINE_ACCURACY,
+    "calls-per-fact": CALLS_PER_FACT,
+}
+
+
+def lookup(reference: str) -> float:
+    """The number a reference such as ``"fintagging/direct/recall@1"`` names in ``TABLES``.
+
+    Raises LookupError with one line saying which part names nothing (and what is there
+    instead), or that the path stops at a table, an interval or a cell the paper leaves empty.
+    """
+    node: object = TABLES
+    walked: list[str] = []
+    for part in reference.split("/"):
+        if not isinstance(node, dict):
+            raise LookupError(f"{'/'.join(walked)} is a number, not a table; nothing lies under it")
+        if part not in node:
+            where = "/".join(walked) or "TABLES"
+            raise LookupError(f"{where} has no {part!r} (it has {', '.join(map(str, node))})")
+        node = node[part]
+        walked.append(part)
+    if node is None:
+        raise LookupError(f"{reference} is a cell the paper does not report")
+    if isinstance(node, bool) or not isinstance(node, (int, float)):
+        kind = "an interval (estimate, low, high)" if isinstance(node, tuple) else "a table"
+        raise LookupError(f"{reference} is {kind}, not a number")
+    return float(node)

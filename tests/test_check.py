@@ -14,6 +14,9 @@ import yaml
 
 from fhs.book import check as C
 from fhs.core.errors import InputError
+from fhs.paper import PAPER
+
+PAPER_R10 = PAPER["fintagging"]["fhs"]["recall@10"]  # what the fixture's reference names
 
 FIXTURE = """\
 chapter: demo
@@ -22,12 +25,12 @@ command: make notebooks PROFILE={profile}
 metrics:
   fincl/r10:
     description: Recall@10
-    paper: 0.397
+    paper: fintagging/fhs/recall@10
     precision: 3
     tolerance: 0.002
   fincl/mrr:
     description: MRR
-    paper: 0.257
+    paper: fintagging/fhs/mrr
     precision: 3
   count:
     description: facts
@@ -62,7 +65,7 @@ def test_status_bands_follow_precision_then_tolerance():
 def test_load_regression_reads_bare_and_explicit_values(regdir):
     reg = C.load_regression("demo", regdir)
     assert reg.title == "Demo chapter"
-    assert reg.metrics["fincl/r10"].paper == 0.397
+    assert reg.metrics["fincl/r10"].paper == PAPER_R10
     cpu = reg.expected_for("cpu")
     assert cpu["fincl/r10"] == C.Expected(0.4, 0.002)  # bare value: metric's tolerance
     assert cpu["fincl/mrr"] == C.Expected(0.25, 0.01)  # explicit tolerance wins
@@ -77,11 +80,11 @@ def test_check_prints_table_with_gap_to_paper_and_saves_results(regdir, tmp_path
     assert rows["fincl/r10"].status == C.OK_TOL
     assert rows["fincl/mrr"].status == C.FAIL  # |0.27 - 0.25| > 0.01
     assert rows["count"].status == C.OK
-    assert rows["fincl/r10"].gap_to_paper == pytest.approx(0.4016 - 0.397)
+    assert rows["fincl/r10"].gap_to_paper == pytest.approx(0.4016 - PAPER_R10)
     assert rows["count"].gap_to_paper is None  # no paper value
     printed = capsys.readouterr().out
     assert "Regression check: demo [profile cpu]" in printed
-    assert f"{0.4016 - 0.397:+.3f}" in printed  # the gap column
+    assert f"{0.4016 - PAPER_R10:+.3f}" in printed  # the gap column
     assert "1 OK, 1 OK*, 1 FAIL" in printed
     saved = json.loads((tmp_path / "runs" / "cpu" / "results" / "demo.json").read_text())
     assert saved == {"fincl/r10": 0.4016, "fincl/mrr": 0.27, "count": 500.0}
@@ -153,7 +156,7 @@ def test_record_writes_values_and_keeps_other_profiles(regdir):
     assert reg.expected_for("cpu")["fincl/mrr"] == C.Expected(0.25, 0.01)  # untouched
     raw = yaml.safe_load(path.read_text())
     assert raw["expected"]["smoke"]["count"] == 7 and isinstance(raw["expected"]["smoke"]["count"], int)
-    assert raw["metrics"]["fincl/r10"]["paper"] == 0.397
+    assert raw["metrics"]["fincl/r10"]["paper"] == "fintagging/fhs/recall@10"  # the reference, not its number
     # a run that reproduces what was recorded is OK
     again = C.check({"fincl": {"r10": 0.123456789}, "count": 7}, "demo", "smoke",
                     directory=regdir, save=False, quiet=True)

@@ -102,7 +102,7 @@ chapter: demo
 metrics:
   fincl/direct/recall@1:
     description: 'fincl: Recall@1 of the raw fact'
-    paper: 0.041
+    paper: fintagging/direct/recall@1
     precision: 4
     tolerance: 1.0e-09
   fincl/facts:

@@ -2,8 +2,9 @@
 
 The habit comes from Anserini and Pyserini: one YAML file per chapter,
 ``fhs/book/regressions/<chapter>.yaml``, says what each metric means, what the paper
-reports for it (where it reports one) and, per profile, the value a previous run
-recorded together with a tolerance. A chapter ends with::
+reports for it (where it reports one: a reference into ``fhs/paper.py``, the one place the
+paper's numbers are kept) and, per profile, the value a previous run recorded together
+with a tolerance. A chapter ends with::
 
     report = check(results, chapter="01_readiness_gap", profile=profile)
     report.assert_ok()
@@ -37,7 +38,7 @@ YAML layout (comments are not kept by ``record``: explain things in ``note`` fie
     metrics:
       fincl/facts:
         description: located facts in the FinCL subset
-        paper: 2509           # optional; null when the paper has no such number
+        paper: test-facts/fintagging   # optional: a path into fhs.paper.TABLES, never a number
         paper_note: the paper's test split, not the same facts
         precision: 0          # decimals compared for an exact OK
         tolerance: 0          # tolerance for every profile, or per profile:
@@ -70,6 +71,7 @@ import yaml
 from fhs.book.fingerprint import InputChange, changed_inputs
 from fhs.core.errors import InputError
 from fhs.core.files import write_text_atomic
+from fhs.paper import lookup
 
 REGRESSIONS_DIR = Path(__file__).resolve().parent / "regressions"
 DEFAULT_RESULTS_ROOT = Path("runs")
@@ -91,7 +93,8 @@ class Metric:
 
     name: str
     description: str = ""
-    paper: float | None = None
+    paper: float | None = None  # the number ``paper_reference`` names in fhs/paper.py
+    paper_reference: str = ""
     paper_note: str = ""
     precision: int = DEFAULT_PRECISION
     tolerance: float = 0.0  # the default for every profile
@@ -291,7 +294,8 @@ def load_regression(chapter: str, directory: Path | None = None) -> Regression:
         metrics[str(name)] = Metric(
             name=str(name),
             description=str(spec.get("description", "")),
-            paper=None if paper is None else _number(paper, path=path, field_name=f"metrics.{name}.paper"),
+            paper=_paper_value(paper, path=path, field_name=f"metrics.{name}.paper"),
+            paper_reference="" if paper is None else str(paper),
             paper_note=str(spec.get("paper_note", "")),
             precision=int(spec.get("precision", DEFAULT_PRECISION)),
             tolerance=default,
@@ -328,6 +332,27 @@ def load_regression(chapter: str, directory: Path | None = None) -> Regression:
         expected=expected,
         inputs=_inputs(raw.get("inputs"), path=path),
     )
+
+
+def _paper_value(reference: Any, *, path: Path, field_name: str) -> float | None:
+    """The number a metric's ``paper:`` reference names in ``fhs/paper.py`` (None for null).
+
+    A number typed into the file is refused, so the paper's figures keep one home.
+    """
+    if reference is None:
+        return None
+    if isinstance(reference, (bool, int, float)):
+        raise InputError(f"the paper's value is written as the number {reference!r}", path=path,
+                         field=field_name, fix="add the number to fhs/paper.py (saying where in the paper "
+                                               "it comes from) and name it here, e.g. fintagging/direct/recall@1")
+    if not isinstance(reference, str):
+        raise InputError(f"expected a reference into fhs/paper.py, got {reference!r}", path=path,
+                         field=field_name, fix="write a path such as fintagging/direct/recall@1")
+    try:
+        return lookup(reference)
+    except LookupError as error:
+        raise InputError(f"paper reference {reference!r} names no number in fhs/paper.py: {error.args[0]}",
+                         path=path, field=field_name) from None
 
 
 def _tolerances(raw: Any, *, path: Path, field_name: str) -> tuple[float, dict[str, float]]:
@@ -549,7 +574,8 @@ def record(chapter: str, profile: str, results: Mapping[str, Any], *,
     definitions from another dataset's (:func:`with_new_datasets`), and any other
     metric the file does not define is an error (define it first, so every recorded
     number says what it is). The datasets the results include replace their recorded
-    values and fingerprints; the others keep theirs. ``tolerance`` overrides the
+    values and fingerprints; the others keep theirs. ``paper:`` references are written back as
+    references, never as the numbers they name. ``tolerance`` overrides the
     metric's tolerance for every value recorded now; ``inputs`` are the run's fingerprints.
     """
     regression = load_regression(chapter, directory)  # validates the file first
