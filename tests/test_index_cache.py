@@ -58,3 +58,18 @@ def test_an_edited_file_gets_a_new_index_and_a_damaged_one_is_rebuilt(tmp_path):
     concepts(tmp_path)
     ranking = Retriever(load_taxonomy_file(path), RetrievalConfig(), file_digest(path)).search("stomach", "procedure")
     assert ranking.ids[0] in {"0DT60ZZ", "0DB60ZZ"}
+
+
+def test_a_taxonomy_without_a_file_digest_is_kept_on_disk_by_its_content(tmp_path, monkeypatch):
+    from fhs.data.taxonomy import Concept, Taxonomy
+    from fhs.run import inputs
+
+    def taxonomy(label):
+        return Taxonomy.from_concepts("built-in", [Concept("A1", label, datatype="t"), Concept("B2", "Other", datatype="t")])
+
+    first = inputs.cached_retriever(taxonomy("Revenue"), RetrievalConfig())
+    expected = first.search("revenue", "t")
+    monkeypatch.setattr(Retriever, "_build", lambda *a, **k: pytest.fail("the index should come from the cache"))
+    assert inputs.cached_retriever(taxonomy("Revenue"), RetrievalConfig()).search("revenue", "t") == expected
+    with pytest.raises(pytest.fail.Exception):  # another content, another index
+        inputs.cached_retriever(taxonomy("Revenues and sales"), RetrievalConfig()).search("revenue", "t")

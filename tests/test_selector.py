@@ -58,11 +58,12 @@ def test_request_shows_numbered_candidates_in_the_method_order():
 
 def test_request_shrinks_definitions_when_over_its_token_budget():
     full, fitted = selector_request(FACT, IDS, TAXONOMY, DOMAIN, FHSConfig())
-    assert fitted.tokens == count_messages(default_counter(), full.messages)
-    request, used = selector_request(FACT, IDS, TAXONOMY, DOMAIN, FHSConfig(selector_prompt_tokens=fitted.tokens - 1))
-    assert used.setting == {"context_chars": 8_000, "definition_chars": 240} and used.tokens < fitted.tokens
+    tokens = count_messages(default_counter(), full.messages)
+    assert fitted.rung == 0 and fitted.tokens in (0, tokens)  # 0: its bytes alone showed that it fits
+    request, used = selector_request(FACT, IDS, TAXONOMY, DOMAIN, FHSConfig(selector_prompt_tokens=tokens - 1))
+    assert used.setting == {"context_chars": 8_000, "definition_chars": 240} and used.tokens < tokens
     assert request.shortened == {"rung": 1, "of": used.rungs - 1, "context_chars": 8_000, "definition_chars": 240,
-                                 "tokens": used.tokens, "limit": fitted.tokens - 1}
+                                 "tokens": used.tokens, "limit": tokens - 1}
     bare = fact_messages(selector_prompt(FACT, IDS, TAXONOMY, DOMAIN, 5_000, 0))
     size = count_messages(default_counter(), bare)
     fits, used = selector_request(FACT, IDS, TAXONOMY, DOMAIN, FHSConfig(selector_prompt_tokens=size))
@@ -71,10 +72,11 @@ def test_request_shrinks_definitions_when_over_its_token_budget():
 
 
 def test_the_window_less_the_reply_is_the_budget_when_it_is_smaller():
-    _, fitted = selector_request(FACT, IDS, TAXONOMY, DOMAIN, FHSConfig())
-    config = FHSConfig(context_tokens=fitted.tokens + 511, max_tokens_selector=512)
+    full, _ = selector_request(FACT, IDS, TAXONOMY, DOMAIN, FHSConfig())
+    tokens = count_messages(default_counter(), full.messages)
+    config = FHSConfig(context_tokens=tokens + 511, max_tokens_selector=512)
     request, used = selector_request(FACT, IDS, TAXONOMY, DOMAIN, config)
-    assert used.rung == 1 and used.limit == fitted.tokens - 1 and request.shortened["rung"] == 1
+    assert used.rung == 1 and used.limit == tokens - 1 and request.shortened["rung"] == 1
     # the same prompt fits once the reply leaves room for it
     _, used = selector_request(FACT, IDS, TAXONOMY, DOMAIN, config.replace(max_tokens_selector=511))
     assert used.rung == 0

@@ -103,6 +103,16 @@ def test_two_caches_in_one_folder_keep_two_ledgers(tmp_path):
     assert ledger.ledger_path(tmp_path / "other.sqlite") == tmp_path / "other.verdicts.sqlite"
 
 
+def test_a_ledger_is_present_however_many_verdicts_it_holds(tmp_path, monkeypatch):
+    """Asking whether a run has a ledger never counts its rows (a full scan, per hypothesis per fact)."""
+    kept = ledger.SqliteLedger(tmp_path / "verdicts.sqlite")
+    assert kept and ledger.MemoryLedger()  # empty, and still ledgers that verify_pool consults
+    monkeypatch.setattr(ledger.SqliteLedger, "__len__", lambda self: pytest.fail("the ledger was counted"))
+    kept.record("scope", "f", "h", {"C1#x": {"FAMILY": "support"}})
+    assert bool(kept) and kept.lookup("scope", "f", "h", ["C1#x"]) == {"C1#x": {"FAMILY": "support"}}
+    kept.close()
+
+
 class Named:
     def __init__(self, **attributes):
         self.__dict__.update(attributes)

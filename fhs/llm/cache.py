@@ -145,6 +145,9 @@ class ResponseCache:
     def __len__(self) -> int:
         return int(self._db.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
 
+    def __bool__(self) -> bool:  # never count the table (a full scan) to test a cache's presence
+        return True
+
     def stats(self) -> CacheStats:
         total = self._db.execute(
             "SELECT COUNT(*), COALESCE(SUM(tokens_in),0), COALESCE(SUM(tokens_out),0), "

@@ -14,6 +14,8 @@ stands in with a stated, conservative ratio, and says so once.
 from __future__ import annotations
 
 import math
+import os
+import queue
 import threading
 from collections.abc import Iterable
 from typing import Any, Protocol
@@ -58,26 +60,29 @@ class QwenVocab:
     exact = True
     bytes_bound = True  # byte-level BPE, special tokens not parsed: every token is a byte or more
 
-    def __init__(self, model: str = "qwen2.5-0.5b") -> None:
+    def __init__(self, model: str = "qwen2.5-0.5b", copies: int | None = None) -> None:
         from fhs.llm.llama_cpp import _import_llama_cpp
         from fhs.llm.models import model_path
 
         llama_cpp = _import_llama_cpp()
         self.path = model_path(model)
-        self._llm = llama_cpp.Llama(model_path=str(self.path), vocab_only=True, verbose=False)
-        self._lock = threading.Lock()  # one llama.cpp vocabulary object, shared by threads
+        # llama.cpp tokenizes without the GIL, but one vocabulary object serves one thread at a
+        # time: a copy per core lets the threads of a server run tokenize side by side.
+        self._free: queue.SimpleQueue = queue.SimpleQueue()
+        for _ in range(copies or min(os.cpu_count() or 1, 4)):
+            self._free.put(llama_cpp.Llama(model_path=str(self.path), vocab_only=True, verbose=False))
         self.name = f"qwen-vocab ({self.path.name})"
-
-    def count(self, text: str) -> int:
-        if not text:
-            return 0
-        with self._lock:
-            return len(self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=False))
 
     def tokenize(self, text: str) -> list[int]:
         """The token ids of ``text`` (for measuring prefixes shared between prompts)."""
-        with self._lock:
-            return list(self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+        vocab = self._free.get()
+        try:
+            return list(vocab.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+        finally:
+            self._free.put(vocab)
+
+    def count(self, text: str) -> int:
+        return len(self.tokenize(text)) if text else 0
 
 
 class CharEstimate:

@@ -68,7 +68,7 @@ def verify_pool(
     keyed = {cid: candidate_key(concept_or_stub(taxonomy, cid)) for cid in window.ids}
     known: dict[int, dict] = {}
     for j in asks:
-        found = ledger.lookup(scope, fact.id, hypothesis_key(hypotheses[j], fact), keyed.values()) if ledger else {}
+        found = ledger.lookup(scope, fact.id, hypothesis_key(hypotheses[j], fact), keyed.values()) if ledger is not None else {}
         known[j] = {cid: found[key] for cid, key in keyed.items() if key in found}
     sub_windows = {j: unjudged_window(window, known[j]) for j in asks}
     pending = [j for j in asks if sub_windows[j].ids]

@@ -143,6 +143,9 @@ class MemoryLedger:
     def __len__(self) -> int:
         return len(self._entries)
 
+    def __bool__(self) -> bool:  # an empty ledger is still a ledger
+        return True
+
 
 _COLUMNS = ("scope", "fact", "hypothesis", "candidate", "entry")
 _SCHEMA = """
@@ -164,6 +167,7 @@ class SqliteLedger:
         try:
             self._db = sqlite3.connect(str(self.path), check_same_thread=False)
             self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")  # as the response cache: a crashed process loses no committed verdict
             self._db.execute(_SCHEMA)
             self._db.commit()
             columns = {row[1] for row in self._db.execute("PRAGMA table_info(verdicts)")}
@@ -196,6 +200,9 @@ class SqliteLedger:
     def __len__(self) -> int:
         with self._lock:
             return int(self._db.execute("SELECT COUNT(*) FROM verdicts").fetchone()[0])
+
+    def __bool__(self) -> bool:  # never count the table (a full scan) to test a ledger's presence
+        return True
 
     def close(self) -> None:
         self._db.close()

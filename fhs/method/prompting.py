@@ -169,13 +169,15 @@ def fit_to_budget(build: Callable[..., Sequence[Message]], ladder: Sequence[Mapp
     the runner records the fact as failed instead of sending a request the
     server would refuse on every rerun.
     """
-    counter = counter or prompt_counter()
+    # the default counters (Qwen's vocabulary, or the estimate) never count more tokens than bytes
+    bounded = getattr(counter, "bytes_bound", False) if counter is not None else True
     rungs = distinct_rungs(ladder)
     tokens = 0
     for index, setting in enumerate(rungs):
         messages = tuple(build(**setting))
-        if index == 0 and getattr(counter, "bytes_bound", False) and bytes_bound(messages) <= budget.limit:
+        if index == 0 and bounded and bytes_bound(messages) <= budget.limit:
             return Fitted(messages, 0, setting, 0, budget.limit, len(rungs))  # fits: no count needed
+        counter = counter or prompt_counter()
         tokens = count_messages(counter, messages)
         if tokens <= budget.limit:
             return Fitted(messages, index, setting, tokens, budget.limit, len(rungs))

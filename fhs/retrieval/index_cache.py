@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from fhs.core import text as text_module
 from fhs.core.files import atomic_write, cache_dir
 
 FORMAT = 2  # 1 was a pickle, never read again
@@ -33,7 +34,8 @@ _META = "meta_json"
 
 def index_path(content_key: str, k1: float, b: float, datatype: str | None) -> Path:
     """Where the index of one datatype partition of a taxonomy with content ``content_key`` lives."""
-    scorer = Path(__file__).with_name("bm25.py").read_bytes()
+    # the scorer and the tokenizer that built it: either changed, the index is built again
+    scorer = Path(__file__).with_name("bm25.py").read_bytes() + Path(text_module.__file__).read_bytes()
     digest = hashlib.sha256(repr((FORMAT, content_key, k1, b, datatype)).encode("utf-8") + scorer).hexdigest()
     return cache_dir("indexes", f"{content_key[:16]}-{digest[:16]}.npz")
 

@@ -303,6 +303,9 @@ class ReplayLedger:
     def __len__(self) -> int:
         return len(self.scratch) + len(self._archived)
 
+    def __bool__(self) -> bool:  # an empty ledger is still a ledger
+        return True
+
 
 def replay_ledger(archive: str | Path, cache_path: str | Path | None) -> ReplayLedger:
     """The ledger a replay of ``archive`` uses (kept beside ``cache_path``, so chapters share it)."""

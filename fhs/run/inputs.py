@@ -105,8 +105,8 @@ def cached_retriever(taxonomy: Taxonomy, config: RetrievalConfig, kind: str = DE
     key = (id(taxonomy), config, kind, model if kind != "bm25" else None)
     if key not in _RETRIEVERS:
         options: dict = {}
-        if kind == "bm25":
-            options = {"cache_key": cache_key}
+        if kind == "bm25":  # a built-in taxonomy is keyed by its content, as the run stamp digests it
+            options = {"cache_key": cache_key or _once(taxonomy_digest, taxonomy)}
         elif kind == "dense":
             options = {"model": model}
         elif kind == "hybrid":

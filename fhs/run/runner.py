@@ -31,6 +31,7 @@ from fhs.data.facts import Fact, gold_match_of, matches_gold
 from fhs.data.taxonomies.ids import unknown_gold
 from fhs.llm.contract import BackendError, RequestRefused
 from fhs.method.context import MethodContext
+from fhs.method.prompting import prompt_counter
 from fhs.method.registry import get_method
 from fhs.run.evaluate import MISS, gold_rank, metrics
 from fhs.run.health import failed, failed_facts, stage_health, warn_about
@@ -152,6 +153,19 @@ def _as_finished(tasks: Iterable[Task], run: Callable[[Task], int], workers: int
         pool.shutdown(wait=True, cancel_futures=True)
 
 
+def _warm_up(jobs: Sequence[RunJob]) -> None:
+    """Load the token counter and build (or read) the jobs' indexes before the facts start.
+
+    Every fact needs both soon after its first answer; built on first use, the
+    facts in flight would wait for them one after another, holding the GIL
+    from each other, with the server idle.
+    """
+    prompt_counter()
+    for retriever in {id(r): r for r in (getattr(job.ctx, "retriever", None) for job in jobs) if r is not None}.values():
+        if hasattr(retriever, "warm_up"):
+            retriever.warm_up()
+
+
 def run_jobs(jobs: Sequence[RunJob], *, workers: int = 1, progress: bool = True) -> list[RunOutcome]:
     """Execute several runs together (fact-major, ``workers`` facts at once); one outcome per job.
 
@@ -172,6 +186,8 @@ def run_jobs(jobs: Sequence[RunJob], *, workers: int = 1, progress: bool = True)
         for job in jobs:
             writers.append(RecordWriter(Path(job.out_dir) / "records.jsonl", config=job.stamp, fresh=job.fresh))
         tasks = _fact_tasks(jobs, writers)
+        if workers > 1 and tasks:
+            _warm_up(jobs)
         new: list[list[dict]] = [[] for _ in jobs]
 
         def run(task: Task) -> int:
