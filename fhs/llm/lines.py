@@ -6,8 +6,9 @@ llama.cpp applies for the qwen2 vocabulary) never joins text across the last
 line break of a whitespace run: the run up to that break is one piece (or
 closes the punctuation before it), and what follows starts afresh; nor does a
 "]" join the space after it. So a text split at those places tokenizes into the
-concatenation of its parts' tokens, and each distinct piece is tokenized once. ``tests/test_prompting.py``
-checks the equality on every stage's prompt and on adversarial whitespace.
+concatenation of its parts' tokens, and each distinct piece is tokenized once.
+``tests/test_prompting.py`` checks the equality on every stage's prompt and on
+adversarial whitespace.
 """
 
 from __future__ import annotations
@@ -22,8 +23,6 @@ from fhs.llm.tokens import TokenCounter
 # Qwen's spans either, and the second lets a candidate's "[rank] id | ..." line be counted once
 # whatever rank it is shown at.
 _PIECE_ENDS = re.compile(r"(?<=[\r\n])(?=[^\S\r\n]*\S)|(?<=\])(?= )")
-
-
 MAX_PIECES = 40_000  # about 10 MB of remembered pieces; enough for the pieces prompts repeat
 
 
