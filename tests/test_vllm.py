@@ -327,7 +327,9 @@ def test_what_each_structured_mode_sends(proxy, tmp_path):
     assert report["json_schema"]["fields"]["response_format"]["type"] == "json_schema"
     assert report["json_object"]["fields"]["response_format"]["type"] == "json_object"
     assert "grammar" in report["gbnf"]["fields"]
-    assert report["none"]["fields"] == {}
+    # every mode sends the profile's thinking switch (off, as in the paper) and nothing else beside its own field
+    assert all(report[mode]["fields"].get("chat_template_kwargs") == {"enable_thinking": False} for mode in MODES)
+    assert report["none"]["fields"] == {"chat_template_kwargs": {"enable_thinking": False}}
 
 
 # ------------------------------------------------------------------------- vLLM in process
