@@ -222,3 +222,26 @@ def test_the_memo_keeps_what_every_prompt_repeats_and_drops_one_offs():
         memo.get(f"table line {i}")  # in one prompt only
     assert computed.count("instructions") == 1 and len(memo) <= 8
     assert len(computed) == 101  # each one-off once, the repeated piece never again
+
+
+def test_the_memo_holds_pieces_by_digest_not_their_text():
+    """A run's memory must not grow with the text of every candidate line it has counted."""
+    import gc
+    import tracemalloc
+
+    from fhs.llm.lines import _Memo, piece_key
+
+    pieces = [f"[{i}] us-gaap:Concept{i} | " + "an ordinary definition of this concept " * 10 + "\n"
+              for i in range(5_000)]
+    memo = _Memo(len, max_lines=20_000)
+    gc.collect()
+    tracemalloc.start()
+    for piece in pieces:
+        memo.get(piece)
+    held, _ = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    text = sum(len(piece) for piece in pieces)
+    assert held < text / 4, (held, text)  # the pieces are ~430 characters; the memo keeps ~70 bytes each
+    assert all(memo.get(piece) == len(piece) for piece in pieces)
+    assert len({piece_key(p) for p in pieces}) == len(pieces)
+    assert piece_key("ab") != piece_key("abc")

@@ -234,7 +234,7 @@ def test_a_full_disk_is_a_one_line_error_and_keeps_the_finished_records(capsys, 
         if written:
             raise OSError(errno.ENOSPC, "No space left on device", str(self.path))
         written.append(record["id"])
-        original(self, record)
+        return original(self, record)
 
     monkeypatch.setattr(RecordWriter, "write", write)
     code, _, err = cli(capsys, *direct(facts, taxonomy, tmp_path / "o"))

@@ -23,7 +23,18 @@ from fhs.llm.tokens import TokenCounter
 # Qwen's spans either, and the second lets a candidate's "[rank] id | ..." line be counted once
 # whatever rank it is shown at.
 _PIECE_ENDS = re.compile(r"(?<=[\r\n])(?=[^\S\r\n]*\S)|(?<=\])(?= )")
-MAX_PIECES = 40_000  # about 10 MB of remembered pieces; enough for the pieces prompts repeat
+MAX_PIECES = 40_000  # enough for the pieces prompts repeat; a few MB, since a piece is held by its digest
+_LOW64 = (1 << 64) - 1
+
+
+def piece_key(piece: str) -> int:
+    """What the memo files a piece under: its length and 64-bit hash, not the text itself.
+
+    A candidate's line runs to hundreds of characters; holding every one seen made a
+    long run's memory grow with its facts (``scripts/bench_memory.py``). Two pieces
+    share a key only if they have the same length and the same 64-bit hash.
+    """
+    return (len(piece) << 64) | (hash(piece) & _LOW64)
 
 
 def split_lines(text: str) -> list[str]:
@@ -43,21 +54,22 @@ class _Memo:
     def __init__(self, compute: Callable[[str], object], max_lines: int) -> None:
         self.compute = compute
         self.max_lines = max_lines
-        self._young: dict[str, object] = {}
-        self._old: dict[str, object] = {}
+        self._young: dict[int, object] = {}  # piece_key -> what compute gave
+        self._old: dict[int, object] = {}
         self._lock = threading.Lock()
 
     def get(self, line: str) -> object:
-        known = self._young.get(line)
+        key = piece_key(line)
+        known = self._young.get(key)
         if known is not None:
             return known
-        known = self._old.get(line)
+        known = self._old.get(key)
         if known is None:
             known = self.compute(line)
         with self._lock:
             if len(self._young) >= max(self.max_lines // 2, 1):
                 self._old, self._young = self._young, {}
-            self._young[line] = known
+            self._young[key] = known
         return known
 
     def __len__(self) -> int:

@@ -119,6 +119,14 @@ def read_records(path: str | Path) -> list[dict]:
     return list(iter_records(path))
 
 
+def _pack(summary: Mapping[str, Any]) -> bytes:
+    return json.dumps(summary, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def _unpack(packed: bytes) -> dict:
+    return json.loads(packed)
+
+
 class RecordWriter:
     """Appends finished records to ``records.jsonl``, resuming where a previous run stopped.
 
@@ -126,9 +134,10 @@ class RecordWriter:
     (and the stamp) of an earlier run instead of resuming from them.
     ``sync_seconds``: the longest a flushed record waits for its fsync.
     Keeps no record in memory, only each fact's summary (``fhs.run.summary``:
-    what resuming and the metrics need, about a kilobyte); a later record of
-    the same fact (a failed fact retried) replaces the earlier one. Safe to
-    write from several threads.
+    what resuming and the metrics need), held as compact JSON bytes (a few
+    hundred bytes; as dicts they were kilobytes, scattered over the heap by
+    the threads that made them); a later record of the same fact (a failed
+    fact retried) replaces the earlier one. Safe to write from several threads.
     """
 
     def __init__(self, path: str | Path, config: Mapping[str, Any] | None = None, *, fresh: bool = False,
@@ -146,14 +155,14 @@ class RecordWriter:
             if fresh:
                 for name in (self.path.name, "metrics.json", STAMP_NAME):
                     (self.path.parent / name).unlink(missing_ok=True)
-            self._summaries: dict[str, dict] = {}
+            self._summaries: dict[str, bytes] = {}  # fact id -> _pack(summary)
             torn = None
             if self.path.exists():
                 for item in _scan(self.path):
                     if isinstance(item, _Torn):
                         torn = item
                     else:
-                        self._summaries[item[1]["id"]] = {**summarize(item[1]), "offset": item[0]}
+                        self._summaries[item[1]["id"]] = _pack({**summarize(item[1]), "offset": item[0]})
             self._check_config(config, bool(self._summaries))
             if torn is not None:
                 warn(f"{self.path}: dropped a torn last line (a run was stopped while writing it); "
@@ -215,7 +224,7 @@ class RecordWriter:
 
     def failed(self, fact_id: str) -> bool:
         """Whether the fact's record says it failed (a rerun retries it)."""
-        return bool(self._summaries[fact_id].get("failed"))
+        return bool(_unpack(self._summaries[fact_id]).get("failed"))
 
     def write(self, record: Mapping[str, Any]) -> dict:
         """Append one record (a line, flushed at once); returns its summary (with the record's offset)."""
@@ -228,7 +237,7 @@ class RecordWriter:
             self._end += len(line)
             if time.monotonic() - self._synced >= self.sync_seconds:
                 self._sync()
-            self._summaries[record["id"]] = summary
+            self._summaries[record["id"]] = _pack(summary)
         return summary
 
     def _sync(self) -> None:
@@ -254,4 +263,4 @@ class RecordWriter:
 
     def summaries(self, fact_ids: Iterable[str]) -> list[dict]:
         """The summaries of those of ``fact_ids`` that have a record, in that order."""
-        return [self._summaries[fid] for fid in fact_ids if fid in self._summaries]
+        return [_unpack(self._summaries[fid]) for fid in fact_ids if fid in self._summaries]

@@ -17,6 +17,7 @@ so memory does not grow with the number of facts.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
@@ -27,6 +28,7 @@ from typing import Any
 
 from tqdm import tqdm  # plain text bars: no ipywidgets warning inside notebooks
 
+from fhs.core.heap import release_free_heap
 from fhs.data.facts import Fact, gold_match_of, matches_gold
 from fhs.data.taxonomies.ids import unknown_gold
 from fhs.llm.contract import BackendError, RequestRefused
@@ -36,7 +38,7 @@ from fhs.method.registry import get_method
 from fhs.run.evaluate import MISS, gold_rank, metrics
 from fhs.run.health import failed, failed_facts, stage_health, warn_about
 from fhs.run.records import RecordWriter, write_json_atomic
-from fhs.run.summary import call_totals
+from fhs.run.summary import COST_FIELDS, call_totals
 
 __all__ = ["RunJob", "RunOutcome", "call_totals", "run_jobs", "run_method"]  # call_totals: chapters read it here
 
@@ -128,6 +130,10 @@ def _fact_tasks(jobs: Sequence[RunJob], writers: Sequence[RecordWriter]) -> list
     return list(tasks.values())
 
 
+# facts finished between two returns of the C heap's free pages (fhs.core.heap): a few ms each
+TRIM_EVERY = 64
+
+
 def _as_finished(tasks: Iterable[Task], run: Callable[[Task], int], workers: int) -> Iterator[int]:
     """``run(task)`` for every task, at most ``workers`` at once; results as tasks finish.
 
@@ -144,10 +150,15 @@ def _as_finished(tasks: Iterable[Task], run: Callable[[Task], int], workers: int
     pool = ThreadPoolExecutor(max_workers=workers)
     try:
         pending = {pool.submit(run, task) for task in islice(queue, workers)}
+        finished = 0
         while pending:
             done, pending = wait(pending, return_when=FIRST_COMPLETED)
             results = [future.result() for future in done]
             pending |= {pool.submit(run, task) for task in islice(queue, len(done))}
+            finished += len(done)
+            if finished >= TRIM_EVERY:  # peak memory then does not grow with the number of facts
+                finished = 0
+                release_free_heap()
             yield from results
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
@@ -188,12 +199,13 @@ def run_jobs(jobs: Sequence[RunJob], *, workers: int = 1, progress: bool = True)
         tasks = _fact_tasks(jobs, writers)
         if workers > 1 and tasks:
             _warm_up(jobs)
-        new: list[list[dict]] = [[] for _ in jobs]
+        # what this invocation added to each run: its facts' model costs summed, and their number
+        added = [NewFacts() for _ in jobs]
 
         def run(task: Task) -> int:
             for index, fact in task:
                 record = _record(fact, jobs[index].method, functions[index](fact, jobs[index].ctx))
-                new[index].append(writers[index].write(record))
+                added[index].add(writers[index].write(record))
             return len(task)
 
         total = sum(len(task) for task in tasks)
@@ -202,7 +214,7 @@ def run_jobs(jobs: Sequence[RunJob], *, workers: int = 1, progress: bool = True)
             for done in _as_finished(tasks, run, workers):
                 bar.update(done)
         wall = round(time.perf_counter() - started, 3)
-        return [_finish(job, writer, added, wall) for job, writer, added in zip(jobs, writers, new)]
+        return [_finish(job, writer, new, wall) for job, writer, new in zip(jobs, writers, added)]
     finally:
         for writer in writers:
             writer.close()
@@ -216,7 +228,22 @@ class AllFactsFailed(BackendError):
         self.metrics = dict(metrics)
 
 
-def _finish(job: RunJob, writer: RecordWriter, new: list[dict], wall_seconds: float) -> RunOutcome:
+class NewFacts:
+    """The model costs of the facts one invocation added to a run, summed as they finish (thread-safe)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.cost = dict.fromkeys(COST_FIELDS, 0)
+        self._lock = threading.Lock()
+
+    def add(self, summary: Mapping[str, Any]) -> None:
+        with self._lock:
+            self.count += 1
+            for name, value in summary["cost"].items():
+                self.cost[name] += value
+
+
+def _finish(job: RunJob, writer: RecordWriter, new: NewFacts, wall_seconds: float) -> RunOutcome:
     """metrics.json of one run, from its facts' summaries (no record is read again)."""
     ids = list(dict.fromkeys(fact.id for fact in job.facts))
     summaries = writer.summaries(ids)
@@ -224,8 +251,8 @@ def _finish(job: RunJob, writer: RecordWriter, new: list[dict], wall_seconds: fl
     # Acc. and its basis (selector pick or rank 1) come from fhs.run.evaluate, as in the chapters
     result: dict[str, Any] = {"method": job.method, **metrics(summaries, refused=job.refused)}
     totals = call_totals(ran)
-    result.update(call_totals(new))
-    result["n_new"] = len(new)
+    result.update(call_totals([{"cost": new.cost}]))
+    result["n_new"] = new.count
     result["wall_seconds"] = wall_seconds
     n = max(len(ran), 1)
     result["per_fact"] = {
