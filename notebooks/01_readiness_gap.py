@@ -65,7 +65,7 @@ if protocol_check:
     print(f"PROTOCOL CHECK: profile {profile} on a tiny sample; these are not paper numbers "
           "and are neither compared with nor recorded as this profile's values.")
 interval = dict(resamples=bootstrap_resamples, seed=seed)
-profile_note(profile, facts={name: len(study.facts(name)) for name in datasets})
+profile_note(profile, facts={study.dataset_name(name): len(study.facts(name)) for name in datasets})
 
 # %% [markdown]
 # ## The data

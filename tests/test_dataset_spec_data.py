@@ -65,3 +65,27 @@ def test_chapter_01_runs_on_the_spec_by_parameter(held_out, tmp_path, monkeypatc
     text = (tmp_path / "book" / f"{stem}.ipynb").read_text()
     # the closing check: every metric of the new dataset NEW (a count line "N NEW."), none failed
     assert re.search(r"\b\d+ NEW\. gap = ours - paper", text) and not re.search(r"\b\d+ (FAIL|OK)\b", text)
+    tables = "".join("".join(output.get("data", {}).get("text/html", "")) for cell in json.loads(text)["cells"]
+                     for output in cell.get("outputs", []))
+    assert "held-out-filing" in tables and str(held_out) not in tables  # rows carry the spec's name, not its path
+
+
+@pytest.mark.model
+def test_chapters_02_and_03_run_on_the_spec_by_parameter_in_the_smoke_profile(held_out, tmp_path, monkeypatch):
+    """The LLM chapters take the spec like the built-ins (SmolLM2 on one fact, one seeded run):
+    chapter 02's table and chapter 03's Table 6 on the user's facts, each metric filed under its name
+    as new; chapter 03's development tables keep the built-in development split."""
+    pytest.importorskip("papermill")
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    for stem, given in (("02_main_results", {"datasets": [str(held_out)]}), ("03_ablations", {"dataset": str(held_out)})):
+        parameters = chapter_parameters(stem, "smoke", ROOT, {**given, "runs_dir": "runs", "bootstrap_resamples": 50,
+                                                              "llm_limit": 1, "runs": 1,
+                                                              "cache_dir": str(tmp_path / "cache")})
+        parameters["profile"] = "smoke"
+        chapter = Chapter(stem, ROOT / "notebooks" / f"{stem}.py", tmp_path / "book" / f"{stem}.ipynb")
+        execute(Plan(chapter, parameters, key="", reason="test"), kernel="python3", root=tmp_path,
+                failed_dir=tmp_path / "failed", progress_bar=False)
+        saved = json.loads((tmp_path / "runs" / "smoke" / "results" / f"{stem}.json").read_text())
+        assert any(key.startswith("held-out-filing/fhs") for key in saved), sorted(saved)[:20]
+        text = (tmp_path / "book" / f"{stem}.ipynb").read_text()
+        assert re.search(r"\b\d+ NEW\b", text) and not re.search(r"\b\d+ FAIL\b", text), stem

@@ -391,9 +391,9 @@ def test_paper_profile_command_as_the_gpu_page_prints_it(tmp_path):
     _copy_checkout(work)
     venv = Path(sys.prefix)
     (work / ".venv").symlink_to(venv)
-    # One dataset for the LLM chapter: with the paper's budgets (2,048-token hypotheses, 200
-    # selector candidates, ~12k-token prompts) SmolLM2 on 2 cores needs minutes per call.
-    args = (f"-p base_url={BASE_URL} -p model={MODEL} -p llm_limit=2 -p retrieval_limit=20 -p datasets=[fincl] "
+    # One dataset and one fact for the LLM chapter: with the paper's budgets (2,048-token hypotheses,
+    # 200 selector candidates, ~12k-token prompts) SmolLM2 on 2 cores needs minutes per call.
+    args = (f"-p base_url={BASE_URL} -p model={MODEL} -p llm_limit=1 -p retrieval_limit=20 -p datasets=[fincl] "
             f"-p runs=1 -p bootstrap_resamples=50 -p relocation_documents=1 -p protocol_check=true --no-progress "
             "--only 01_readiness_gap --only 02_main_results")  # the two chapters checked below
     dry = subprocess.run(["make", "-n", "install-book", "models"], cwd=work, capture_output=True, text=True)

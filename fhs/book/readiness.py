@@ -55,14 +55,15 @@ def metric_table(runs: Mapping[tuple[str, str], Run], paper_rows: Mapping[tuple[
     """One row per (dataset, query) with 95% context-clustered intervals, the paper's row below where it has one."""
     frame = []
     for (dataset, method), run in runs.items():
-        row: dict[str, Any] = {"dataset": dataset, "query": method, "facts": len(run.records)}
+        # the run's name: a spec file's ``name``, not the path it was passed as
+        row: dict[str, Any] = {"dataset": run.dataset, "query": method, "facts": len(run.records)}
         for m in METRICS:
             ci = run.interval(m, **interval)
             row[m] = Estimate(ci.estimate, ci.low, ci.high)
         frame.append(row)
         paper = paper_rows.get((dataset, method))
         if paper:
-            frame.append({"dataset": dataset, "query": f"{method} (paper)", "facts": paper.get("facts"),
+            frame.append({"dataset": run.dataset, "query": f"{method} (paper)", "facts": paper.get("facts"),
                           **{m: paper.get(m) for m in METRICS}})
     return pd.DataFrame(frame)
 
@@ -73,7 +74,7 @@ def coverage_rows(no_cov: Mapping[tuple[str, str], Run], with_cov: Mapping[tuple
     rows = []
     for key, run0 in no_cov.items():
         run1 = with_cov[key]
-        row: dict[str, Any] = {"dataset": key[0], "query": key[1]}
+        row: dict[str, Any] = {"dataset": run0.dataset, "query": key[1]}
         for m in ("recall@10", "mrr"):
             row[f"{m}, w_cov 0"] = run0.metrics[m]
             row[f"{m}, w_cov 1"] = run1.metrics[m]
