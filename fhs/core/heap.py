@@ -3,8 +3,9 @@
 A run with many facts in flight allocates and frees on many threads; glibc keeps
 what is freed inside its per-thread arenas, scattered between live blocks, so the
 resident size creeps up with the number of facts although the live data does not
-(``scripts/bench_memory.py``). ``malloc_trim(0)`` returns those pages. Elsewhere
-(macOS, musl) there is no such call and this does nothing.
+(``scripts/bench_memory.py``). ``malloc_trim(0)`` returns the pages that hold no
+live block; pages with one live block stay, so it slows that creep but does not stop
+it. Elsewhere (macOS, musl) there is no such call and this does nothing.
 """
 
 from __future__ import annotations

@@ -130,7 +130,7 @@ def _fact_tasks(jobs: Sequence[RunJob], writers: Sequence[RecordWriter]) -> list
     return list(tasks.values())
 
 
-# facts finished between two returns of the C heap's free pages (fhs.core.heap): a few ms each
+# facts finished between two returns of the C heap's free pages (fhs.core.heap)
 TRIM_EVERY = 64
 
 
@@ -156,7 +156,7 @@ def _as_finished(tasks: Iterable[Task], run: Callable[[Task], int], workers: int
             results = [future.result() for future in done]
             pending |= {pool.submit(run, task) for task in islice(queue, len(done))}
             finished += len(done)
-            if finished >= TRIM_EVERY:  # peak memory then does not grow with the number of facts
+            if finished >= TRIM_EVERY:  # pages freed between live blocks go back to the system
                 finished = 0
                 release_free_heap()
             yield from results
