@@ -400,7 +400,7 @@ def test_paper_profile_command_as_the_gpu_page_prints_it(tmp_path):
     assert "pip" not in dry.stdout, f"make would reinstall into {venv}; run `make install-book models` first"
     started = time.perf_counter()
     done = subprocess.run(["make", "notebooks", "PROFILE=paper", f"ARGS={args}"], cwd=work,
-                          capture_output=True, text=True, timeout=3000)
+                          capture_output=True, text=True, timeout=5400)
     seconds = time.perf_counter() - started
     print(f"\nmake notebooks PROFILE=paper ARGS=\"{args}\": {seconds:.0f} s")
     assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
