@@ -8,10 +8,13 @@ model (``fhs.llm.simulated``: schema-valid answers, no latency, Qwen-vocabulary
 token counts) behind the response cache and the verdict ledger. It prints each
 run's peak resident memory (``ru_maxrss``), the size of its records, and the
 difference per fact between the two peaks. Both runs load the same dataset, so
-the difference is what the run itself adds per fact.
+the difference is what the run itself adds per fact. ``--arenas`` compares C heap
+settings side by side (``fhs.run.runner.HEAP_ARENAS``; ``glibc`` is glibc's default).
 
     python scripts/bench_memory.py                       # ixbrl-dev, 200 and 3000 facts
     python scripts/bench_memory.py --facts 100,500 --dataset fincl
+    python scripts/bench_memory.py --arenas glibc,1      # the runner's heap limit against none
+    python scripts/bench_memory.py --facts 200,3000,6000 # does the growth level off?
 
 Needs ``FHS_DATA``; the runs and caches go to a temporary folder and are removed.
 """
@@ -20,16 +23,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 
-def child(dataset: str, n: int, profile: str, scratch: Path) -> dict:
+def child(dataset: str, n: int, profile: str, scratch: Path, arenas: str) -> dict:
     """One run in this process; what it measured."""
+    from fhs.run import runner
     from fhs.data.sampling import sample_by_context
     from fhs.llm.cache import CachedLLM, ResponseCache
     from fhs.llm.simulated import SimulatedBackend
@@ -37,6 +43,7 @@ def child(dataset: str, n: int, profile: str, scratch: Path) -> dict:
     from fhs.run.inputs import ModelChoice, load_experiment
     from fhs.run.spec import RunSpec
 
+    runner.HEAP_ARENAS = None if arenas == "glibc" else int(arenas)
     experiment = load_experiment(dataset, progress=False)
     facts = sample_by_context(experiment.facts, n)
     loaded = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -53,10 +60,10 @@ def child(dataset: str, n: int, profile: str, scratch: Path) -> dict:
             "memo_lines": prompt_counter().lines_held, "memo_cap": prompt_counter().max_lines}
 
 
-def measure(dataset: str, n: int, profile: str) -> dict:
+def measure(dataset: str, n: int, profile: str, arenas: str) -> dict:
     with tempfile.TemporaryDirectory(prefix="fhs-memory-") as scratch:
         done = subprocess.run([sys.executable, __file__, "--child", str(n), "--dataset", dataset,
-                               "--profile", profile, "--scratch", scratch],
+                               "--profile", profile, "--scratch", scratch, "--arenas", arenas],
                               capture_output=True, text=True, check=False)
         if done.returncode != 0:
             sys.exit(f"the {n}-fact run failed:\n{done.stderr[-3000:]}")
@@ -66,25 +73,51 @@ def measure(dataset: str, n: int, profile: str) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dataset", default="ixbrl-dev")
-    parser.add_argument("--facts", default="200,3000", help="two sample sizes (context-level samples)")
+    parser.add_argument("--facts", default="200,3000",
+                        help="sample sizes (context-level samples), two or more: the growth between each pair")
     parser.add_argument("--profile", default="paper")
+    parser.add_argument("--arenas", default=None,
+                        help="comma-separated C heap limits to compare: glibc (its default) or a number "
+                             "(default: the runner's own, HEAP_ARENAS)")
     parser.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--scratch", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child is not None:
-        print(json.dumps(child(args.dataset, args.child, args.profile, Path(args.scratch))))
+        print(json.dumps(child(args.dataset, args.child, args.profile, Path(args.scratch), args.arenas)))
         return
-    small, large = (int(n) for n in args.facts.split(","))
-    runs = [measure(args.dataset, n, args.profile) for n in (small, large)]
+    sizes = sorted(int(n) for n in args.facts.split(","))
+    from fhs.run.runner import HEAP_ARENAS
+
+    settings = args.arenas.split(",") if args.arenas else [str(HEAP_ARENAS or "glibc")]
+    # one subprocess per setting and size, as many at once as there are cores (each run is
+    # bound by one Python interpreter); a peak is its own process's, so they do not mix
+    jobs = [(arenas, n) for n in reversed(sizes) for arenas in settings]
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        done = dict(zip(jobs, pool.map(lambda job: measure(args.dataset, job[1], args.profile, job[0]), jobs)))
+    growth = {}
+    for arenas in settings:
+        print(f"C heaps: {arenas}")
+        growth[arenas] = report([done[arenas, n] for n in sizes])
+    if len(settings) > 1:
+        print("per-fact growth side by side: " + ", ".join(
+            f"{arenas} {kb:.2f} KB ({kb / growth[settings[0]]:.2f}x)" for arenas, kb in growth.items()))
+
+
+def report(runs: list[dict]) -> float:
+    """Print the runs' peaks and the growth per added fact between each pair; the first to last, in KB."""
     for run in runs:
         print(f"{run['facts']:>6} facts: peak {run['peak_kb'] / 1024:8.1f} MiB (after loading the data "
               f"{run['loaded_kb'] / 1024:.1f} MiB), records {run['records_bytes'] / 1e6:8.1f} MB "
               f"({run['records_bytes'] / run['facts'] / 1e3:.1f} KB a fact), {run['llm_calls']} model calls, "
               f"{run['seconds']} s; token-count memo {run['memo_lines']:,} of at most {run['memo_cap']:,} lines")
-    grown = (runs[1]["peak_kb"] - runs[0]["peak_kb"]) * 1024
-    extra = runs[1]["facts"] - runs[0]["facts"]
-    print(f"peak difference: {grown / 2**20:.1f} MiB over {extra} more facts = {grown / extra / 1e3:.2f} KB a fact "
-          f"(records: {runs[1]['records_bytes'] / runs[1]['facts'] / 1e3:.1f} KB a fact on disk)")
+    pairs = list(zip(runs, runs[1:])) + ([(runs[0], runs[-1])] if len(runs) > 2 else [])
+    for small, large in pairs:
+        grown = (large["peak_kb"] - small["peak_kb"]) * 1024
+        extra = large["facts"] - small["facts"]
+        print(f"peak difference {small['facts']} -> {large['facts']} facts: {grown / 2**20:.1f} MiB over {extra} "
+              f"more facts = {grown / extra / 1e3:.2f} KB a fact")
+    print(f"(records: {runs[-1]['records_bytes'] / runs[-1]['facts'] / 1e3:.1f} KB a fact on disk)")
+    return (runs[-1]["peak_kb"] - runs[0]["peak_kb"]) * 1024 / (runs[-1]["facts"] - runs[0]["facts"]) / 1e3
 
 
 if __name__ == "__main__":

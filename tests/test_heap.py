@@ -1,4 +1,4 @@
-"""fhs.core.heap: the C heap's free pages go back to the system (glibc Linux)."""
+"""fhs.core.heap: the C heap's free pages go back to the system, and threads share few heaps (glibc Linux)."""
 
 from __future__ import annotations
 
@@ -37,3 +37,38 @@ def test_free_pages_between_live_blocks_leave_the_resident_set():
 
 def test_release_says_whether_the_allocator_can():
     assert release_free_heap() is sys.platform.startswith("linux")
+
+
+ARENAS = textwrap.dedent("""
+    import ctypes, sys, threading
+    from fhs.core.heap import limit_arenas
+
+    if sys.argv[1] != "glibc":
+        assert limit_arenas(int(sys.argv[1]))
+    libc = ctypes.CDLL("libc.so.6")
+    libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+    start = threading.Barrier(8)
+
+    def allocate():  # ctypes lets go of the GIL, so the threads ask malloc at the same time
+        start.wait()
+        for _ in range(2000):
+            libc.malloc(1024)
+
+    threads = [threading.Thread(target=allocate) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    libc.malloc_stats()  # one "Arena N:" paragraph per heap, on stderr
+""")
+
+
+def _arenas(setting: str) -> int:
+    done = subprocess.run([sys.executable, "-c", ARENAS, setting], capture_output=True, text=True, check=True)
+    return sum(line.startswith("Arena ") for line in done.stderr.splitlines())
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="mallopt(M_ARENA_MAX) is glibc's")
+def test_eight_threads_share_the_heaps_the_limit_allows():
+    assert _arenas("glibc") > 2  # glibc gives each new thread a heap of its own, up to eight per core
+    assert _arenas("2") <= 2
