@@ -43,7 +43,7 @@ def release_free_heap() -> bool:
 def limit_arenas(arenas: int) -> bool:
     """Let glibc create at most ``arenas`` heaps for the threads to come; True if it took the setting.
 
-    By default it creates up to eight per core as threads contend, each keeping its
+    By default it gives each new thread a heap of its own, up to eight per core, each keeping its
     own free pages: on a 16-core GPU box with 128 facts in flight that is up to 128
     partly empty heaps. Called before a run's threads start; heaps already made stay.
     """
