@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from fhs.core.errors import InputError
+from fhs.run.profiles import PROFILES
 from fhs.run.bench_cpu import EncoderSetting, LlamaSetting, bench_encoder, bench_llama, encoder_grid
 from fhs.run.machine import can_mask, cpu_record, isa_environment, level, mlas_kernels
 
@@ -55,9 +56,11 @@ def test_the_preload_hides_avx512_from_cpuid(tmp_path):
     assert "AVX2" in simd and not [name for name in simd if name.startswith("AVX512")]
 
 
-def test_the_grid_compares_the_old_batching_on_every_level():
+def test_the_grid_compares_the_old_cut_and_batching_on_every_level():
     grid = encoder_grid(["native", "x86-64-v3"])
-    assert grid[0] == EncoderSetting(order="chars") and grid[1] == EncoderSetting()
+    assert grid[0] == EncoderSetting("minilm-int8-d64") and grid[1] == EncoderSetting(order="chars")
+    assert grid[2] == EncoderSetting() and EncoderSetting().model == PROFILES["cpu"].dense_model
+    assert EncoderSetting("minilm-int8-d64", isa="x86-64-v3") in grid
     assert EncoderSetting(order="chars", isa="x86-64-v3") in grid and EncoderSetting(isa="x86-64-v3") in grid
     assert len({s.label() for s in grid}) == len(grid)
 

@@ -72,10 +72,12 @@ MODELS: dict[str, ModelSpec] = {
                                "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"),
     ),
 }
-# The cpu profile's variant: the same weights and queries, concept texts cut at 64 word pieces.
-# ICD-10-CM's texts (code, title, hierarchy path) have a median of 103 word pieces; whole,
-# the 72,621 codes take about 26 minutes on two cores, cut at 64 they took 544 s.
+# The cpu profile's variants: the same weights and queries, concept texts cut short. ICD-10-CM's
+# texts (code, title, hierarchy path) have a median of 103 word pieces, so nearly every one is
+# cut and an encoder's time falls with the cut: whole, the 72,621 codes take about 26 minutes
+# on two cores, cut at 64 they took 544 s, at 32 about half that (book/deviations.md).
 MODELS["minilm-int8-d64"] = replace(MODELS["minilm-int8"], name="minilm-int8-d64", document_max_length=64)
+MODELS["minilm-int8-d32"] = replace(MODELS["minilm-int8"], name="minilm-int8-d32", document_max_length=32)
 DEFAULT_MODEL = "minilm-int8"
 
 

@@ -131,9 +131,10 @@ PROFILES: dict[str, RunProfile] = {
             llm_facts=2,
             retrieval_facts=None,
             fhs_overrides=_CPU_BUDGET,
-            # concept texts cut at 64 word pieces: embedding ICD-10-CM's 72,621 codes whole
-            # takes about 26 of the book's 60 minutes (book/deviations.md; --dense-model minilm-int8)
-            dense_model="minilm-int8-d64",
+            # concept texts cut at 32 word pieces: embedding ICD-10-CM's 72,621 codes whole
+            # takes about 26 minutes on two fast cores, over 40 on an AVX2-only CPU
+            # (book/deviations.md; --dense-model minilm-int8-d64 or minilm-int8)
+            dense_model="minilm-int8-d32",
             description="the default book: Qwen2.5-Coder-0.5B-Instruct on the CPU, small context-level samples for LLM methods",
         ),
         _server_profile(
