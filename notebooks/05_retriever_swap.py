@@ -87,13 +87,13 @@ profile_note(profile, display_name(choice.model), facts={name: len(facts) for na
 # (`$FHS_CACHE/dense/`); a rebuild of this page reads the matrix back. The first build
 # is the expensive step of this chapter: about 17,000 US-GAAP concepts and 72,621
 # ICD-10-CM codes through a 6-layer encoder on the CPU. The `cpu` profile therefore cuts
-# concept texts at 64 word pieces (the code, its title and the start of its hierarchy
-# path; queries keep the model's 256): the ICD-10-CM build then takes about 9 minutes
-# instead of 26 on two cores. The `paper` profile embeds whole texts; {doc}`deviations`
-# gives what the cut costs (at most 0.03 Recall@1 on the gold-query probe).
+# concept texts short (queries keep the model's 256 word pieces): US-GAAP's at 64,
+# ICD-10-CM's at 32 (the code, its title and the start of its hierarchy path), which
+# halves the encoder's work on the larger taxonomy. The `paper` profile embeds whole
+# texts; {doc}`deviations` gives what each cut costs on the gold-query probe.
 
 # %%
-show(pd.DataFrame(R.dense_index_rows(study, datasets)), caption=R.dense_caption(study))
+show(pd.DataFrame(R.dense_index_rows(study, datasets)), caption=R.dense_caption(study, datasets))
 
 # %% [markdown]
 # ## The readiness gap under each retriever

@@ -59,7 +59,7 @@ def test_the_preload_hides_avx512_from_cpuid(tmp_path):
 def test_the_grid_compares_the_old_cut_and_batching_on_every_level():
     grid = encoder_grid(["native", "x86-64-v3"])
     assert grid[0] == EncoderSetting("minilm-int8-d64") and grid[1] == EncoderSetting(order="chars")
-    assert grid[2] == EncoderSetting() and EncoderSetting().model == PROFILES["cpu"].dense_model
+    assert grid[2] == EncoderSetting() and EncoderSetting().model == PROFILES["cpu"].dense_model_for("icd-10-cm")
     assert EncoderSetting("minilm-int8-d64", isa="x86-64-v3") in grid
     assert EncoderSetting(order="chars", isa="x86-64-v3") in grid and EncoderSetting(isa="x86-64-v3") in grid
     assert len({s.label() for s in grid}) == len(grid)

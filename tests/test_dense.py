@@ -271,6 +271,19 @@ def test_the_cpu_variant_cuts_concept_texts_only(tmp_path):
     assert np.array_equal(cut.encode([long_text]), whole.encode([long_text]))  # the query side
     assert not np.array_equal(cut.encode([long_text], documents=True), cut.encode([long_text]))
     assert cut.key != whole.key and cut.key.endswith("-D64")
+    shorter = OnnxEncoder(MODELS["minilm-int8-d32"])
+    head = whole.tokenizer.decode(whole.tokenizer.encode(long_text).ids[1:31])
+    assert np.array_equal(shorter.encode([long_text], documents=True), whole.encode([head]))
+    assert shorter.key.endswith("-D32")
+
+
+def test_the_cpu_profile_cuts_icd_10_cm_shorter_than_us_gaap():
+    from fhs.run.profiles import PROFILES
+
+    cpu, paper = PROFILES["cpu"], PROFILES["paper"]
+    assert cpu.dense_model_for("icd-10-cm") == "minilm-int8-d32"
+    assert cpu.dense_model_for("us-gaap-2024") == cpu.dense_model == "minilm-int8-d64"
+    assert paper.dense_model_for("icd-10-cm") == paper.dense_model == "minilm-int8"  # whole texts
 
 
 def test_batches_follow_the_token_count_and_pad_with_zeros():

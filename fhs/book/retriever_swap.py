@@ -27,28 +27,31 @@ def dense_index_rows(study: Study, datasets: Sequence[str]) -> list[dict[str, An
     from fhs.retrieval.encoders import MODELS
     from fhs.run.inputs import cached_retriever, retrieval_config
 
-    spec = MODELS[study.profile.dense_model]
     rows = []
     for name in datasets:
         experiment = study.experiment(name)
+        spec = MODELS[study.profile.dense_model_for(experiment.taxonomy.name)]
         dense = cached_retriever(experiment.taxonomy, retrieval_config(experiment.spec.taxonomy, "dense"), "dense",
                                  spec.name)
         dense.warm_up()
         info = dense.build_info
         rows.append({"taxonomy": experiment.taxonomy.name, "concepts": len(experiment.taxonomy),
-                     "cache": info.get("cache"), "seconds": round(info.get("seconds", 0.0), 1),
+                     "encoder": spec.name, "cache": info.get("cache"), "seconds": round(info.get("seconds", 0.0), 1),
                      "concepts/s (build)": round(info["concepts_per_second"], 1)
                      if info.get("concepts_per_second") else None,
                      "matrix MB": round(dense.matrix.nbytes / 2**20, 1)})
     return rows
 
 
-def dense_caption(study: Study) -> str:
+def dense_caption(study: Study, datasets: Sequence[str]) -> str:
     from fhs.retrieval.encoders import MODELS
 
-    spec = MODELS[study.profile.dense_model]
-    window = f"concept texts cut at {spec.document_max_length or spec.max_length} word pieces"
-    return f"Concept embeddings ({spec.name}: {spec.source}; {window}; weights sha256 {spec.weights.sha256[:12]}…)"
+    taxonomies = dict.fromkeys(study.experiment(name).taxonomy.name for name in datasets)
+    specs = [MODELS[study.profile.dense_model_for(taxonomy)] for taxonomy in taxonomies]
+    windows = "; ".join(f"{taxonomy}'s concept texts cut at {spec.document_max_length or spec.max_length} word pieces"
+                        for taxonomy, spec in zip(taxonomies, specs))
+    spec = specs[0]
+    return f"Concept embeddings ({spec.source}; {windows}; weights sha256 {spec.weights.sha256[:12]}…)"
 
 
 def readiness_runs(study: Study, datasets: Sequence[str], retrievers: Sequence[str],

@@ -154,7 +154,8 @@ class Study:
         FHS settings. A dense or hybrid ``retriever`` uses the profile's
         embedding model and leaves label coverage off unless ``w_cov`` is given.
         """
-        dense_model = self.profile.dense_model if retriever != DEFAULT_RETRIEVER else DEFAULT_MODEL
+        dense_model = DEFAULT_MODEL if retriever == DEFAULT_RETRIEVER else \
+            self.profile.dense_model_for(self.experiment(dataset).taxonomy.name)
         spec = RunSpec(dataset=self.dataset_name(dataset), method=method, retriever=retriever,
                        dense_model=dense_model, w_cov=w_cov, tag=tag)
         if model is None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import difflib
 import json
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -70,12 +70,15 @@ class Fact:
         object.__setattr__(self, "gold", tuple(self.gold))
 
     def to_dict(self) -> dict[str, Any]:
-        record = asdict(self)
+        # Field by field: ``dataclasses.asdict`` deep-copies the metadata only for it to be replaced,
+        # and took a quarter of a chapter's set-up on iXBRL's 53,523 facts (fingerprints, stamps).
+        record = {name: getattr(self, name) for name in _FIELDS}
         record["gold"] = list(self.gold)
         record["metadata"] = dict(self.metadata)
         return record
 
 
+_FIELDS = tuple(f.name for f in fields(Fact))
 _REQUIRED = ("id", "context_id", "modality", "value", "datatype", "context", "gold")
 _OPTIONAL = ("row_header", "column_header", "sentence", "metadata")
 

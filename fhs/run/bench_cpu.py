@@ -37,7 +37,7 @@ from fhs.run.machine import can_mask, cpu_record, isa_environment, llama_system_
 
 @dataclass(frozen=True)
 class EncoderSetting:
-    model: str = "minilm-int8-d32"  # the cpu profile's
+    model: str = "minilm-int8-d32"  # the cpu profile's for ICD-10-CM, the default texts
     threads: int = 2
     batch_size: int = 32
     order: str = "tokens"  # tokens (the encoder's own) | chars (sorted by characters) | given (as listed)

@@ -62,11 +62,17 @@ class RunProfile:
     thinking: bool = False
     fhs_overrides: Mapping[str, Any] = field(default_factory=dict)
     dense_model: str = DEFAULT_MODEL  # the dense retriever's encoder (fhs.retrieval.encoders.MODELS)
+    # per taxonomy name, an encoder that replaces dense_model for that taxonomy's concepts
+    dense_models: Mapping[str, str] = field(default_factory=dict)
     description: str = ""
     # LLM sample sizes of the datasets that need their own (None = every fact); the others take llm_facts
     dataset_facts: Mapping[str, int | None] = field(default_factory=dict)
     # a share of every LLM sample (a rehearsal of this profile on a fraction of its facts); None = all of it
     llm_fraction: float | None = None
+
+    def dense_model_for(self, taxonomy: str) -> str:
+        """The encoder that embeds ``taxonomy``'s concepts (by its name) under this profile."""
+        return self.dense_models.get(taxonomy, self.dense_model)
 
     def fhs_config(self, **more: Any) -> FHSConfig:
         return FHSConfig.fhs(**{**self.fhs_overrides, **more})
@@ -131,10 +137,11 @@ PROFILES: dict[str, RunProfile] = {
             llm_facts=2,
             retrieval_facts=None,
             fhs_overrides=_CPU_BUDGET,
-            # concept texts cut at 32 word pieces: embedding ICD-10-CM's 72,621 codes whole
-            # takes about 26 minutes on two fast cores, over 40 on an AVX2-only CPU
+            # concept texts cut at 64 word pieces, ICD-10-CM's at 32: embedding its 72,621 codes
+            # whole takes about 26 minutes on two fast cores, over 40 on an AVX2-only CPU
             # (book/deviations.md; --dense-model minilm-int8-d64 or minilm-int8)
-            dense_model="minilm-int8-d32",
+            dense_model="minilm-int8-d64",
+            dense_models={"icd-10-cm": "minilm-int8-d32"},
             description="the default book: Qwen2.5-Coder-0.5B-Instruct on the CPU, small context-level samples for LLM methods",
         ),
         _server_profile(

@@ -32,6 +32,7 @@ from fhs.core.errors import InputError, choose
 from fhs.data.datadir import SOURCES
 from fhs.data.facts import Fact
 from fhs.data.relocate.align import ALIGN_METHODS, AlignConfig
+from fhs.data.relocate.alignments import AlignmentStore
 from fhs.data.relocate.cache import relocation_cache_path
 from fhs.data.relocate.pieces import MAX_COVER_WORDS, relocate_mentions
 from fhs.data.relocate.pieces import Mention as PieceMention
@@ -223,6 +224,15 @@ def load_split(
         seen.add(key)
         kept.append(mention)
 
+    if cache is True:
+        cache_path: Path | None = relocation_cache_path(f"{chosen.id_prefix}-{split}-{align.method}", relocator)
+    elif cache is False:
+        cache_path = None
+    else:
+        cache_path = Path(cache)
+    # the documents' alignments, beside the relocations (the same for every relocator)
+    alignments = AlignmentStore(None if cache_path is None else
+                                cache_path.parent / f"alignments-{chosen.id_prefix}-{split}.json")
     documents: dict[str, AlignedDocument] = {}
     tasks: list[RelocationTask] = []
     located: list[PieceMention] = []
@@ -231,20 +241,15 @@ def load_split(
         if document is None:
             spanish = _read_text(folder / "text_files" / f"{mention.document_id}.txt")
             english = _read_text(folder / "text_files_en" / f"{mention.document_id}.txt")
-            document = AlignedDocument.build(mention.document_id, spanish, english, align)
+            document = AlignedDocument.build(mention.document_id, spanish, english, align, alignments)
             documents[mention.document_id] = document
         try:
             tasks.append(document.task(mention.reference, mention.spans))
         except ValueError as error:
             raise InputError(str(error), path=tsv, line=mention.line, field="offsets") from None
         located.append(PieceMention(tasks[-1], mention.spans, document.spanish))
+    alignments.save()
 
-    if cache is True:
-        cache_path: Path | None = relocation_cache_path(f"{chosen.id_prefix}-{split}-{align.method}", relocator)
-    elif cache is False:
-        cache_path = None
-    else:
-        cache_path = Path(cache)
     relocations = relocate_mentions(located, relocator, cache_path, pieces=pieces, max_cover_words=max_cover_words)
 
     facts: list[Fact] = []

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
 from fhs.data.relocate.align import AlignConfig, Alignment, align_document
+from fhs.data.relocate.alignments import AlignmentStore, alignment_key
 from fhs.data.relocate.sentences import (
     Segment,
     english_lines,
@@ -40,10 +41,21 @@ class AlignedDocument:
 
     @classmethod
     def build(cls, document_id: str, spanish: str, english: str,
-              config: AlignConfig = AlignConfig()) -> "AlignedDocument":
+              config: AlignConfig = AlignConfig(),
+              alignments: AlignmentStore | None = None) -> "AlignedDocument":
+        """``alignments``: an ``AlignmentStore`` (``alignments.py``) to read the alignment from and add it to."""
         segments = tuple(split_spanish_sentences(spanish, paragraph_breaks=True))
         lines = tuple(english_lines(english))
-        return cls(document_id, spanish, segments, lines, align_document(spanish, segments, lines, config))
+        key = None
+        if alignments is not None:
+            key = alignment_key(spanish, english, config)
+            found, alignment = alignments.get(key)
+            if found:
+                return cls(document_id, spanish, segments, lines, alignment)
+        alignment = align_document(spanish, segments, lines, config)
+        if alignments is not None:
+            alignments.put(key, alignment)
+        return cls(document_id, spanish, segments, lines, alignment)
 
     @property
     def english_text(self) -> str:
