@@ -230,9 +230,9 @@ def load_split(
         cache_path = None
     else:
         cache_path = Path(cache)
-    # the documents' alignments, beside the relocations (the same for every relocator)
+    # the documents' alignments, beside the relocations (one file for every track and relocator)
     alignments = AlignmentStore(None if cache_path is None else
-                                cache_path.parent / f"alignments-{chosen.id_prefix}-{split}.json")
+                                cache_path.parent / f"alignments-codiesp-{split}.json")
     documents: dict[str, AlignedDocument] = {}
     tasks: list[RelocationTask] = []
     located: list[PieceMention] = []
