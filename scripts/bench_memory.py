@@ -33,7 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 
-def child(dataset: str, n: int, profile: str, scratch: Path, arenas: str, collect: str = "off") -> dict:
+def child(dataset: str, n: int, profile: str, scratch: Path, arenas: str) -> dict:
     """One run in this process; what it measured."""
     from fhs.run import runner
     from fhs.data.sampling import sample_by_context
@@ -44,7 +44,6 @@ def child(dataset: str, n: int, profile: str, scratch: Path, arenas: str, collec
     from fhs.run.spec import RunSpec
 
     runner.HEAP_ARENAS = None if arenas == "glibc" else int(arenas)
-    runner.COLLECT_CYCLES = collect == "on"
     experiment = load_experiment(dataset, progress=False)
     facts = sample_by_context(experiment.facts, n)
     loaded = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -61,12 +60,10 @@ def child(dataset: str, n: int, profile: str, scratch: Path, arenas: str, collec
             "memo_lines": prompt_counter().lines_held, "memo_cap": prompt_counter().max_lines}
 
 
-def measure(dataset: str, n: int, profile: str, setting: tuple[str, str]) -> dict:
-    arenas, collect = setting
+def measure(dataset: str, n: int, profile: str, arenas: str) -> dict:
     with tempfile.TemporaryDirectory(prefix="fhs-memory-") as scratch:
         done = subprocess.run([sys.executable, __file__, "--child", str(n), "--dataset", dataset,
-                               "--profile", profile, "--scratch", scratch, "--arenas", arenas,
-                               "--collect", collect],
+                               "--profile", profile, "--scratch", scratch, "--arenas", arenas],
                               capture_output=True, text=True, check=False)
         if done.returncode != 0:
             sys.exit(f"the {n}-fact run failed:\n{done.stderr[-3000:]}")
@@ -82,34 +79,28 @@ def main() -> None:
     parser.add_argument("--arenas", default=None,
                         help="comma-separated C heap limits to compare: glibc (its default) or a number "
                              "(default: the runner's own, HEAP_ARENAS)")
-    parser.add_argument("--collect", default=None,
-                        help="comma-separated: off and/or on, whether the runner collects cyclic garbage "
-                             "every TRIM_EVERY facts (default: the runner's own, COLLECT_CYCLES)")
     parser.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--scratch", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child is not None:
-        print(json.dumps(child(args.dataset, args.child, args.profile, Path(args.scratch), args.arenas,
-                               args.collect)))
+        print(json.dumps(child(args.dataset, args.child, args.profile, Path(args.scratch), args.arenas)))
         return
     sizes = sorted(int(n) for n in args.facts.split(","))
-    from fhs.run.runner import COLLECT_CYCLES, HEAP_ARENAS
+    from fhs.run.runner import HEAP_ARENAS
 
-    heaps = args.arenas.split(",") if args.arenas else [str(HEAP_ARENAS or "glibc")]
-    collects = args.collect.split(",") if args.collect else ["on" if COLLECT_CYCLES else "off"]
-    settings = [(arenas, collect) for arenas in heaps for collect in collects]
+    settings = args.arenas.split(",") if args.arenas else [str(HEAP_ARENAS or "glibc")]
     # one subprocess per setting and size, as many at once as there are cores (each run is
     # bound by one Python interpreter); a peak is its own process's, so they do not mix
-    jobs = [(setting, n) for n in reversed(sizes) for setting in settings]
+    jobs = [(arenas, n) for n in reversed(sizes) for arenas in settings]
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         done = dict(zip(jobs, pool.map(lambda job: measure(args.dataset, job[1], args.profile, job[0]), jobs)))
     growth = {}
-    for setting in settings:
-        print(f"C heaps: {setting[0]}, cycles collected: {setting[1]}")
-        growth[setting] = report([done[setting, n] for n in sizes])
+    for arenas in settings:
+        print(f"C heaps: {arenas}")
+        growth[arenas] = report([done[arenas, n] for n in sizes])
     if len(settings) > 1:
         print("per-fact growth side by side: " + ", ".join(
-            f"{a}/{c} {kb:.2f} KB ({kb / growth[settings[0]]:.2f}x)" for (a, c), kb in growth.items()))
+            f"{arenas} {kb:.2f} KB ({kb / growth[settings[0]]:.2f}x)" for arenas, kb in growth.items()))
 
 
 def report(runs: list[dict]) -> float:

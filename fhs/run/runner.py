@@ -17,7 +17,6 @@ so memory does not grow with the number of facts.
 
 from __future__ import annotations
 
-import gc
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -138,9 +137,6 @@ TRIM_EVERY = 64
 # each keeps free pages of its own: one heap grew 10.8 KB a fact, two 12.0, glibc's 13.6
 # (scripts/bench_memory.py --arenas glibc,1,2; the 3,083-fact runs took 413 s against 396 s)
 HEAP_ARENAS: int | None = 1
-# With every TRIM_EVERY facts also collect cyclic garbage, the data loaded before the run frozen
-# out of the collector (gc.freeze) so that a full collection walks only the run's own objects.
-COLLECT_CYCLES: bool = False
 
 
 def _as_finished(tasks: Iterable[Task], run: Callable[[Task], int], workers: int) -> Iterator[int]:
@@ -158,9 +154,6 @@ def _as_finished(tasks: Iterable[Task], run: Callable[[Task], int], workers: int
     queue = iter(tasks)
     if HEAP_ARENAS is not None:
         limit_arenas(HEAP_ARENAS)
-    collect = COLLECT_CYCLES
-    if collect:
-        gc.freeze()
     pool = ThreadPoolExecutor(max_workers=workers)
     try:
         pending = {pool.submit(run, task) for task in islice(queue, workers)}
@@ -172,14 +165,10 @@ def _as_finished(tasks: Iterable[Task], run: Callable[[Task], int], workers: int
             finished += len(done)
             if finished >= TRIM_EVERY:  # pages freed between live blocks go back to the system
                 finished = 0
-                if collect:
-                    gc.collect()
                 release_free_heap()
             yield from results
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
-        if collect:
-            gc.unfreeze()
 
 
 def _warm_up(jobs: Sequence[RunJob]) -> None:
