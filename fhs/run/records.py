@@ -127,6 +127,32 @@ def _unpack(packed: bytes) -> dict:
     return json.loads(packed)
 
 
+class Summaries(Sequence):
+    """Facts' summaries kept packed, each unpacked only while it is read.
+
+    A summary is a few hundred bytes packed and about 2.5 KB as a dict; a run's
+    metrics read every summary a few times, one at a time, so holding them all
+    unpacked at the end of a run cost memory in proportion to its facts.
+    """
+
+    def __init__(self, packed: Sequence[bytes]) -> None:
+        self._packed = list(packed)
+
+    def __len__(self) -> int:
+        return len(self._packed)
+
+    def __getitem__(self, index):  # type: ignore[override]
+        if isinstance(index, slice):
+            return Summaries(self._packed[index])
+        return _unpack(self._packed[index])
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    def __repr__(self) -> str:
+        return f"Summaries({len(self)} facts)"
+
+
 class RecordWriter:
     """Appends finished records to ``records.jsonl``, resuming where a previous run stopped.
 
@@ -261,6 +287,6 @@ class RecordWriter:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def summaries(self, fact_ids: Iterable[str]) -> list[dict]:
-        """The summaries of those of ``fact_ids`` that have a record, in that order."""
-        return [_unpack(self._summaries[fid]) for fid in fact_ids if fid in self._summaries]
+    def summaries(self, fact_ids: Iterable[str]) -> Summaries:
+        """The summaries of those of ``fact_ids`` that have a record, in that order (unpacked as read)."""
+        return Summaries([self._summaries[fid] for fid in fact_ids if fid in self._summaries])

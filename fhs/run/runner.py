@@ -67,7 +67,7 @@ class RunOutcome:
 
     path: Path
     metrics: dict[str, Any]
-    summaries: list[dict] = field(default_factory=list)
+    summaries: Sequence[dict] = field(default_factory=list)  # fhs.run.records.Summaries: unpacked as read
 
 
 def _guarded(function):
@@ -253,15 +253,15 @@ class NewFacts:
 def _finish(job: RunJob, writer: RecordWriter, new: NewFacts, wall_seconds: float) -> RunOutcome:
     """metrics.json of one run, from its facts' summaries (no record is read again)."""
     ids = list(dict.fromkeys(fact.id for fact in job.facts))
-    summaries = writer.summaries(ids)
-    ran = [s for s in summaries if not failed(s)]
+    summaries = writer.summaries(ids)  # packed: each pass below unpacks one summary at a time
+    n_ran = sum(not failed(s) for s in summaries)
     # Acc. and its basis (selector pick or rank 1) come from fhs.run.evaluate, as in the chapters
     result: dict[str, Any] = {"method": job.method, **metrics(summaries, refused=job.refused)}
-    totals = call_totals(ran)
+    totals = call_totals(s for s in summaries if not failed(s))
     result.update(call_totals([{"cost": new.cost}]))
     result["n_new"] = new.count
     result["wall_seconds"] = wall_seconds
-    n = max(len(ran), 1)
+    n = max(n_ran, 1)
     result["per_fact"] = {
         "llm_calls": (totals["llm_calls"] + totals["cache_hits"]) / n,
         "tokens_in": totals["tokens_in"] / n,
@@ -279,7 +279,7 @@ def _finish(job: RunJob, writer: RecordWriter, new: NewFacts, wall_seconds: floa
     warn_about(stages, result["failed_facts"], len(summaries), refused=job.refused)
     if job.stamp:
         result["config"] = dict(job.stamp)
-    if summaries and not ran:  # every fact failed: a recall of 0.0 would be a metric of nothing, not written
+    if summaries and not n_ran:  # every fact failed: a recall of 0.0 would be a metric of nothing, not written
         reasons = result["failed_facts"]
         raise AllFactsFailed(f"all {len(summaries)} facts failed, so there is no metric to report "
                              f"(e.g. {reasons['ids'][0]}: {reasons['reasons'][reasons['ids'][0]][:160]})", result)
