@@ -162,5 +162,5 @@ show(pd.DataFrame(swap_rows), caption="Swap deltas: method under dense/hybrid mi
 # %%
 checked = R.checked_values(readiness, margins, swaps)
 print(f"page time: {time.perf_counter() - started:.0f} s")
-check(checked, chapter="05_retriever_swap", profile=profile,
+check(checked, chapter="05_retriever_swap", profile=R.check_profile(profile),
       inputs=study.input_fingerprints(samples, choice)).assert_ok()

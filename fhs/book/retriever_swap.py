@@ -43,6 +43,24 @@ def dense_index_rows(study: Study, datasets: Sequence[str]) -> list[dict[str, An
     return rows
 
 
+def check_profile(profile: str, chapter: str = "05_retriever_swap") -> str:
+    """The recorded values this page is checked against: ``profile``'s, or its kernel family's.
+
+    The encoder's vectors differ at float rounding between MLAS's AVX-512 and FMA3 (AVX2)
+    kernels, which reorders a near-tie now and then; on a two-fact sample one changed candidate
+    list moves an LLM row by a whole fact. So values measured with FMA3 kernels are recorded
+    under ``<profile>-fma3`` and used wherever the encoder runs those kernels.
+    """
+    from fhs.book.check import load_regression
+    from fhs.run.machine import encoder_kernel
+
+    kernel = encoder_kernel()
+    variant = f"{profile}-{kernel.lower()}"
+    if kernel != "AVX512F" and load_regression(chapter).expected_for(variant):
+        return variant
+    return profile
+
+
 def dense_caption(study: Study, datasets: Sequence[str]) -> str:
     from fhs.retrieval.encoders import MODELS
 

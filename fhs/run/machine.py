@@ -62,12 +62,20 @@ def level(flags: set[str]) -> str:
     return platform.machine() or "unknown"
 
 
+def encoder_kernel(simd: set[str] | None = None) -> str:
+    """The fp32 GEMM kernel MLAS runs the dense encoder with here: AVX512F, FMA3 (AVX2) or "AVX or SSE".
+
+    Vectors agree within a kernel family and differ at float rounding across families."""
+    simd = set(process_simd()) if simd is None else simd
+    return "AVX512F" if "AVX512F" in simd else "FMA3" if {"AVX2", "FMA3"} <= simd else "AVX or SSE"
+
+
 def mlas_kernels(simd: set[str]) -> str:
     """The GEMM kernels ONNX Runtime's MLAS picks for what CPUID reports (its platform.cpp order).
 
     The dense encoder's model stores int8 weights but multiplies in fp32 (the runtime folds
     the dequantisation into fp32 weights at load), so the fp32 kernel is the one that runs."""
-    fp32 = "AVX512F" if "AVX512F" in simd else "FMA3" if {"AVX2", "FMA3"} <= simd else "AVX or SSE"
+    fp32 = encoder_kernel(simd)
     if {"AVX512BW", "AVX512DQ", "AVX512VL"} <= simd:
         int8 = "AVX512-VNNI" if "AVX512VNNI" in simd else "AVX512-core"
     else:
