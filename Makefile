@@ -39,9 +39,10 @@ PIP_INSTALL := $(PY) -m pip install --disable-pip-version-check --find-links $(L
 # once into LLAMA_WHEELS with pip's own cache off, because pip would otherwise reuse a wheel
 # it built earlier with other flags; pip prefers that wheel over the sdist from then on.
 # LLAVA_BUILD=OFF skips llama-cpp-python's multimodal library (mtmd), which only its vision
-# chat handlers load; the text models of this project never do.
+# chat handlers load; the text models of this project never do. scripts/llama_cpp_lean.cmake
+# then also skips llama.cpp's `common` library, which only mtmd links (half the compile).
 LLAMA_CPP := llama-cpp-python==0.3.36
-LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF## CMake flags for the llama-cpp-python build (portable, text only)
+LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF -DCMAKE_PROJECT_llama.cpp_INCLUDE=$(abspath scripts/llama_cpp_lean.cmake)## CMake flags for the llama-cpp-python build (portable, text only, without llama.cpp's common library)
 LLAMA_WHEEL := $(LLAMA_WHEELS)/.built
 
 # The two CPU models ship inside PyPI packages: SmolLM2-135M-Instruct (Q4_1 GGUF) for the

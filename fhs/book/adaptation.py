@@ -31,7 +31,7 @@ METRICS = ("recall@1", "recall@10", "recall@50", "recall@200", "mrr", "accuracy"
 LLM_METHODS = ("structured", "fhs")  # the rows with a selector, hence an Acc.
 # Parameter counts for the cost estimate: a CPU forward pass reads every weight, so time per token
 # grows about linearly with model size.
-PARAMETERS = {"smollm2-135m": 135e6, "qwen2.5-0.5b": 494e6}
+PARAMETERS = {"smollm2-135m": 135e6, "qwen2.5-0.5b": 494e6, "qwen2.5-0.5b-q4_0": 494e6}
 
 
 def run_quiet(argv: Sequence[str]) -> None:

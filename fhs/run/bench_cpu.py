@@ -55,9 +55,11 @@ class LlamaSetting:
     n_batch: int = 512
     n_ubatch: int = 512
     flash_attn: bool = False
+    quant: str = ""  # "" = the GGUF as shipped; else re-quantized to this llama.cpp type (Q8_0, Q4_0)
 
     def label(self) -> str:
-        return f"t{self.n_threads} batch {self.n_batch} ubatch {self.n_ubatch}{' fa' if self.flash_attn else ''}"
+        quant = f" {self.quant}" if self.quant else ""
+        return f"t{self.n_threads} batch {self.n_batch} ubatch {self.n_ubatch}{' fa' if self.flash_attn else ''}{quant}"
 
 
 # --- encoder ---------------------------------------------------------------------------------
@@ -168,10 +170,10 @@ def bench_llama(settings: Sequence[LlamaSetting], *, model: str = "qwen2.5-0.5b"
     """Prompt tok/s (whole, and the suffix after a shared prefix) and generation tok/s per setting."""
     import llama_cpp
 
-    from fhs.llm.models import model_path
+    from fhs.llm.models import model_path, requantized
 
     path = model_path(model)
-    engines = [llama_cpp.Llama(model_path=str(path), n_ctx=4096, seed=0, verbose=False,
+    engines = [llama_cpp.Llama(model_path=str(requantized(path, s.quant) if s.quant else path), n_ctx=4096, seed=0, verbose=False,
                                n_threads=s.n_threads, n_threads_batch=s.n_threads, n_batch=s.n_batch,
                                n_ubatch=s.n_ubatch, flash_attn=s.flash_attn) for s in settings]
     words = engines[0].tokenize(_prompt_text().encode("utf-8"), add_bos=False)
@@ -244,7 +246,8 @@ def encoder_grid(isas: Sequence[str], model: str = "minilm-int8-d32") -> list[En
 
 
 LLAMA_GRID = (LlamaSetting(), LlamaSetting(n_ubatch=128), LlamaSetting(n_ubatch=256),
-              LlamaSetting(n_batch=1024, n_ubatch=1024), LlamaSetting(flash_attn=True), LlamaSetting(n_threads=1))
+              LlamaSetting(n_batch=1024, n_ubatch=1024), LlamaSetting(flash_attn=True), LlamaSetting(n_threads=1),
+              LlamaSetting(quant="Q8_0"), LlamaSetting(quant="Q4_0"))
 
 
 def _sample_texts(taxonomy: str, data: str | Path | None, n: int) -> list[str]:
