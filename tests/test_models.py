@@ -109,3 +109,26 @@ def test_installed_smollm2_is_a_gguf_file():
     path = models.smollm2_path()
     with open(path, "rb") as handle:
         assert handle.read(4) == b"GGUF"
+
+
+@pytest.mark.model
+def test_requantized_copy_is_made_once_and_answers(tmp_path):
+    """The Q4_0 copy of a real GGUF loads and generates; a second call reuses the file."""
+    import shutil
+
+    import llama_cpp
+
+    source = tmp_path / "smollm2.gguf"
+    shutil.copyfile(models.smollm2_path(), source)
+    made = models.requantized(source, "Q4_0", tmp_path / "cache")
+    assert made == tmp_path / "cache" / "models" / "smollm2.q4_0.gguf" and made.stat().st_size > 0
+    assert not list(made.parent.glob("*.part"))  # written through a temporary file, renamed at the end
+    stamp = made.stat().st_mtime_ns
+    assert models.requantized(source, "Q4_0", tmp_path / "cache") == made and made.stat().st_mtime_ns == stamp
+    model = llama_cpp.Llama(model_path=str(made), n_ctx=128, n_threads=1, verbose=False)
+    assert model.tokenize(b"revenue") and model("Revenue is", max_tokens=2, temperature=0)["choices"][0]["text"]
+
+
+def test_requantized_rejects_an_unknown_type(tmp_path):
+    with pytest.raises(InputError, match="quantization"):
+        models.requantized(tmp_path / "x.gguf", "Q9_9")

@@ -14,6 +14,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -133,13 +134,14 @@ def qwen05_path(cache_dir: str | os.PathLike | None = None) -> Path:
     return assemble(qwen05_parts(), target, QWEN05_SHA256, fix)
 
 
-def requantized(source: Path, quant: str) -> Path:
-    """``source`` re-quantized to ``quant`` (a llama.cpp file type such as ``Q8_0``), made once beside it.
+def requantized(source: Path, quant: str, cache_dir: str | os.PathLike | None = None) -> Path:
+    """``source`` re-quantized to ``quant`` (a llama.cpp file type such as ``Q8_0``), made once.
 
     llama.cpp's speed on a CPU depends on the tensor types: the shipped Q4_K_M file
     stores most of Qwen 0.5B's tensors as Q5_0 (its 896-wide rows do not fit the
     256-wide K-quant blocks), whose AVX2 kernels are slower than Q8_0's or Q4_0's.
-    ``fhs bench cpu`` compares them; the copy is written atomically into the same folder.
+    ``fhs bench cpu`` compares them. The copy goes to ``cache_dir/models`` (default
+    ``$FHS_CACHE``), written through a temporary file, and is remade if the source is newer.
     """
     import ctypes
 
@@ -148,14 +150,15 @@ def requantized(source: Path, quant: str) -> Path:
     ftype = getattr(llama_cpp, f"LLAMA_FTYPE_MOSTLY_{quant.upper()}", None)
     if ftype is None:
         raise InputError(f"unknown llama.cpp quantization {quant!r}", field="quant", fix="use e.g. Q8_0 or Q4_0")
-    target = source.with_name(f"{source.stem}.{quant.lower()}.gguf")
+    target = files.cache_dir("models", root=cache_dir) / f"{source.stem}.{quant.lower()}.gguf"
+    target.parent.mkdir(parents=True, exist_ok=True)
     if target.is_file() and target.stat().st_mtime_ns >= source.stat().st_mtime_ns:
         return target
     params = llama_cpp.llama_model_quantize_default_params()
     params.ftype = ftype
     params.allow_requantize = True
     params.nthread = os.cpu_count() or 1
-    partial = target.with_name(target.name + f".{os.getpid()}.part")
+    partial = target.with_name(f"{target.name}.{os.getpid()}.{threading.get_ident()}.part")
     try:
         if llama_cpp.llama_model_quantize(str(source).encode(), str(partial).encode(), ctypes.byref(params)) != 0:
             raise InputError(f"llama.cpp could not re-quantize the model to {quant}", path=source)
@@ -226,9 +229,10 @@ MODELS: dict[str, ModelInfo] = {
         ),
         locate=qwen05_path,
     ),
-    # The cpu book's model: the same checkpoint with Q4_0 tensors, whose AVX2 kernels (repacked
-    # 8x8 at load) evaluate prompts 1.4 times as fast as the shipped file's Q5_0 ones on two
-    # cores (`fhs bench cpu --part llama`; book/deviations.md, "CPU speed").
+    # The same checkpoint with Q4_0 tensors, whose AVX2 kernels (repacked 8x8 at load) evaluate
+    # prompts 1.4 times as fast as the shipped file's Q5_0 ones on two cores (`fhs bench cpu
+    # --part llama`); its answers differ, so the cpu profile keeps the shipped file
+    # (`-p model=qwen2.5-0.5b-q4_0` runs a chapter on it; book/deviations.md, "CPU speed").
     "qwen2.5-0.5b-q4_0": ModelInfo(
         name="qwen2.5-0.5b-q4_0",
         upstream="Qwen/Qwen2.5-Coder-0.5B-Instruct",
@@ -241,7 +245,7 @@ MODELS: dict[str, ModelInfo] = {
             "qwen2.5-0.5b's hash-checked Q4_K_M file re-quantized to Q4_0 by llama.cpp on first "
             "use (llama_model_quantize, allow_requantize), into $FHS_CACHE/models beside it"
         ),
-        locate=lambda cache: requantized(qwen05_path(cache), "Q4_0"),
+        locate=lambda cache: requantized(qwen05_path(cache), "Q4_0", cache),
     ),
 }
 
