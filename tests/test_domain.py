@@ -92,6 +92,15 @@ def test_a_profile_is_remembered_per_concept_as_shown(tmp_path):
     assert domain == load_domain(write(tmp_path, GOOD))  # what it remembers is not part of the domain's equality
 
 
+def test_equal_profiles_of_different_concepts_are_held_once(tmp_path):
+    """The memo keeps one entry per concept but one copy per distinct profile (bounded memory)."""
+    domain = load_domain(write(tmp_path, GOOD))
+    first = domain.profile_of(Concept("AssetsNet", "Assets Net"))
+    second = domain.profile_of(Concept("OtherAssetsNet", "Other Assets Net"))
+    assert first == second and first is second
+    assert domain.profile_of(Concept("AssetsFairValue", "Assets at fair value")) != first
+
+
 @pytest.mark.parametrize("text", ["non-current assets", "assets, net", "net-assets", "café net", "netassets",
                                   "fair  value", "fair\tvalue", "un fair value", "fairvalue", "x-net-y", "(net)"])
 def test_the_word_check_before_each_search_changes_no_match(tmp_path, text):

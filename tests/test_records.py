@@ -128,3 +128,18 @@ def test_records_are_read_back_by_offset_in_fact_order_after_a_torn_line(tmp_pat
     assert [r["rank"] for r in records_at(path, chosen)] == [5, 1, 2]
     assert [r for r in records_at(path, chosen, fields=["id"])] == [{"id": "a"}, {"id": "b"}, {"id": "c"}]
     assert [r["id"] for r in iter_records(path)] == ["b", "a", "c", "a"]
+
+
+def test_packed_summaries_keep_the_newest_of_a_fact_and_read_back_in_any_order():
+    from fhs.run.records import PackedSummaries, Summaries, _pack
+
+    store = PackedSummaries()
+    assert not store and "a" not in store
+    store["a"] = _pack({"id": "a", "rank": 3})
+    store["b"] = _pack({"id": "b", "failed": True})
+    store["b"] = _pack({"id": "b", "rank": 1})  # the failed fact retried: the newest record wins
+    assert len(store) == 2 and "b" in store
+    read = Summaries(store, [store.slot("b"), store.slot("a")])
+    assert list(read) == [{"id": "b", "rank": 1}, {"id": "a", "rank": 3}]
+    assert read[1:] == [{"id": "a", "rank": 3}] and len(read[:0]) == 0
+    assert read == Summaries([store["b"], store["a"]])  # the same as a list of packed summaries

@@ -114,6 +114,8 @@ class Domain:
     source: str = ""  # the file it was loaded from
     # Profiles already computed, by what they depend on (see ``profile_of``); not part of equality.
     _profiles: dict = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
+    # One copy of each distinct profile: most concepts share a handful, so the memo holds references
+    _distinct: dict = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
 
     @property
     def dimension_names(self) -> tuple[str, ...]:
@@ -131,7 +133,8 @@ class Domain:
 
         Profiles are remembered per concept (the window scans the same candidates
         fact after fact; matching every phrase was a fifth of a run's client CPU),
-        keyed by everything the match reads, so at most one entry per concept.
+        keyed by everything the match reads, so at most one entry per concept. Equal
+        profiles are stored once, so an entry costs its key, not a tree of tuples.
         """
         metadata = concept.metadata or {}
         key = (concept.id, concept.label, concept.definition, concept.datatype,
@@ -140,7 +143,9 @@ class Domain:
         if known is None:
             if len(self._profiles) >= PROFILES_HELD:
                 self._profiles.clear()
-            known = self._profiles[key] = self._profile(concept)
+                self._distinct.clear()
+            profile = self._profile(concept)
+            known = self._profiles[key] = self._distinct.setdefault(profile, profile)
         return known
 
     def _profile(self, concept: Concept) -> CategoryProfile:

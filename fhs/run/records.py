@@ -17,6 +17,7 @@ import json
 import os
 import threading
 import time
+from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -127,24 +128,68 @@ def _unpack(packed: bytes) -> dict:
     return json.loads(packed)
 
 
+class PackedSummaries:
+    """Facts' packed summaries in one growing buffer, found by fact id: no Python object per fact.
+
+    As one bytes object per fact they were small blocks made throughout a run between the
+    facts' short-lived ones, each keeping a page of the heap from being returned, so the
+    peak memory of a long run grew with its facts (``scripts/bench_memory.py``). A fact
+    stored again (a failed fact retried) is appended anew and the id points at the newest.
+    """
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+        self._ends = array("q")  # where each stored summary ends in the buffer
+        self._slot: dict[str, int] = {}  # fact id -> its newest summary's position in _ends
+
+    def __setitem__(self, fact_id: str, packed: bytes) -> None:
+        self._buffer += packed
+        self._ends.append(len(self._buffer))
+        self._slot[fact_id] = len(self._ends) - 1
+
+    def __getitem__(self, fact_id: str) -> bytes:
+        return self.packed_at(self._slot[fact_id])
+
+    def packed_at(self, slot: int) -> bytes:
+        return bytes(self._buffer[self._ends[slot - 1] if slot else 0:self._ends[slot]])
+
+    def slot(self, fact_id: str) -> int:
+        return self._slot[fact_id]
+
+    def __contains__(self, fact_id: object) -> bool:
+        return fact_id in self._slot
+
+    def __len__(self) -> int:
+        return len(self._slot)
+
+    def __bool__(self) -> bool:
+        return bool(self._slot)
+
+
 class Summaries(Sequence):
     """Facts' summaries kept packed, each unpacked only while it is read.
 
     A summary is a few hundred bytes packed and about 2.5 KB as a dict; a run's
     metrics read every summary a few times, one at a time, so holding them all
-    unpacked at the end of a run cost memory in proportion to its facts.
+    unpacked at the end of a run cost memory in proportion to its facts. Built from
+    a list of packed summaries, or from a ``PackedSummaries`` and the slots to read.
     """
 
-    def __init__(self, packed: Sequence[bytes]) -> None:
-        self._packed = list(packed)
+    def __init__(self, packed: Sequence[bytes] | PackedSummaries, slots: Sequence[int] | None = None) -> None:
+        if isinstance(packed, PackedSummaries):
+            self._store: PackedSummaries | None = packed
+            self._items: Sequence = array("q", slots or [])
+        else:
+            self._store, self._items = None, list(packed)
 
     def __len__(self) -> int:
-        return len(self._packed)
+        return len(self._items)
 
     def __getitem__(self, index):  # type: ignore[override]
         if isinstance(index, slice):
-            return Summaries(self._packed[index])
-        return _unpack(self._packed[index])
+            return Summaries(self._store, self._items[index]) if self._store is not None else Summaries(self._items[index])
+        item = self._items[index]
+        return _unpack(self._store.packed_at(item) if self._store is not None else item)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Sequence) and list(self) == list(other)
@@ -161,8 +206,8 @@ class RecordWriter:
     ``sync_seconds``: the longest a flushed record waits for its fsync.
     Keeps no record in memory, only each fact's summary (``fhs.run.summary``:
     what resuming and the metrics need), held as compact JSON bytes (a few
-    hundred bytes; as dicts they were kilobytes, scattered over the heap by
-    the threads that made them); a later record of the same fact (a failed
+    hundred bytes, in one buffer: ``PackedSummaries``; as dicts they were kilobytes,
+    scattered over the heap by the threads that made them); a later record of the same fact (a failed
     fact retried) replaces the earlier one. Safe to write from several threads.
     """
 
@@ -181,7 +226,7 @@ class RecordWriter:
             if fresh:
                 for name in (self.path.name, "metrics.json", STAMP_NAME):
                     (self.path.parent / name).unlink(missing_ok=True)
-            self._summaries: dict[str, bytes] = {}  # fact id -> _pack(summary)
+            self._summaries = PackedSummaries()  # fact id -> _pack(summary)
             torn = None
             if self.path.exists():
                 for item in _scan(self.path):
@@ -289,4 +334,4 @@ class RecordWriter:
 
     def summaries(self, fact_ids: Iterable[str]) -> Summaries:
         """The summaries of those of ``fact_ids`` that have a record, in that order (unpacked as read)."""
-        return Summaries([self._summaries[fid] for fid in fact_ids if fid in self._summaries])
+        return Summaries(self._summaries, [self._summaries.slot(fid) for fid in fact_ids if fid in self._summaries])
