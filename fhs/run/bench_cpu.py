@@ -173,7 +173,8 @@ def bench_llama(settings: Sequence[LlamaSetting], *, model: str = "qwen2.5-0.5b"
     from fhs.llm.models import model_path, requantized
 
     path = model_path(model)
-    engines = [llama_cpp.Llama(model_path=str(requantized(path, s.quant) if s.quant else path), n_ctx=4096, seed=0, verbose=False,
+    engines = [llama_cpp.Llama(model_path=str(requantized(path, s.quant) if s.quant else path), n_ctx=4096,
+                               seed=0, verbose=False,
                                n_threads=s.n_threads, n_threads_batch=s.n_threads, n_batch=s.n_batch,
                                n_ubatch=s.n_ubatch, flash_attn=s.flash_attn) for s in settings]
     words = engines[0].tokenize(_prompt_text().encode("utf-8"), add_bos=False)
