@@ -9,12 +9,16 @@ token counts) behind the response cache and the verdict ledger. It prints each
 run's peak resident memory (``ru_maxrss``), the size of its records, and the
 difference per fact between the two peaks. Both runs load the same dataset, so
 the difference is what the run itself adds per fact. ``--arenas`` compares C heap
-settings side by side (``fhs.run.runner.HEAP_ARENAS``; ``glibc`` is glibc's default).
+settings side by side (``fhs.run.runner.HEAP_ARENAS``; ``glibc`` is glibc's default),
+``--tcache`` runs with and without the threads' own caches of freed blocks
+(``fhs.core.heap.without_thread_caches``; the chapters turn them off for a profile
+with more than one fact in flight).
 
     python scripts/bench_memory.py                       # ixbrl-dev, 200 and 3000 facts
     python scripts/bench_memory.py --facts 100,500 --dataset fincl
     python scripts/bench_memory.py --arenas glibc,1      # the runner's heap limit against none
     python scripts/bench_memory.py --facts 200,3000,6000 # does the growth level off?
+    python scripts/bench_memory.py --tcache on,off       # threads' block caches kept against turned off
 
 Needs ``FHS_DATA``; the runs and caches go to a temporary folder and are removed.
 """
@@ -60,11 +64,14 @@ def child(dataset: str, n: int, profile: str, scratch: Path, arenas: str) -> dic
             "memo_lines": prompt_counter().lines_held, "memo_cap": prompt_counter().max_lines}
 
 
-def measure(dataset: str, n: int, profile: str, arenas: str) -> dict:
+def measure(dataset: str, n: int, profile: str, arenas: str, tcache: str) -> dict:
+    from fhs.core.heap import without_thread_caches
+
+    env = dict(os.environ) if tcache == "on" else without_thread_caches(os.environ)
     with tempfile.TemporaryDirectory(prefix="fhs-memory-") as scratch:
         done = subprocess.run([sys.executable, __file__, "--child", str(n), "--dataset", dataset,
                                "--profile", profile, "--scratch", scratch, "--arenas", arenas],
-                              capture_output=True, text=True, check=False)
+                              capture_output=True, text=True, check=False, env=env)
         if done.returncode != 0:
             sys.exit(f"the {n}-fact run failed:\n{done.stderr[-3000:]}")
         return json.loads(done.stdout.strip().splitlines()[-1])
@@ -79,6 +86,9 @@ def main() -> None:
     parser.add_argument("--arenas", default=None,
                         help="comma-separated C heap limits to compare: glibc (its default) or a number "
                              "(default: the runner's own, HEAP_ARENAS)")
+    parser.add_argument("--tcache", default=None,
+                        help="comma-separated: on (glibc's per-thread caches of freed blocks) and/or off "
+                             "(default: what the chapters give this profile, off when it runs several facts at once)")
     parser.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--scratch", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -86,21 +96,29 @@ def main() -> None:
         print(json.dumps(child(args.dataset, args.child, args.profile, Path(args.scratch), args.arenas)))
         return
     sizes = sorted(int(n) for n in args.facts.split(","))
+    from fhs.run.profiles import get_profile
     from fhs.run.runner import HEAP_ARENAS
 
-    settings = args.arenas.split(",") if args.arenas else [str(HEAP_ARENAS or "glibc")]
+    arenas_settings = args.arenas.split(",") if args.arenas else [str(HEAP_ARENAS or "glibc")]
+    several = get_profile(args.profile).workers > 1
+    tcache_settings = args.tcache.split(",") if args.tcache else ["off" if several else "on"]
+    if set(tcache_settings) - {"on", "off"}:
+        sys.exit(f"--tcache takes on and/or off, not {args.tcache!r}")
+    settings = [(arenas, tcache) for arenas in arenas_settings for tcache in tcache_settings]
     # one subprocess per setting and size, as many at once as there are cores (each run is
     # bound by one Python interpreter); a peak is its own process's, so they do not mix
-    jobs = [(arenas, n) for n in reversed(sizes) for arenas in settings]
+    jobs = [(setting, n) for n in reversed(sizes) for setting in settings]
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        done = dict(zip(jobs, pool.map(lambda job: measure(args.dataset, job[1], args.profile, job[0]), jobs)))
+        done = dict(zip(jobs, pool.map(lambda job: measure(args.dataset, job[1], args.profile, *job[0]), jobs)))
     growth = {}
-    for arenas in settings:
-        print(f"C heaps: {arenas}")
-        growth[arenas] = report([done[arenas, n] for n in sizes])
+    for setting in settings:
+        name = f"C heaps {setting[0]}, thread caches {setting[1]}"
+        print(name)
+        growth[name] = report([done[setting, n] for n in sizes])
     if len(settings) > 1:
-        print("per-fact growth side by side: " + ", ".join(
-            f"{arenas} {kb:.2f} KB ({kb / growth[settings[0]]:.2f}x)" for arenas, kb in growth.items()))
+        first = next(iter(growth.values()))
+        print("per-fact growth side by side: " + "; ".join(
+            f"{name}: {kb:.2f} KB ({kb / first:.2f}x)" for name, kb in growth.items()))
 
 
 def report(runs: list[dict]) -> float:
