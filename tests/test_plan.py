@@ -245,3 +245,28 @@ def test_the_memo_holds_pieces_by_digest_not_their_text():
     assert all(memo.get(piece) == len(piece) for piece in pieces)
     assert len({piece_key(p) for p in pieces}) == len(pieces)
     assert piece_key("ab") != piece_key("abc")
+
+
+@pytest.mark.model
+def test_a_built_dense_index_is_planned_on_the_real_retriever(tmp_path, monkeypatch):
+    """BM25 stands in for a dense retriever whose embeddings are not built; --build-dense builds
+    them (all-MiniLM-L6-v2 on the toy taxonomy), and a later plan finds them in the cache."""
+    from fhs.data.taxonomy import Taxonomy
+
+    monkeypatch.setenv("FHS_CACHE", str(tmp_path))
+    runs = [PlannedRun("05", "toy", "structured", retriever="dense")]
+
+    def planned(**kw):
+        experiment = fixture_experiment()
+        # a taxonomy of its own: the process's retriever memo is keyed on the object
+        experiment.taxonomy = Taxonomy(experiment.taxonomy.name, experiment.taxonomy.concepts)
+        experiment.retriever = Retriever(experiment.taxonomy, RetrievalConfig())
+        return dry_run(runs, get_profile("paper"), lambda name: experiment, sample=3, counter=CharEstimate(),
+                       progress=False, **kw)[0]
+
+    stood = planned()
+    assert stood.stand_in and not stood.requests_exact
+    built = planned(build_dense=True)
+    assert not built.stand_in and built.requests_exact  # structured asks a fixed number of calls a fact
+    assert not planned().stand_in  # the embeddings are in the cache now
+    assert built.by_purpose["selector"]["requests"] > 0

@@ -264,12 +264,14 @@ def plan_profile(profile: str, *, chapters: list[str] | None = None, sample: int
                  fraction: float | None = None, throughput=None, data: str | Path | None = None,
                  progress: bool = True, root: Path = ROOT, counter=None,
                  changes: Mapping[str, Any] | None = None,
-                 overrides: Mapping[str, Any] | None = None) -> tuple[dict[str, Any], list]:
+                 overrides: Mapping[str, Any] | None = None,
+                 build_dense: bool = False) -> tuple[dict[str, Any], list]:
     """``fhs plan``: the profile's chapters dry-run on the simulated model, sized to the profile.
 
     ``fraction`` plans a rehearsal on that share of every LLM sample (``make rehearsal``'s
     ``REHEARSAL_FRACTION``); ``changes`` are FHS settings changed for every run (a what-if,
-    e.g. a shorter selector list); ``overrides`` are chapter parameters (e.g. :func:`dataset_parameters`).
+    e.g. a shorter selector list); ``overrides`` are chapter parameters (e.g. :func:`dataset_parameters`);
+    ``build_dense`` embeds the taxonomies of dense and hybrid runs first (``fhs.run.plan.dry_run``).
     Returns the plan (what ``--json`` prints) and its rows.
     """
     import time
@@ -290,7 +292,7 @@ def plan_profile(profile: str, *, chapters: list[str] | None = None, sample: int
     started = time.perf_counter()
     runs = chapter_runs(chosen, chapters, root, overrides)
     rows = dry_run(runs, chosen, lambda name: load_inputs(name, data, root), sample=sample, counter=counter,
-                   data=data, progress=progress)
+                   data=data, progress=progress, build_dense=build_dense)
     summary = summarize(rows, throughput)
     sampled: dict[str, int] = {}
     for row in rows:
@@ -298,7 +300,9 @@ def plan_profile(profile: str, *, chapters: list[str] | None = None, sample: int
             sampled[row.run.dataset] = max(sampled.get(row.run.dataset, 0), row.sampled)
     plan = {"profile": chosen.name, "description": chosen.description, "seeds": list(chosen.seeds),
             "fraction": fraction, "changes": dict(changes or {}), "chapters_planned": list(chapters or CHAPTERS), "sample": sampled,
-            "tokenizer": counter.name, "tokens_exact_on_sample": bool(counter.exact), **summary,
+            "tokenizer": counter.name, "tokens_exact_on_sample": bool(counter.exact),
+            "stand_in_retrievers": sorted({f"{row.run.dataset} {row.run.retriever}" for row in rows if row.stand_in}),
+            **summary,
             "throughput_text": throughput.describe(),
             "bench_command": bench_command(summary["purposes"], chosen.model),
             "rows": [row.to_dict() for row in rows]}

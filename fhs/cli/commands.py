@@ -377,7 +377,8 @@ def cmd_plan(args: argparse.Namespace) -> dict:
 
     plan, rows = plan_profile(args.profile, chapters=args.chapter, sample=args.sample, fraction=args.fraction,
                               throughput=throughput, data=args.data, progress=not args.quiet and not args.json,
-                              changes=changes, overrides=dataset_parameters(args.dataset) if args.dataset else None)
+                              changes=changes, overrides=dataset_parameters(args.dataset) if args.dataset else None,
+                              build_dense=args.build_dense)
     print(json.dumps(plan, indent=2) if args.json else format_plan(plan, rows))
     if args.out:
         from fhs.run.records import write_json_atomic

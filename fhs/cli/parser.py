@@ -263,6 +263,9 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--set", action="append", default=[], metavar="KNOB=VALUE",
                       help="what if: an FHS setting changed for every run (fhs/method/config.py), e.g. "
                            "selector_candidates=20; repeatable")
+    plan.add_argument("--build-dense", action="store_true",
+                      help="embed the taxonomies the dense and hybrid runs use before planning them (once: "
+                           "the chapters reuse the embeddings); without it BM25 stands in where none is built")
     plan.add_argument("--data", default=None, help="data directory (default: $FHS_DATA)")
     plan.add_argument("--quiet", action="store_true", help="no progress bar")
 

@@ -179,6 +179,17 @@ class DenseRetriever:
                     self._encoder = make_encoder(self.model)
         return self._encoder
 
+    def is_built(self) -> bool:
+        """Whether the concept embeddings are in memory or in the cache (reading them takes
+        seconds; building them, minutes to hours on a CPU)."""
+        if self._matrix is not None:
+            return True
+        if not self.use_cache:
+            return False
+        path = embedding_cache_path(cache_dir(root=self.cache_root), self.taxonomy.name, self.encoder.key,
+                                    texts_hash(concept_texts(self.taxonomy)))
+        return path.is_file()
+
     @property
     def matrix(self) -> np.ndarray:
         """The unit embedding of every concept, in taxonomy order (built or read once)."""

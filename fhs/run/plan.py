@@ -146,6 +146,7 @@ class Row:
     output_tokens: int
     requests_exact: bool
     by_purpose: Mapping[str, Mapping[str, float]]
+    stand_in: bool = False  # BM25 stood in for the run's dense or hybrid retriever (plan_standins.StandIn)
 
     def to_dict(self) -> dict[str, Any]:
         run = self.run
@@ -155,10 +156,12 @@ class Row:
                 "asks_model": run.asks_model,
                 "facts": self.facts, "sampled": self.sampled, "requests": self.requests,
                 "prompt_tokens": self.prompt_tokens, "output_tokens": self.output_tokens,
-                "requests_exact": self.requests_exact, "by_purpose": {k: dict(v) for k, v in self.by_purpose.items()}}
+                "requests_exact": self.requests_exact, "stand_in_retriever": self.stand_in,
+                "by_purpose": {k: dict(v) for k, v in self.by_purpose.items()}}
 
 
-def _scaled(tally: Tally, run: PlannedRun, config: FHSConfig | None, facts: int, sampled: int) -> Row:
+def _scaled(tally: Tally, run: PlannedRun, config: FHSConfig | None, facts: int, sampled: int,
+            stand_in: bool = False) -> Row:
     scale = facts / sampled if sampled else 0.0
     by_purpose: dict[str, dict[str, float]] = {}
     for purpose, (requests, prompt, output) in tally.by_purpose.items():
@@ -173,8 +176,8 @@ def _scaled(tally: Tally, run: PlannedRun, config: FHSConfig | None, facts: int,
                requests=sum(int(p["requests"]) for p in by_purpose.values()),
                prompt_tokens=sum(int(p["prompt_tokens"]) for p in by_purpose.values()),
                output_tokens=sum(int(p["output_tokens"]) for p in by_purpose.values()),
-               requests_exact=run.method in FIXED_CALLS and constant and run.retriever == DEFAULT_RETRIEVER,
-               by_purpose=by_purpose)
+               requests_exact=run.method in FIXED_CALLS and constant and not stand_in,
+               by_purpose=by_purpose, stand_in=stand_in)
 
 
 @dataclass
@@ -186,6 +189,7 @@ class DryRun:
     sample: int
     counter: TokenCounter | None = None
     data: Any = None
+    build_dense: bool = False  # embed the taxonomies the dense and hybrid runs need, instead of standing in
     meter: Meter = field(init=False)
     llm: CachedLLM = field(init=False)
     ledger: MemoryLedger = field(init=False)
@@ -216,8 +220,15 @@ class DryRun:
 
     def searcher(self, experiment: Experiment, run: PlannedRun) -> Any:
         """The run's retriever; BM25 variants share the dataset's built index (it does not depend on
-        w_cov, the pool or the depth), so the plan builds each taxonomy's index once."""
+        w_cov, the pool or the depth), so the plan builds each taxonomy's index once. A dense or
+        hybrid retriever is the real one when its concept embeddings are built (by a chapter, or by
+        ``fhs plan --build-dense``), else BM25 stands in for it (:class:`StandIn`)."""
         config = retrieval_config(experiment.spec, run.retriever, w_cov=run.w_cov)
+        if run.retriever != DEFAULT_RETRIEVER:
+            model = self.profile.dense_model_for(experiment.taxonomy.name)
+            real = cached_retriever(experiment.taxonomy, config, run.retriever, model)
+            if self.build_dense or getattr(real, "dense", real).is_built():
+                return real
         base = experiment.retriever
         if isinstance(base, Retriever) and (base.config.k1, base.config.b, base.config.type_filter) == \
                 (config.k1, config.b, config.type_filter):
@@ -269,7 +280,7 @@ class DryRun:
             method(fact, ctx)
             tally.add(self.meter.calls[before:])
             bar.update()
-        return _scaled(tally, run, config, len(used), len(sampled))
+        return _scaled(tally, run, config, len(used), len(sampled), stand_in=isinstance(ctx.retriever, StandIn))
 
     def work(self, run: PlannedRun) -> int:
         """Facts the plan will run for ``run`` (for the progress bar); loads the dataset."""
@@ -280,9 +291,12 @@ class DryRun:
 
 def dry_run(runs: Sequence[PlannedRun], profile: RunProfile, inputs: Callable[[str], Experiment], *,
             sample: int = 20, counter: TokenCounter | None = None, data: Any = None,
-            progress: bool = True) -> list[Row]:
-    """Every run on the plan's sample, in order, through one cache and ledger; figures at the profile's scale."""
-    machine = DryRun(profile, inputs, sample, counter=counter, data=data)
+            progress: bool = True, build_dense: bool = False) -> list[Row]:
+    """Every run on the plan's sample, in order, through one cache and ledger; figures at the profile's scale.
+
+    ``build_dense``: embed the taxonomies of the dense and hybrid runs (once; the chapters reuse
+    them) rather than let BM25 stand in where they are not built yet."""
+    machine = DryRun(profile, inputs, sample, counter=counter, data=data, build_dense=build_dense)
     loading = tqdm(runs, desc="loading datasets", unit="run", disable=not progress, leave=False)
     total = sum(machine.work(run) for run in loading)
     loading.close()
