@@ -10,7 +10,8 @@
 runs/ and .fhs-cache/, and its own ``FHS_CACHE`` for what the LLM relocator answers, so the
 user's build and caches are left alone) it:
 
-1. sizes the same run with ``fhs plan --profile paper --fraction F --json``;
+1. sizes the same run with ``fhs plan --profile paper --fraction F --json --build-dense`` (the
+   dense and hybrid runs planned on the real retrievers, whose embeddings the chapters then reuse);
 2. starts the simulated OpenAI-compatible server (``tests/sim_server.py``) with a
    request log;
 3. executes each chapter with the paper profile on the fraction ``F`` of every LLM
@@ -293,7 +294,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     print(f"rehearsal: planning ({args.fraction:g} of the paper profile's LLM facts)", flush=True)
     plan_argv = [sys.executable, "-m", "fhs.cli", "plan", "--profile", "paper", "--fraction", str(args.fraction),
-                 "--json", "--quiet", "--sample", str(args.plan_sample),
+                 "--json", "--quiet", "--sample", str(args.plan_sample), "--build-dense",
                  *[arg for c in chapters for arg in ("--chapter", c)]]
     with open(out / "plan.json", "w") as handle:
         if subprocess.run(plan_argv, cwd=work, env=env, stdout=handle).returncode != 0:

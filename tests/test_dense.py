@@ -258,6 +258,9 @@ def test_the_int8_vectors_do_not_depend_on_the_thread_count():
     one = OnnxEncoder(threads=1).encode(texts, batch_size=8)
     two = OnnxEncoder(threads=2).encode(texts, batch_size=8)
     assert np.array_equal(one, two)
+    # two batches at once, one thread each (the vectors land in the order given, and match)
+    streamed = OnnxEncoder(threads=2, streams=2).encode(texts, batch_size=8, documents=True)
+    assert np.array_equal(streamed, OnnxEncoder(threads=1).encode(texts, batch_size=8, documents=True))
 
 
 @pytest.mark.model

@@ -43,10 +43,12 @@ class EncoderSetting:
     order: str = "tokens"  # tokens (the encoder's own) | chars (sorted by characters) | given (as listed)
     isa: str = "native"
     spinning: bool = True  # ONNX Runtime's worker threads spin between ops
+    streams: int = 1  # batches run at once, each on threads // streams intra-op threads
 
     def label(self) -> str:
         spin = "" if self.spinning else " nospin"
-        return f"{self.model} {self.isa} t{self.threads} b{self.batch_size} {self.order}{spin}"
+        streams = f" s{self.streams}" if self.streams > 1 else ""
+        return f"{self.model} {self.isa} t{self.threads} b{self.batch_size} {self.order}{spin}{streams}"
 
 
 @dataclass(frozen=True)
@@ -82,9 +84,10 @@ def _worker() -> None:
         job = json.loads(line)
         setting = EncoderSetting(**job["setting"])
         texts = json.loads(Path(job["texts"]).read_text(encoding="utf-8"))
-        key = (setting.model, setting.threads, setting.spinning)
+        key = (setting.model, setting.threads, setting.spinning, setting.streams)
         if key not in encoders:
-            encoders[key] = OnnxEncoder(MODELS[setting.model], threads=setting.threads, spinning=setting.spinning)
+            encoders[key] = OnnxEncoder(MODELS[setting.model], threads=setting.threads, spinning=setting.spinning,
+                                        streams=setting.streams)
         encoder = encoders[key]
         started = time.perf_counter()
         if setting.order == "tokens":
@@ -235,14 +238,16 @@ def bench_llama(settings: Sequence[LlamaSetting], *, model: str = "qwen2.5-0.5b"
 
 def encoder_grid(isas: Sequence[str], model: str = "minilm-int8-d32") -> list[EncoderSetting]:
     """Per level: the book's cut (32 word pieces) against the earlier one (64), and batching by
-    characters against by tokens; on the first level also threads, batch size and spinning."""
+    characters against by tokens; on the first level also threads, batch size, spinning and two batches at
+    once (streams)."""
     grid: list[EncoderSetting] = []
     for n, isa in enumerate(isas):
         grid += [EncoderSetting("minilm-int8-d64", isa=isa), EncoderSetting(model, order="chars", isa=isa),
                  EncoderSetting(model, isa=isa)]
         if n == 0:
             grid += [EncoderSetting(model, isa=isa, threads=1), EncoderSetting(model, isa=isa, batch_size=8),
-                     EncoderSetting(model, isa=isa, batch_size=128), EncoderSetting(model, isa=isa, spinning=False)]
+                     EncoderSetting(model, isa=isa, batch_size=128), EncoderSetting(model, isa=isa, spinning=False),
+                     EncoderSetting(model, isa=isa, streams=2)]
     return grid
 
 
