@@ -51,13 +51,13 @@ def main_table(results: Results, oracle: Mapping[str, Run], datasets: Sequence[s
     for name in datasets:
         for method in methods:
             runs = list(results[(name, method)])
-            row: dict[str, Any] = {"dataset": name, "method": method, "facts": len(runs[0].records)}
+            row: dict[str, Any] = {"dataset": name, "method": method, "facts": len(runs[0].summaries)}
             for m in METRICS:
                 e = over_runs(runs, m, **interval)
                 row[m] = Estimate(e.estimate, e.low, e.high, e.std)
             rows.append(row)
             rows.append(paper_row(name, method, f"{method} (paper)"))
-        row = {"dataset": name, "method": "oracle (ceiling)", "facts": len(oracle[name].records)}
+        row = {"dataset": name, "method": "oracle (ceiling)", "facts": len(oracle[name].summaries)}
         for m in METRICS[:-1]:
             ci = oracle[name].interval(m, **interval)
             row[m] = Estimate(oracle[name].metrics.get(m), ci.low, ci.high)
@@ -68,7 +68,7 @@ def main_table(results: Results, oracle: Mapping[str, Run], datasets: Sequence[s
 
 def main_caption(results: Results, n_seeds: int) -> str:
     """Tables 4 and 5's caption: what a value is, and which definition of Acc. the runs' records get."""
-    bases = sorted({accuracy_basis(run.records) for group in results.values() for run in group})
+    bases = sorted({accuracy_basis(run.summaries) for group in results.values() for run in group})
     return ("Tables 4 and 5: ours (mean" + (" ± std across runs" if n_seeds > 1 else "")
             + ", 95% interval) and the paper's (— where the paper gives no figure). "
             + "; ".join(ACCURACY_BASES[b] for b in bases))
@@ -89,7 +89,7 @@ def contrasts_table(results: Results, datasets: Sequence[str], baselines: Sequen
             base_run = results[(name, baseline)][0]
             row: dict[str, Any] = {"dataset": name, "contrast": f"fhs - {baseline}"}
             for m in CONTRAST_METRICS:
-                d = paired_difference(fhs_run.records, base_run.records, m, **interval)
+                d = paired_difference(fhs_run.summaries, base_run.summaries, m, **interval)
                 row[m] = Estimate(d.estimate, d.low, d.high)
             rows.append(row)
     return pd.DataFrame(rows)
@@ -116,7 +116,7 @@ def modality_contrasts(results: Results, datasets: Sequence[str], methods: Seque
     rows = []
     for name in datasets:
         paper_rows = MODALITY_CONTRASTS.get((PAPER_BENCHMARK.get(name, name), "feedback-refine", "fhs"), {})
-        refine, fhs = results[(name, "feedback-refine")][0].records, results[(name, "fhs")][0].records
+        refine, fhs = results[(name, "feedback-refine")][0].summaries, results[(name, "fhs")][0].summaries
         for modality in sorted({r["modality"] for r in fhs}):
             a = [r for r in refine if r["modality"] == modality]
             b = [r for r in fhs if r["modality"] == modality]

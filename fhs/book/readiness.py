@@ -56,7 +56,7 @@ def metric_table(runs: Mapping[tuple[str, str], Run], paper_rows: Mapping[tuple[
     frame = []
     for (dataset, method), run in runs.items():
         # the run's name: a spec file's ``name``, not the path it was passed as
-        row: dict[str, Any] = {"dataset": run.dataset, "query": method, "facts": len(run.records)}
+        row: dict[str, Any] = {"dataset": run.dataset, "query": method, "facts": len(run.summaries)}
         for m in METRICS:
             ci = run.interval(m, **interval)
             row[m] = Estimate(ci.estimate, ci.low, ci.high)
@@ -78,7 +78,7 @@ def coverage_rows(no_cov: Mapping[tuple[str, str], Run], with_cov: Mapping[tuple
         for m in ("recall@10", "mrr"):
             row[f"{m}, w_cov 0"] = run0.metrics[m]
             row[f"{m}, w_cov 1"] = run1.metrics[m]
-            d = paired_difference(run1.records, run0.records, m, **interval)
+            d = paired_difference(run1.summaries, run0.summaries, m, **interval)
             row[f"Δ {m}"] = Estimate(d.estimate, d.low, d.high)
         rows.append(row)
     return rows
@@ -99,7 +99,7 @@ def label_length_bin(taxonomy) -> Callable[[Mapping], str]:
 def label_length_rows(with_cov: Run, without: Run, taxonomy) -> list[dict[str, Any]]:
     """Table 13, Panel B: raw-query Recall@10 with and without the coverage term, by gold label length."""
     key = label_length_bin(taxonomy)
-    on, off = by_group(with_cov.records, key), by_group(without.records, key)
+    on, off = by_group(with_cov.summaries, key), by_group(without.summaries, key)
     return [{"dataset": with_cov.dataset, "label words": length, "facts": on[length]["n_facts"],
              "Recall@10, w_cov 0": off[length]["recall@10"], "Recall@10, w_cov 1": on[length]["recall@10"],
              "gain": on[length]["recall@10"] - off[length]["recall@10"]}
@@ -116,7 +116,7 @@ def checked_values(direct, oracle, no_cov, datasets, relocation_rate_=None, exac
         for method in ("direct", "oracle"):
             for m in ("recall@10", "mrr"):
                 results[f"{name}/{method}-wcov0/{m}"] = no_cov[(name, method)].metrics[m]
-        results[f"{name}/facts"] = len(direct[name].records)
+        results[f"{name}/facts"] = len(direct[name].summaries)
     if exact_oracle is not None:
         results["codiesp/relocation_rate"] = relocation_rate_
         for m in ("recall@1", "mrr"):
@@ -137,7 +137,7 @@ def depth_figure(direct: Mapping[str, Run], oracle: Mapping[str, Run], datasets:
     depth = np.arange(1, 201)
     for ax, name in zip(axes, datasets):
         for run, label, color in ((direct[name], "raw fact", OURS_COLOR), (oracle[name], "gold query", ORACLE_COLOR)):
-            ax.plot(depth, recall_curve([r["rank"] for r in run.records]), label=label, color=color)
+            ax.plot(depth, recall_curve([r["rank"] for r in run.summaries]), label=label, color=color)
         ax.set_xscale("log")
         ax.set_title(direct[name].dataset)  # a spec file's name, not its path
         ax.set_xlabel("depth k")

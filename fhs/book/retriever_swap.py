@@ -90,7 +90,7 @@ def gap_rows(readiness: Mapping[tuple[str, str, str], Run]) -> list[dict[str, An
     rows = []
     for (name, retriever, method), run in readiness.items():
         rows.append({"dataset": name, "retriever": retriever, "query": QUERY[method],
-                     "facts": len(run.records), **{m: run.metrics[m] for m in METRICS}})
+                     "facts": len(run.summaries), **{m: run.metrics[m] for m in METRICS}})
         if retriever == "bm25" and method == "oracle":
             benchmark = PAPER_BENCHMARK.get(name, name)
             for paper_method in QUERY:
@@ -123,7 +123,7 @@ def margins(seeded: Mapping[tuple[str, str, str], Sequence[Run]], datasets: Sequ
             fhs, one_pass = seeded[(name, retriever, "fhs")], seeded[(name, retriever, "structured")]
             row: dict[str, Any] = {"dataset": name, "retriever": retriever}
             for metric in ("mrr", "accuracy"):
-                ds = [paired_difference(a.records, b.records, metric, **interval) for a, b in zip(fhs, one_pass)]
+                ds = [paired_difference(a.summaries, b.summaries, metric, **interval) for a, b in zip(fhs, one_pass)]
                 found[(name, retriever, metric)] = row[f"Δ {metric}"] = across_differences(ds)
                 row[f"paper Δ {metric}"] = RETRIEVER_SWAP["fhs_margin"][retriever][metric]
             rows.append(row)
@@ -138,7 +138,7 @@ def swap_deltas(seeded: Mapping[tuple[str, str, str], Sequence[Run]], datasets: 
         for method in LLM_ROWS:
             base = seeded[(name, "bm25", method)]
             for retriever in [r for r in retrievers if r != "bm25"]:
-                d = across_differences([paired_difference(a.records, b.records, "mrr", **interval)
+                d = across_differences([paired_difference(a.summaries, b.summaries, "mrr", **interval)
                                         for a, b in zip(seeded[(name, retriever, method)], base)])
                 found[(name, method, retriever)] = d
                 paper = RETRIEVER_SWAP["swap_delta_mrr"].get(method, {}).get(retriever)
