@@ -56,6 +56,29 @@ def test_the_preload_hides_avx512_from_cpuid(tmp_path):
     assert "AVX2" in simd and not [name for name in simd if name.startswith("AVX512")]
 
 
+def test_programs_with_their_own_segv_handler_run_masked_and_still_see_real_faults(tmp_path):
+    """Python's faulthandler (and gcc's cc1) install a SIGSEGV handler: the mask keeps working and
+    a real fault still reaches theirs."""
+    if not can_mask():
+        pytest.skip("this CPU has no CPUID faulting, so nothing runs masked (the refusal is tested above)")
+    env = isa_environment("x86-64-v3", tmp_path)
+    code = ("import faulthandler, json, sys; faulthandler.enable(); "
+            "from fhs.run.machine import process_simd; print(json.dumps(sorted(process_simd()))); sys.stdout.flush(); "
+            "import ctypes; ctypes.string_at(0)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.returncode == -11  # the real fault killed it, after faulthandler spoke
+    assert "Fatal Python error: Segmentation fault" in out.stderr
+    simd = json.loads(out.stdout.strip().splitlines()[-1])
+    assert "AVX2" in simd and not [name for name in simd if name.startswith("AVX512")]
+    source = tmp_path / "empty.c"
+    source.write_text("int main(void) { return 0; }\n")
+    target = subprocess.run(["cc", "-march=native", "-Q", "--help=target"], capture_output=True, text=True,
+                            env=env, check=True).stdout  # cc1 runs under the mask; -march=native reads it
+    flags = {line.split()[0]: line.split()[-1] for line in target.splitlines() if line.strip().startswith("-mavx")}
+    assert flags["-mavx2"] == "[enabled]" and flags["-mavx512f"] == "[disabled]"
+    subprocess.run(["cc", "-O2", "-o", str(tmp_path / "empty"), str(source)], env=env, check=True)
+
+
 def test_the_grid_compares_the_old_cut_and_batching_on_every_level():
     grid = encoder_grid(["native", "x86-64-v3"])
     assert grid[0] == EncoderSetting("minilm-int8-d64") and grid[1] == EncoderSetting(order="chars")

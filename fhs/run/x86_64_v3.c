@@ -9,13 +9,16 @@
  * and hypervisors with CPUID faulting: /proc/cpuinfo lists `cpuid_fault`). The SIGSEGV
  * handler runs the real CPUID with faulting switched off for that instant, clears the
  * bits, writes the registers back and steps over the two-byte instruction. Threads
- * inherit the faulting state. A library that replaces the SIGSEGV handler later (a JVM,
- * Python's faulthandler) would see the fault instead: run the measured code without one.
+ * inherit the faulting state. Programs that install a SIGSEGV handler of their own (gcc's
+ * cc1, Python's faulthandler) would otherwise get the fault and crash, so this library
+ * also stands in for sigaction() and signal() on SIGSEGV: the handler they ask for is
+ * kept and called for every fault that is not a CPUID, and this one stays installed.
  *
  * Build: cc -O2 -shared -fPIC -o x86_64_v3.so x86_64_v3.c
  * Use:   LD_PRELOAD=./x86_64_v3.so python ...   (FHS_CPUID_MASKED=1 tells that it took)
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -39,7 +42,17 @@
 #define L7S1_EAX_CLEAR ((1u << 4) | (1u << 5) | (1u << 21) | (1u << 23))  /* AVX-VNNI AVX512-BF16 AMX-FP16 AVX-IFMA */
 #define L7S1_EDX_CLEAR ((1u << 4) | (1u << 5) | (1u << 10) | (1u << 19))  /* AVX-VNNI-INT8 AVX-NE-CONVERT AVX-VNNI-INT16 AVX10 */
 
-static struct sigaction previous;
+typedef int (*sigaction_fn)(int, const struct sigaction *, struct sigaction *);
+
+static struct sigaction program;  /* the SIGSEGV handler the program asked for (SIG_DFL at first) */
+static int masking;               /* 1 once CPUID faults in this process */
+
+static int real_sigaction(int sig, const struct sigaction *act, struct sigaction *old) {
+    static sigaction_fn next;
+    if (!next)
+        next = (sigaction_fn)dlsym(RTLD_NEXT, "sigaction");
+    return next(sig, act, old);
+}
 
 static long set_cpuid(int enabled) { return syscall(SYS_arch_prctl, ARCH_SET_CPUID, enabled); }
 
@@ -47,11 +60,18 @@ static void on_segv(int sig, siginfo_t *info, void *raw) {
     ucontext_t *uc = (ucontext_t *)raw;
     greg_t *regs = uc->uc_mcontext.gregs;
     const unsigned char *ip = (const unsigned char *)regs[REG_RIP];
-    if (ip[0] != 0x0F || ip[1] != 0xA2) {  /* a real fault: hand it on */
-        sigaction(SIGSEGV, &previous, NULL);
-        if (previous.sa_flags & SA_SIGINFO && previous.sa_sigaction)
-            previous.sa_sigaction(sig, info, raw);
-        return;  /* default action: the instruction faults again and the process dies */
+    if (ip[0] != 0x0F || ip[1] != 0xA2) {  /* a real fault: the program's handler, or the default */
+        if (program.sa_flags & SA_SIGINFO) {
+            program.sa_sigaction(sig, info, raw);
+        } else if (program.sa_handler != SIG_DFL && program.sa_handler != SIG_IGN) {
+            program.sa_handler(sig);
+        } else {
+            struct sigaction fallback;
+            memset(&fallback, 0, sizeof fallback);
+            fallback.sa_handler = SIG_DFL;
+            real_sigaction(SIGSEGV, &fallback, NULL);  /* it faults again and the process dies */
+        }
+        return;
     }
     uint32_t leaf = (uint32_t)regs[REG_RAX], sub = (uint32_t)regs[REG_RCX];
     uint32_t a, b, c, d;
@@ -75,17 +95,40 @@ static void on_segv(int sig, siginfo_t *info, void *raw) {
     regs[REG_RIP] += 2;
 }
 
+/* The program's own SIGSEGV handler is recorded, not installed, while CPUID is masked. */
+int sigaction(int sig, const struct sigaction *act, struct sigaction *old) {
+    if (sig != SIGSEGV || !masking)
+        return real_sigaction(sig, act, old);
+    if (old)
+        *old = program;
+    if (act)
+        program = *act;
+    return 0;
+}
+
+sighandler_t signal(int sig, sighandler_t handler) {
+    struct sigaction act, old;
+    memset(&act, 0, sizeof act);
+    act.sa_handler = handler;
+    act.sa_flags = SA_RESTART;
+    sigemptyset(&act.sa_mask);
+    if (sigaction(sig, &act, &old) != 0)
+        return SIG_ERR;
+    return old.sa_handler;
+}
+
 __attribute__((constructor)) static void mask_cpuid(void) {
     struct sigaction action;
     memset(&action, 0, sizeof action);
     action.sa_sigaction = on_segv;
     action.sa_flags = SA_SIGINFO | SA_NODEFER;
     sigemptyset(&action.sa_mask);
-    if (sigaction(SIGSEGV, &action, &previous) != 0)
+    if (real_sigaction(SIGSEGV, &action, &program) != 0)
         return;
     if (set_cpuid(0) != 0) {  /* no CPUID faulting here: leave the process as it was */
-        sigaction(SIGSEGV, &previous, NULL);
+        real_sigaction(SIGSEGV, &program, NULL);
         return;
     }
+    masking = 1;
     setenv("FHS_CPUID_MASKED", "1", 1);
 }
