@@ -12,8 +12,9 @@ and reads the server's ``/stats``. It prints the workload, the wall time, the
 peak and mean requests in flight while work remained (first arrival to last
 answer), the share of that time with at least 64 in flight, and the
 utilisation: the mean requests running over the server's ``--max-num-seqs``.
-With ``--compare N`` the same workload runs again at ``--max-in-flight N`` and
-the ratios are printed side by side. Absolute seconds depend on the machine's
+With ``--compare N`` the same workload runs again at ``--max-in-flight N``, the
+ratios are printed side by side, and each fact's gold rank and selection are
+compared between the two runs (they must not depend on the concurrency). Absolute seconds depend on the machine's
 load; compare ratios from one invocation.
 
 ``--pool`` measures only the HTTP client: the same requests through
@@ -54,8 +55,17 @@ def server_args(args: argparse.Namespace) -> list[str]:
     return options
 
 
+def answers(run_folder: Path) -> list[tuple]:
+    """What the run decided per fact (id, gold rank, selected concept), in id order: the same at any concurrency."""
+    rows = []
+    for path in sorted(run_folder.rglob("records.jsonl")):
+        with path.open(encoding="utf-8") as lines:
+            rows += [(r["id"], r.get("rank"), json.dumps(r.get("selected"))) for r in map(json.loads, lines)]
+    return sorted(rows)
+
+
 def run_once(args: argparse.Namespace, max_in_flight: int) -> dict:
-    """One `fhs run` against a fresh simulator; the server's stats and the run's wall time."""
+    """One `fhs run` against a fresh simulator; the server's stats, the run's wall time and its answers."""
     with tempfile.TemporaryDirectory(prefix="fhs-bench-serve-") as scratch, \
             running(free_port(), *server_args(args)) as url:
         command = [sys.executable, "-m", "fhs.cli", "run", "--dataset", args.dataset, "--method", args.method,
@@ -72,6 +82,7 @@ def run_once(args: argparse.Namespace, max_in_flight: int) -> dict:
         if done.returncode != 0:
             raise SystemExit(f"fhs run failed ({done.returncode}):\n{done.stderr[-3000:]}")
         summary = stats(url)
+        summary["answers"] = answers(Path(scratch) / "run")
     summary["run_wall_seconds"] = round(wall, 1)
     summary["max_in_flight_setting"] = max_in_flight
     return summary
@@ -147,6 +158,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  ratios ({first['max_in_flight_setting']} vs {second['max_in_flight_setting']}): mean in flight "
               f"{first['mean_in_flight'] / max(second['mean_in_flight'], 1e-9):.2f}x, run wall time "
               f"{first['run_wall_seconds'] / second['run_wall_seconds']:.2f}x")
+        same = first["answers"] == second["answers"] and bool(first["answers"])
+        print(f"  results: {len(first['answers'])} facts' ranks and selections "
+              f"{'identical' if same else 'DIFFER'} at {first['max_in_flight_setting']} and "
+              f"{second['max_in_flight_setting']} in flight")
+        if not same:
+            return 1
     if args.json:
         Path(args.json).write_text(json.dumps(summaries, indent=2) + "\n", encoding="utf-8")
     return 0
