@@ -140,3 +140,73 @@ def test_fhs_run_takes_the_refused_policy():
                               "--refused", "exclude"]).refused == "exclude"
     with pytest.raises(InputError, match="invalid choice"):
         parser.parse_args(["run", "--dataset", "fincl", "--method", "direct", "--out", "x", "--refused", "drop"])
+
+
+def _without_timing(path):
+    records = read_records(path / "records.jsonl")
+    for record in records:
+        assert record.pop("wall_seconds") >= 0  # timings differ from process to process
+    return records
+
+
+def test_llm_free_runs_in_forked_processes_write_the_records_of_one(tmp_path, monkeypatch):
+    """FinCL's 500 facts against US-GAAP, direct and the gold-query probe: the same lines, in the same order."""
+    from fhs.book.study import Study
+    from fhs.run import runner
+
+    forks = []
+    forked = runner._forked
+    monkeypatch.setattr(runner, "_forked", lambda *a: forks.append(a[2]) or forked(*a))
+    monkeypatch.setattr(runner, "FORK_MIN_FACTS", 100)
+    runs = {}
+    for processes in ("1", "2"):
+        monkeypatch.setenv(runner.PROCESSES_ENV, processes)
+        study = Study.for_profile("cpu", tmp_path / processes, progress=False)
+        runs[processes] = [study.run("fincl", method) for method in ("direct", "oracle")]
+    assert forks == [2, 2]  # only the second study forked, once a run
+    for one, two in zip(runs["1"], runs["2"]):
+        assert len(one.summaries) == 500
+        assert _without_timing(two.path) == _without_timing(one.path)
+        assert {k: v for k, v in two.metrics.items() if k != "wall_seconds"} == \
+            {k: v for k, v in one.metrics.items() if k != "wall_seconds"}
+
+
+class FailsOnOneQuery(Retriever):
+    def search(self, query, datatype=None, top_k=None):
+        if "value 7 " in f"{query} ":
+            raise ValueError("index broken for fact 7")
+        return super().search(query, datatype, top_k)
+
+
+def test_an_error_in_a_forked_process_stops_the_run_and_keeps_the_records_before_it(tmp_path, monkeypatch):
+    from fhs.run import runner
+
+    monkeypatch.setattr(runner, "FORK_MIN_FACTS", 10)
+    monkeypatch.setenv(runner.PROCESSES_ENV, "2")
+    facts = [Fact(id=f"f{i}", context_id=f"c{i}", modality="table", value=str(i), datatype="monetaryItemType",
+                  context=f"revenue value {i} ", gold=("Revenues",), row_header=f"revenue value {i}") for i in range(40)]
+    ctx = MethodContext(taxonomy=TAXONOMY, retriever=FailsOnOneQuery(TAXONOMY, RetrievalConfig()))
+    with pytest.raises(ValueError, match="index broken for fact 7"):
+        run_method(facts, "direct", ctx, tmp_path, progress=False)
+    kept = [r["id"] for r in read_records(tmp_path / "records.jsonl")]
+    assert kept == [f"f{i}" for i in range(len(kept))] and "f7" not in kept  # in order, none after the failure
+    ctx = MethodContext(taxonomy=TAXONOMY, retriever=Retriever(TAXONOMY, RetrievalConfig()))
+    result = run_method(facts, "direct", ctx, tmp_path, progress=False)
+    assert result["n_facts"] == 40 and result["n_new"] == 40 - len(kept)
+
+
+def test_model_runs_and_small_runs_stay_in_one_process(monkeypatch):
+    from fhs.run.runner import RunJob, run_processes
+
+    monkeypatch.delenv("FHS_RUN_PROCESSES", raising=False)
+    bm25 = MethodContext(taxonomy=TAXONOMY, retriever=Retriever(TAXONOMY, RetrievalConfig()))
+    jobs = [RunJob(FACTS, "direct", bm25, "x")]
+    assert run_processes(jobs, 5_000, 2) == 2
+    assert run_processes(jobs, 500, 2) == 1  # too few facts to pay for the fork
+    assert run_processes([RunJob(FACTS, "fhs", context(ScriptedLLM({})), "x")], 5_000, 2) == 1  # a model
+
+    class Encoder(Retriever):
+        fork_safe = False  # e.g. the dense retriever: its runtime's threads do not survive a fork
+
+    jobs = [RunJob(FACTS, "direct", MethodContext(taxonomy=TAXONOMY, retriever=Encoder(TAXONOMY)), "x")]
+    assert run_processes(jobs, 5_000, 2) == 1

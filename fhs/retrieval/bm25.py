@@ -199,6 +199,7 @@ class Retriever:
     """BM25 + label coverage over a taxonomy, searched within the fact's datatype."""
 
     kind = "bm25"
+    fork_safe = True  # pure Python and numpy: a forked copy searches alike (fhs.run.runner.run_processes)
 
     def __init__(self, taxonomy: Taxonomy, config: RetrievalConfig = RetrievalConfig(),
                  cache_key: str | None = None) -> None:

@@ -201,6 +201,11 @@ class Summaries(Sequence):
         return f"Summaries({len(self)} facts)"
 
 
+def encoded(record: Mapping[str, Any]) -> tuple[str, bytes, dict]:
+    """A record as :meth:`RecordWriter.append` takes it: its fact id, its line, its summary."""
+    return record["id"], (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8"), summarize(record)
+
+
 class RecordWriter:
     """Appends finished records to ``records.jsonl``, resuming where a previous run stopped.
 
@@ -302,8 +307,10 @@ class RecordWriter:
 
     def write(self, record: Mapping[str, Any]) -> dict:
         """Append one record (a line, flushed at once); returns its summary (with the record's offset)."""
-        line = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
-        summary = summarize(record)
+        return self.append(*encoded(record))
+
+    def append(self, fact_id: str, line: bytes, summary: dict) -> dict:
+        """Append a record :func:`encoded` already (in another process, say); returns its summary."""
         with self._write_lock:
             summary["offset"] = self._end
             self._handle.write(line)
@@ -311,7 +318,7 @@ class RecordWriter:
             self._end += len(line)
             if time.monotonic() - self._synced >= self.sync_seconds:
                 self._sync()
-            self._summaries[record["id"]] = _pack(summary)
+            self._summaries[fact_id] = _pack(summary)
         return summary
 
     def _sync(self) -> None:

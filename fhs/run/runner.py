@@ -17,8 +17,11 @@ so memory does not grow with the number of facts.
 
 from __future__ import annotations
 
+import multiprocessing as mp
+import os
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -37,7 +40,7 @@ from fhs.method.prompting import prompt_counter
 from fhs.method.registry import get_method
 from fhs.run.evaluate import MISS, gold_rank, metrics
 from fhs.run.health import failed, failed_facts, stage_health, warn_about
-from fhs.run.records import RecordWriter, write_json_atomic
+from fhs.run.records import RecordWriter, encoded, write_json_atomic
 from fhs.run.summary import COST_FIELDS, call_totals
 
 __all__ = ["RunJob", "RunOutcome", "call_totals", "run_jobs", "run_method"]  # call_totals: chapters read it here
@@ -171,6 +174,62 @@ def _as_finished(tasks: Iterable[Task], run: Callable[[Task], int], workers: int
         pool.shutdown(wait=True, cancel_futures=True)
 
 
+# LLM-free runs over this many facts or more (a full test split: 53,523 iXBRL facts) split
+# them between processes, one per core; below it forking costs more than it saves.
+FORK_MIN_FACTS = 2_000
+PROCESSES_ENV = "FHS_RUN_PROCESSES"  # processes for such runs (default: one per core; 1 turns it off)
+_FORKED: tuple[Sequence[Task], Callable[[Task], list]] | None = None  # what forked children compute
+
+
+def run_processes(jobs: Sequence[RunJob], n_facts: int, processes: int | None = None) -> int:
+    """Processes for these runs: one per core where no run asks a model and every retriever forks safely.
+
+    A model (in process or over HTTP) already keeps the cores or a server busy. BM25 with the
+    coverage term is pure Python and numpy on one core, so chapter 1's full-split runs would
+    leave the other core idle; a dense query (one short text through the encoder, one
+    matrix-vector product) keeps two threads barely busy. A retriever says whether a forked
+    copy searches alike (``fork_safe``). Each fact is computed alone, so the records are the
+    same either way.
+    """
+    if processes is None:
+        processes = int(os.environ.get(PROCESSES_ENV, "0")) or len(os.sched_getaffinity(0))
+    forkable = all(job.ctx.llm is None and getattr(job.ctx.retriever, "fork_safe", False) for job in jobs)
+    if processes <= 1 or n_facts < FORK_MIN_FACTS or not forkable or "fork" not in mp.get_all_start_methods():
+        return 1
+    return processes
+
+
+def _compute_slice(bounds: tuple[int, int]) -> list:
+    tasks, compute = _FORKED
+    return [item for task in tasks[bounds[0]:bounds[1]] for item in compute(task)]
+
+
+def _forked(tasks: Sequence[Task], compute: Callable[[Task], list], processes: int) -> Iterator[list]:
+    """``compute(task)`` for every task in ``processes`` forked children; results in task order.
+
+    The children inherit the tasks and the built indexes at the fork (nothing is pickled
+    but slice bounds going out and finished records coming back), and the parent writes
+    every record, in the order one process would have written them.
+    """
+    global _FORKED
+    size = max(1, min(256, len(tasks) // (processes * 8) or 1))
+    slices = [(start, min(start + size, len(tasks))) for start in range(0, len(tasks), size)]
+    _FORKED = (tasks, compute)
+    try:
+        with warnings.catch_warnings():
+            # Python 3.12+ warns on fork when the parent has threads (a notebook kernel's); the
+            # children only score facts and return, and never touch those threads' locks.
+            warnings.filterwarnings("ignore", category=DeprecationWarning, message=".*fork.*")
+            pool = mp.get_context("fork").Pool(processes)
+        try:
+            yield from pool.imap(_compute_slice, slices)
+        finally:
+            pool.terminate()
+            pool.join()
+    finally:
+        _FORKED = None
+
+
 def _warm_up(jobs: Sequence[RunJob]) -> None:
     """Load the token counter and build (or read) the jobs' indexes before the facts start.
 
@@ -178,14 +237,19 @@ def _warm_up(jobs: Sequence[RunJob]) -> None:
     facts in flight would wait for them one after another, holding the GIL
     from each other, with the server idle.
     """
-    prompt_counter()
+    if any(job.ctx.llm is not None for job in jobs):
+        prompt_counter()
     for retriever in {id(r): r for r in (getattr(job.ctx, "retriever", None) for job in jobs) if r is not None}.values():
         if hasattr(retriever, "warm_up"):
             retriever.warm_up()
 
 
-def run_jobs(jobs: Sequence[RunJob], *, workers: int = 1, progress: bool = True) -> list[RunOutcome]:
+def run_jobs(jobs: Sequence[RunJob], *, workers: int = 1, progress: bool = True,
+             processes: int | None = None) -> list[RunOutcome]:
     """Execute several runs together (fact-major, ``workers`` facts at once); one outcome per job.
+
+    LLM-free runs over many facts are split between ``processes`` (default: one per core;
+    :func:`run_processes` says when), with the records one process would write.
 
     ``llm_calls``/``cache_hits``/tokens in each run's metrics count what THIS
     invocation did (a fact recorded by an earlier run costs nothing now);
@@ -204,22 +268,30 @@ def run_jobs(jobs: Sequence[RunJob], *, workers: int = 1, progress: bool = True)
         for job in jobs:
             writers.append(RecordWriter(Path(job.out_dir) / "records.jsonl", config=job.stamp, fresh=job.fresh))
         tasks = _fact_tasks(jobs, writers)
-        if workers > 1 and tasks:
+        total = sum(len(task) for task in tasks)
+        forks = run_processes(jobs, total, processes)
+        if (workers > 1 or forks > 1) and tasks:
             _warm_up(jobs)
         # what this invocation added to each run: its facts' model costs summed, and their number
         added = [NewFacts() for _ in jobs]
 
-        def run(task: Task) -> int:
-            for index, fact in task:
-                record = _record(fact, jobs[index].method, functions[index](fact, jobs[index].ctx))
-                added[index].add(writers[index].write(record))
-            return len(task)
+        def compute(task: Task) -> list[tuple[int, tuple[str, bytes, dict]]]:
+            return [(index, encoded(_record(fact, jobs[index].method, functions[index](fact, jobs[index].ctx))))
+                    for index, fact in task]
 
-        total = sum(len(task) for task in tasks)
+        def write(results: list[tuple[int, tuple[str, bytes, dict]]]) -> int:
+            for index, record in results:
+                added[index].add(writers[index].append(*record))
+            return len(results)
+
         label = jobs[0].method if len(jobs) == 1 else f"{len(jobs)} runs"
         with tqdm(total=total, desc=label, unit="fact", disable=not progress or not total, leave=False) as bar:
-            for done in _as_finished(tasks, run, workers):
-                bar.update(done)
+            if forks > 1:
+                for results in _forked(tasks, compute, forks):
+                    bar.update(write(results))
+            else:
+                for done in _as_finished(tasks, lambda task: write(compute(task)), workers):
+                    bar.update(done)
         wall = round(time.perf_counter() - started, 3)
         return [_finish(job, writer, new, wall) for job, writer, new in zip(jobs, writers, added)]
     finally:
