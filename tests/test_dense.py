@@ -315,3 +315,37 @@ def test_length_sorted_batches_give_the_vectors_of_unpadded_texts():
     shuffled = list(reversed(range(len(texts))))
     again = encoder.encode([texts[i] for i in shuffled], batch_size=5, documents=True)
     np.testing.assert_allclose(again, batched[shuffled], atol=2e-6)
+
+
+@pytest.mark.model
+def test_dense_and_hybrid_runs_in_forked_processes_give_the_records_of_one(tmp_path, monkeypatch):
+    """The real encoder: a forked child remakes its session and ranks as the parent does."""
+    from fhs.data.facts import Fact
+    from fhs.method.context import MethodContext
+    from fhs.run import runner
+    from fhs.run.records import read_records
+
+    monkeypatch.setattr(runner, "FORK_MIN_FACTS", 8)
+    words = ["assets held for sale", "revenue from customers", "income tax", "number of leases", "nausea",
+             "cash registers", "vomiting", "tax on income"]
+    facts = [Fact(id=f"f{i}", context_id=f"c{i}", modality="text", value=str(i), datatype="",
+                  context=f"{words[i % 8]} and {words[(i * 3) % 8]} ({i})", gold=("Revenue",),
+                  row_header=words[i % 8]) for i in range(24)]
+    dense = DenseRetriever(taxonomy(), RetrievalConfig(w_cov=0.0), cache_root=tmp_path, progress=False)
+    hybrid = HybridRetriever(taxonomy(), RetrievalConfig(w_cov=0.0), dense=dense)
+    assert dense.fork_safe and hybrid.fork_safe
+    assert not retriever(tmp_path)[0].fork_safe  # an encoder handed in cannot be remade in a child
+    forks = []
+    forked = runner._forked
+    monkeypatch.setattr(runner, "_forked", lambda *a: forks.append(a[2]) or forked(*a))
+    for processes in ("1", "2"):
+        monkeypatch.setenv(runner.PROCESSES_ENV, processes)
+        for name, searcher in (("dense", dense), ("hybrid", hybrid)):
+            ctx = MethodContext(taxonomy=taxonomy(), retriever=searcher)
+            runner.run_method(facts, "direct", ctx, tmp_path / processes / name, progress=False)
+    assert forks == [2, 2]
+    for name in ("dense", "hybrid"):
+        one, two = (read_records(tmp_path / p / name / "records.jsonl") for p in ("1", "2"))
+        for record in one + two:
+            record.pop("wall_seconds")
+        assert two == one and len(one) == 24

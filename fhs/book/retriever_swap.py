@@ -74,14 +74,17 @@ def dense_caption(study: Study, datasets: Sequence[str]) -> str:
 
 def readiness_runs(study: Study, datasets: Sequence[str], retrievers: Sequence[str],
                    limit: int | None = None) -> dict[tuple[str, str, str], Run]:
-    """Direct and the gold-query probe per dataset and retriever, on the full test set (or its first ``limit``)."""
+    """Direct and the gold-query probe per dataset and retriever, on the full test set (or its first ``limit``).
+
+    A dataset's runs execute together, fact by fact, so the hybrid runs find each query's dense
+    vector already made, in whichever process the fact ran (``fhs.run.runner``)."""
     runs = {}
     for name in datasets:
         facts = study.experiment(name).facts
         facts = facts if limit is None else facts[: int(limit)]
-        for retriever in retrievers:
-            for method in QUERY:
-                runs[(name, retriever, method)] = study.run(name, method, facts=facts, retriever=retriever)
+        keys = [(name, retriever, method) for retriever in retrievers for method in QUERY]
+        specs = [study.spec(name, method, retriever=retriever) for _, retriever, method in keys]
+        runs.update(zip(keys, study.run_all(specs, {name: facts})))
     return runs
 
 

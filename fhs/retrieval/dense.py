@@ -20,11 +20,14 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -170,13 +173,24 @@ class DenseRetriever:
         self._queries: OrderedDict[str, np.ndarray] = OrderedDict()
         self._query_cache_size = query_cache_size
         self._query_lock = threading.Lock()
+        self._encoder_threads: int | None = None  # None: every core (fhs.retrieval.encoders)
+        self._makes_encoder = encoder is None
+        if self._makes_encoder:
+            os.register_at_fork(after_in_child=partial(_remake_encoder_after_fork, weakref.ref(self)))
+
+    @property
+    def fork_safe(self) -> bool:
+        """Whether a forked copy searches alike (``fhs.run.runner.run_processes``): it does when it
+        makes its own encoder, since a session's threads do not survive a fork; an encoder handed
+        in cannot be remade, so runs with one stay in one process."""
+        return self._makes_encoder
 
     @property
     def encoder(self) -> Encoder:
         if self._encoder is None:
             with self._lock:
                 if self._encoder is None:
-                    self._encoder = make_encoder(self.model)
+                    self._encoder = make_encoder(self.model, threads=self._encoder_threads)
         return self._encoder
 
     def is_built(self) -> bool:
@@ -250,6 +264,23 @@ class DenseRetriever:
         if self._lexical is None:
             self._lexical = Retriever(self.taxonomy, replace(self.config, w_cov=0.0))
         return self._lexical
+
+
+_LEFT_BEHIND: list = []  # a forked child's copies of its parent's encoders
+
+
+def _remake_encoder_after_fork(ref: "weakref.ref[DenseRetriever]") -> None:
+    """In a forked child: drop the parent's encoder session (its threads stayed behind) and make a
+    one-thread one on first use, since the child is one of several processes sharing the cores.
+    Vectors do not depend on the thread count, so the child's rankings are the parent's."""
+    retriever = ref()
+    if retriever is not None and retriever._makes_encoder:
+        # Kept, never freed: destroying the parent's session waits on its threads, which a child lacks.
+        _LEFT_BEHIND.append(retriever._encoder)
+        retriever._encoder = None
+        retriever._encoder_threads = 1
+        retriever._lock = threading.Lock()
+        retriever._query_lock = threading.Lock()
 
 
 def with_coverage(lexical: Retriever, w_cov: float, datatype: str | None, query: str, pool: np.ndarray,

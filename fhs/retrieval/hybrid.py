@@ -42,6 +42,11 @@ class HybridRetriever:
         if self.bm25.config.w_cov > 0 or self.dense.config.w_cov > 0:
             raise ValueError("hybrid fuses the lists without coverage; set w_cov on the hybrid config")
 
+    @property
+    def fork_safe(self) -> bool:
+        """Whether a forked copy searches alike: when both of its retrievers do."""
+        return getattr(self.bm25, "fork_safe", False) and getattr(self.dense, "fork_safe", False)
+
     def warm_up(self) -> "HybridRetriever":
         self.bm25.warm_up()
         self.dense.warm_up()
