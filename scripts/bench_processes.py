@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(timed_runs(Path(args.child), args.dataset, retrievers, methods, args.limit)))
         return 0
     print(f"{args.dataset}: {', '.join(methods)} with {', '.join(retrievers)}; CPU cores "
-          f"{len(os.sched_getaffinity(0))}", flush=True)
+          f"{os.cpu_count()}", flush=True)
     print(f"{'processes':>10}{'seconds':>10}{'facts/s':>10}{'ratio':>8}  same records", flush=True)
     baseline, same_everywhere = None, True
     with tempfile.TemporaryDirectory(prefix="fhs-bench-processes-") as scratch:

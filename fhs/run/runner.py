@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import sys
 import threading
 import time
 import warnings
@@ -191,12 +192,12 @@ def run_processes(jobs: Sequence[RunJob], n_facts: int, processes: int | None = 
     copy searches alike (``fork_safe``). Each fact is computed alone, so the records are the
     same either way.
     """
+    if not sys.platform.startswith("linux"):  # elsewhere fork is unsafe with the system's libraries
+        return 1
     if processes is None:
         processes = int(os.environ.get(PROCESSES_ENV, "0")) or len(os.sched_getaffinity(0))
     forkable = all(job.ctx.llm is None and getattr(job.ctx.retriever, "fork_safe", False) for job in jobs)
-    if processes <= 1 or n_facts < FORK_MIN_FACTS or not forkable or "fork" not in mp.get_all_start_methods():
-        return 1
-    return processes
+    return processes if processes > 1 and n_facts >= FORK_MIN_FACTS and forkable else 1
 
 
 def _compute_slice(bounds: tuple[int, int]) -> list:
