@@ -227,21 +227,21 @@ def test_a_non_record_line_in_the_middle_names_the_line_and_advises_no_deletion(
 
 def test_a_full_disk_is_a_one_line_error_and_keeps_the_finished_records(capsys, tmp_path, files, monkeypatch):
     facts, taxonomy = files
-    original = RecordWriter.write
+    original = RecordWriter.append  # every record reaches the disk here (write encodes, then appends)
     written = []
 
-    def write(self, record):
+    def append(self, fact_id, line, summary):
         if written:
             raise OSError(errno.ENOSPC, "No space left on device", str(self.path))
-        written.append(record["id"])
-        return original(self, record)
+        written.append(fact_id)
+        return original(self, fact_id, line, summary)
 
-    monkeypatch.setattr(RecordWriter, "write", write)
+    monkeypatch.setattr(RecordWriter, "append", append)
     code, _, err = cli(capsys, *direct(facts, taxonomy, tmp_path / "o"))
     line = one_line(err)
     assert code == 2 and "No space left on device" in line and "run the same command again" in line
     assert [r["id"] for r in read_records(tmp_path / "o" / "records.jsonl")] == written
-    monkeypatch.setattr(RecordWriter, "write", original)
+    monkeypatch.setattr(RecordWriter, "append", original)
     code, result, _ = cli(capsys, *direct(facts, taxonomy, tmp_path / "o"))
     assert code == 0 and result["n_new"] == 2 and not (tmp_path / "o" / "run.lock").exists()
 
