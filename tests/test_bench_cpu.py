@@ -10,7 +10,8 @@ import pytest
 
 from fhs.core.errors import InputError
 from fhs.run.profiles import PROFILES
-from fhs.run.bench_cpu import EncoderSetting, LlamaSetting, bench_encoder, bench_llama, encoder_grid
+from fhs.run.bench_cpu import (EncoderSetting, LlamaSetting, bench_encoder, bench_llama, bench_sampling, encoder_grid,
+                               format_sampling, sampling_requests)
 from fhs.run.machine import can_mask, cpu_record, isa_environment, level, mlas_kernels
 
 V3 = {"sse4_2", "popcnt", "ssse3", "avx", "avx2", "fma", "f16c", "bmi2", "movbe"}
@@ -112,3 +113,16 @@ def test_bench_llama_times_prompt_and_generation_on_smollm2():
     assert rows[0]["same_tokens"] is True
     assert all(row["prompt_tok_s"] > 0 and row["suffix_tok_s"] > 0 and row["gen_tok_s"] > 0 for row in rows)
     assert "AVX2" in result["llama_cpp"]
+
+
+@pytest.mark.model
+def test_bench_sampling_replays_a_methods_requests_both_ways_on_smollm2():
+    requests = sampling_requests(("fincl",), ("structured",), facts=1)
+    assert requests and all(r.schema is not None for r in requests)  # what the cpu profile sends
+    result = bench_sampling(requests, model="smollm2-135m", n_ctx=4096)
+    every, first = result["rows"]
+    assert every["setting"] == "every token" and first["setting"] == "likeliest first"
+    assert first["same_replies"] == every["same_replies"] == len(requests) == result["requests"]
+    assert every["tokens_out"] == first["tokens_out"] > 0 and first["gen_tok_s"] > 0
+    assert every["narrowed"] == every["whole"] == 0 and first["narrowed"] + first["whole"] > 0
+    assert "sampling" in format_sampling(result)

@@ -280,7 +280,7 @@ def cmd_bench_cpu(args: argparse.Namespace) -> dict:
     isas = [i.strip() for i in args.isa.split(",") if i.strip()] if args.isa else None
     result = run_bench_cpu(part=args.part, isas=isas, taxonomy=args.taxonomy, data=args.data,
                            concepts=args.concepts, rounds=args.rounds, prompt_tokens=args.prompt_tokens,
-                           **({"llama_model": args.model} if args.model else {}))
+                           sampling_facts=args.facts or 1, **({"llama_model": args.model} if args.model else {}))
     if args.out:
         write_json_atomic(args.out, result)
     return result

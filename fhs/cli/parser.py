@@ -207,15 +207,17 @@ def build_parser() -> argparse.ArgumentParser:
                        help=f"llm, prefix, kv: comma-separated, from {names(METHODS)} (default llm: "
                             "direct,structured,fhs; prefix: fhs,structured,free-text,feedback-refine; kv: structured,fhs)")
     bench.add_argument("--facts", type=_positive_int("facts"), default=None,
-                       help="llm, prefix, kv: facts per dataset, whole contexts (default 3, 50, 2)")
+                       help="llm, prefix, kv, cpu (sampling): facts per dataset, whole contexts "
+                            "(default 3, 50, 2, 1)")
     bench.add_argument("--profile", default=None, help=f"llm, prefix: {names(PROFILES)} (default cpu, paper)")
     bench.add_argument("--backend", default=None, help=f"llm: {names(BACKENDS)} (default: the profile's)")
     bench.add_argument("--model", default=None, help="llm: model name (default: the profile's)")
     bench.add_argument("--cache", default=None,
                        help="llm: a response cache to reuse (default: a fresh temporary one, so the model is measured)")
     bench.add_argument("--out", default=None, help="llm, cpu, prefix, kv: also write the result as JSON here")
-    bench.add_argument("--part", choices=["encoder", "llama", "all"], default="all",
-                       help="cpu: the dense encoder's concepts/s, llama.cpp's tokens/s, or both")
+    bench.add_argument("--part", choices=["encoder", "llama", "sampling", "all"], default="all",
+                       help="cpu: the dense encoder's concepts/s, llama.cpp's tokens/s, grammar sampling "
+                            "(every token against likeliest first), or all three")
     bench.add_argument("--isa", default=None,
                        help="cpu: comma-separated instruction-set levels for the encoder, native and/or x86-64-v3 "
                             "(AVX-512/VNNI/AMX masked from CPUID; default both where the CPU allows masking)")

@@ -14,6 +14,7 @@ from typing import Any
 from fhs.core.errors import InputError
 from fhs.llm.contract import BackendError, Request, Response, chat_messages, derive_seed, plain
 from fhs.llm.kv_states import PromptStates
+from fhs.llm.likeliest_first import install as install_likeliest_first
 from fhs.llm.models import MODELS
 
 
@@ -69,6 +70,8 @@ class LlamaCppBackend:
     Sixteen: with prompts ordered for prefix caching, consecutive calls are different
     stages, and the call that shares most with the next prompt is usually a few calls
     back (``fhs bench kv``; book/deviations.md, "Prompt order and token budgets").
+    ``likeliest_first`` asks the grammar about the likeliest tokens before the rest
+    (``fhs/llm/likeliest_first.py``): the same replies, with far less grammar work per token.
     """
 
     def __init__(
@@ -81,6 +84,7 @@ class LlamaCppBackend:
         model_name: str | None = None,
         verbose: bool = False,
         kv_states: int = 16,
+        likeliest_first: bool = True,
         **llama_kwargs: Any,
     ) -> None:
         self._lock = threading.Lock()
@@ -94,6 +98,10 @@ class LlamaCppBackend:
         self._llm = llama_cpp.Llama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads,
                                     seed=seed, verbose=verbose, **llama_kwargs)
         self.load_seconds = time.perf_counter() - started
+        self.sampled: dict[str, int] = {}  # tokens sampled from a narrowed array or the whole one
+        if likeliest_first:
+            install_likeliest_first(self._llm, llama_cpp, importlib.import_module("llama_cpp._internals"),
+                                    counts=self.sampled)
         self.model_path = path
         self.n_ctx = n_ctx
         self.model = model_name or path.name

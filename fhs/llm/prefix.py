@@ -194,11 +194,13 @@ class RequestLog:
         self.model = getattr(backend, "model", "")
         self.name = getattr(backend, "name", f"{self.kind}:{self.model}")
         self.entries: list[tuple[str, list[dict[str, str]]]] = []
+        self.requests: list[Request] = []  # the requests themselves (schema, temperature, seed): to replay
         self._lock = threading.Lock()
 
     def complete(self, requests: Sequence[Request]) -> list[Response]:
         with self._lock:
             self.entries += [(r.purpose, chat_messages(r)) for r in requests]
+            self.requests += requests
         return self.backend.complete(requests)
 
     def write(self, path: str | Path) -> Path:

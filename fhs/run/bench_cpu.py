@@ -15,6 +15,13 @@ flash attention) in this process and times a prompt evaluated whole (KV cache
 cleared) and the same prompt's last part after a shared prefix (what prefix reuse
 across calls saves), then greedy generation; it checks that every setting generates
 the same tokens as the first.
+
+The sampling part replays the requests a method makes (schemas, temperatures
+and seeds as the ``cpu`` profile sends them; built with the simulated model, as
+``fhs bench kv`` does) on two llama.cpp backends in this process, grammar
+sampling over every token against the likeliest-first step
+(``fhs/llm/likeliest_first.py``), request by request, alternating which goes
+first; it reports generated tokens/s and whether every reply is the same.
 """
 
 from __future__ import annotations
@@ -234,6 +241,48 @@ def bench_llama(settings: Sequence[LlamaSetting], *, model: str = "qwen2.5-0.5b"
             "rounds": rounds, "llama_cpp": llama_system_info(), "rows": rows}
 
 
+def sampling_requests(datasets: Sequence[str] = ("codiesp", "fincl"), methods: Sequence[str] = ("fhs",), *,
+                      facts: int = 1, data: str | Path | None = None) -> list:
+    """The requests ``methods`` send on each dataset's first ``facts`` contexts (cpu profile, simulated answers)."""
+    from fhs.method.config import FHSConfig
+    from fhs.run.bench_prefix import simulated_logs
+
+    order = FHSConfig().prompt_order
+    logs = simulated_logs(datasets, methods, facts=facts, profile="cpu", orders=[order], data=data, progress=False)
+    return logs[order].requests
+
+
+def bench_sampling(requests: Sequence[Any], *, model: str = "qwen2.5-0.5b", n_ctx: int = 8192) -> dict[str, Any]:
+    """Generated tokens/s with grammar sampling over every token and with the likeliest-first step."""
+    from fhs.llm.llama_cpp import LlamaCppBackend
+    from fhs.llm.models import model_path
+
+    names = ("every token", "likeliest first")
+    backends = [LlamaCppBackend(model_path(model), n_ctx=n_ctx, likeliest_first=flag, model_name=model)
+                for flag in (False, True)]
+    replies: list[list[str]] = [[], []]
+    totals = [{"calls": 0, "tokens_out": 0, "seconds": 0.0, "generate_seconds": 0.0} for _ in names]
+    for i, request in enumerate(requests):
+        for k in ((0, 1) if i % 2 == 0 else (1, 0)):
+            (answer,) = backends[k].complete([request])
+            replies[k].append(answer.text)
+            total = totals[k]
+            total["calls"] += 1
+            total["tokens_out"] += answer.tokens_out
+            total["seconds"] += answer.seconds
+            total["generate_seconds"] += answer.seconds - (answer.prompt_seconds or 0.0)
+    rows = []
+    for k, name in enumerate(names):
+        total = totals[k]
+        rows.append({"setting": name, **{key: round(v, 2) for key, v in total.items()},
+                     "gen_tok_s": round(total["tokens_out"] / total["generate_seconds"], 1),
+                     "same_replies": sum(a == b for a, b in zip(replies[k], replies[0])),
+                     "narrowed": backends[k].sampled.get("narrowed", 0), "whole": backends[k].sampled.get("whole", 0)})
+    for row in rows:
+        row["ratio"] = round(rows[0]["seconds"] / row["seconds"], 2)
+    return {"model": model, "requests": len(requests), "llama_cpp": llama_system_info(), "rows": rows}
+
+
 # --- the comparisons ``fhs bench cpu`` makes ---------------------------------------------------
 
 def encoder_grid(isas: Sequence[str], model: str = "minilm-int8-d32") -> list[EncoderSetting]:
@@ -270,8 +319,9 @@ def _sample_texts(taxonomy: str, data: str | Path | None, n: int) -> list[str]:
 
 def run_bench_cpu(*, part: str = "all", isas: Sequence[str] | None = None, taxonomy: str = "icd-10-cm",
                   data: str | Path | None = None, concepts: int = 512, rounds: int = 3,
-                  prompt_tokens: int = 1500, llama_model: str = "qwen2.5-0.5b") -> dict[str, Any]:
-    """The encoder and/or llama.cpp comparisons, each printed as its table when done."""
+                  prompt_tokens: int = 1500, llama_model: str = "qwen2.5-0.5b",
+                  sampling_facts: int = 1) -> dict[str, Any]:
+    """The encoder, llama.cpp and grammar-sampling comparisons, each printed as its table when done."""
     result: dict[str, Any] = {"cpu": cpu_record()}
     if part in ("encoder", "all"):
         if isas is None:
@@ -285,6 +335,10 @@ def run_bench_cpu(*, part: str = "all", isas: Sequence[str] | None = None, taxon
                             suffix_tokens=max(1, prompt_tokens // 8), rounds=max(1, min(rounds, 2)))
         print(format_llama(llama), flush=True)
         result["llama"] = llama
+    if part in ("sampling", "all"):
+        sampling = bench_sampling(sampling_requests(facts=sampling_facts, data=data), model=llama_model)
+        print(format_sampling(sampling), flush=True)
+        result["sampling"] = sampling
     return result
 
 
@@ -309,6 +363,18 @@ def format_llama(result: dict[str, Any]) -> str:
     for row in result["rows"]:
         lines.append(f"{row['setting']:<28}{row['prompt_tok_s']:>13}{row['suffix_tok_s']:>13}{row['gen_tok_s']:>10}"
                      f"{row['call_s']:>8}{row['call_s_shared_prefix']:>9}{row['ratio']:>7}  {row['same_tokens']}")
+    return "\n".join(lines)
+
+
+def format_sampling(result: dict[str, Any]) -> str:
+    lines = [f"grammar sampling, {result['model']}: {result['requests']} requests a method sends "
+             f"(cpu profile), each answered both ways; {result['llama_cpp']}",
+             f"{'setting':<18}{'tokens out':>11}{'call s':>9}{'gen s':>9}{'gen tok/s':>10}{'ratio':>7}"
+             f"{'narrowed':>10}{'whole':>7}  same replies"]
+    for row in result["rows"]:
+        lines.append(f"{row['setting']:<18}{row['tokens_out']:>11}{row['seconds']:>9}{row['generate_seconds']:>9}"
+                     f"{row['gen_tok_s']:>10}{row['ratio']:>7}{row['narrowed']:>10}{row['whole']:>7}"
+                     f"  {row['same_replies']}/{result['requests']}")
     return "\n".join(lines)
 
 
