@@ -11,16 +11,18 @@ What follows the grammar only ever looks at the best allowed tokens: greedy
 takes the first allowed token of highest logit, top-k the ``k`` allowed tokens
 of highest logit. So a step placed just before the grammar takes the tokens
 whose logit is at least the ``CANDIDATES``-th largest (ties included), asks the
-same grammar sampler about them, and when at least ``need`` of them are
-allowed (1 for greedy, ``top_k`` otherwise) hands the chain only those allowed
-tokens, in token-id order as llama.cpp itself lists them. Every token outside
-has a lower logit than every token inside, so greedy selects the same token
-and top-k keeps the same set; the grammar then checks the few tokens left and
-everything after it runs unchanged. When fewer are allowed (a position the
-grammar all but forces) the step leaves the array whole and the chain runs as
-before. Whether a token is allowed depends only on the grammar's state and the
-token, never on the other candidates, so asking about fewer tokens cannot
-change an answer.
+same grammar sampler about them, and when enough of them are allowed hands the
+chain only those allowed tokens, in token-id order as llama.cpp itself lists
+them. Every token outside has a lower logit than every token inside, so greedy
+(enough: one) selects the same token and top-k (enough: ``k``) keeps the same
+set; the grammar then checks the few tokens left and everything after it runs
+unchanged. Fewer than ``k`` are enough when min-p is the only cut after top-k
+and every token outside lies below it: min-p would drop them whatever the
+grammar said (``_enough_rule``). Otherwise (a position the grammar all but
+forces, with candidates close behind) the step leaves the array whole and the
+chain runs as before. Whether a token is allowed depends only on the grammar's
+state and the token, never on the other candidates, so asking about fewer
+tokens cannot change an answer.
 
 The one difference left is the order of tokens whose logits are exactly equal
 inside top-k's result (``std::partial_sort`` does not promise one), which could
@@ -32,6 +34,8 @@ whether every reply is the same.
 from __future__ import annotations
 
 import ctypes
+import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -40,7 +44,10 @@ CANDIDATES = 512  # tokens asked about first; the step pays for itself when the 
 _TOKEN_DATA = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)])  # llama_token_data
 
 
-def likeliest_first(llama_cpp: Any, grammar: Any, need: int, candidates: int = CANDIDATES,
+Enough = Callable[[np.ndarray, float], bool]  # (allowed tokens' logits, lowest logit asked about) -> decided?
+
+
+def likeliest_first(llama_cpp: Any, grammar: Any, enough: Enough, candidates: int = CANDIDATES,
                     counts: dict[str, int] | None = None):
     """The apply function of the step before ``grammar`` (a ``llama_sampler *``): see the module docstring.
     ``counts`` tallies the tokens sampled from the narrowed array and from the whole one."""
@@ -54,14 +61,14 @@ def likeliest_first(llama_cpp: Any, grammar: Any, need: int, candidates: int = C
         address = ctypes.addressof(array.data.contents)
         data = np.frombuffer((ctypes.c_byte * (size * _TOKEN_DATA.itemsize)).from_address(address), _TOKEN_DATA)
         logits = data["logit"]
-        floor = np.partition(logits, size - candidates)[size - candidates]
+        floor = float(np.partition(logits, size - candidates)[size - candidates])
         subset = data[np.flatnonzero(logits >= floor)]  # a copy, in the array's (token-id) order
         view = llama_cpp.llama_token_data_array(
             data=subset.ctypes.data_as(ctypes.POINTER(llama_cpp.llama_token_data)),
             size=len(subset), selected=-1, sorted=False)
         llama_cpp.llama_sampler_apply(grammar, ctypes.byref(view))
         allowed = subset[np.isfinite(subset["logit"])]
-        if len(allowed) >= need:
+        if len(allowed) and enough(allowed["logit"], floor):
             data[:len(allowed)] = allowed
             array.size = len(allowed)
             counts["narrowed"] = counts.get("narrowed", 0) + 1
@@ -71,16 +78,34 @@ def likeliest_first(llama_cpp: Any, grammar: Any, need: int, candidates: int = C
     return apply
 
 
-def _need(kwargs: dict[str, Any]) -> int | None:
-    """How many allowed tokens what follows the grammar reads: None where the step cannot help."""
+_MARGIN = 1e-3  # logits: far more than float32 rounding of max + log(min_p), far less than any real gap
+
+
+def _enough_rule(kwargs: dict[str, Any]) -> Enough | None:
+    """When the allowed tokens among the likeliest decide what follows the grammar (llama-cpp-python's
+    ``_init_sampler`` arguments); None where the step cannot help.
+
+    Greedy: one allowed token. Top-k: ``k`` of them; or fewer, when min-p is the only other cut
+    (top-p and typical off, as every request here sends) and every token not asked about lies below
+    it: min-p keeps only tokens within ``log(min_p)`` of the best allowed one, so tokens that
+    unlikely never reach the draw, whatever the grammar says about them.
+    """
     if kwargs.get("grammar") is None or kwargs.get("logits_processor") is not None:
         return None
     temp = kwargs.get("temp", 0.8)
     if temp == 0.0:
-        return 1
-    if temp > 0.0 and kwargs.get("mirostat_mode", 0) == 0 and kwargs.get("top_k", 40) > 0:
-        return int(kwargs.get("top_k", 40))
-    return None  # dist over every allowed token, or mirostat: they read the whole array
+        return lambda allowed, floor: True
+    top_k = int(kwargs.get("top_k", 40))
+    if not (temp > 0.0 and kwargs.get("mirostat_mode", 0) == 0 and top_k > 0):
+        return None  # dist over every allowed token, or mirostat: they read the whole array
+    min_p = float(kwargs.get("min_p", 0.05))
+    only_min_p = min_p > 0.0 and kwargs.get("top_p", 0.95) >= 1.0 and kwargs.get("typical_p", 1.0) >= 1.0
+    cut = math.log(min_p) - _MARGIN if only_min_p else None
+
+    def enough(allowed: np.ndarray, floor: float) -> bool:
+        return len(allowed) >= top_k or (cut is not None and floor < float(allowed.max()) + cut)
+
+    return enough
 
 
 def install(llm: Any, llama_cpp: Any, internals: Any, candidates: int = CANDIDATES,
@@ -90,10 +115,10 @@ def install(llm: Any, llama_cpp: Any, internals: Any, candidates: int = CANDIDAT
 
     def init_sampler(**kwargs: Any) -> Any:
         chain = build(**kwargs)
-        need = _need(kwargs)
-        if need is not None:
+        enough = _enough_rule(kwargs)
+        if enough is not None:
             _insert_before_grammar(chain, llama_cpp, internals,
-                                   lambda grammar: likeliest_first(llama_cpp, grammar, need, candidates, counts))
+                                   lambda grammar: likeliest_first(llama_cpp, grammar, enough, candidates, counts))
         return chain
 
     llm._init_sampler = init_sampler
