@@ -344,38 +344,53 @@ def run_bench_cpu(*, part: str = "all", isas: Sequence[str] | None = None, taxon
 
 # --- tables ----------------------------------------------------------------------------------
 
+def _table(head: list[str], columns: Sequence[tuple[str, int, Any]], rows: Sequence[dict[str, Any]],
+           last: tuple[str, Any] | None = None) -> str:
+    """Settings side by side: ``columns`` are (header, width, value of a row), the first one left-aligned;
+    ``last`` (header, value), if any, closes each line unpadded."""
+    def line(cells: Sequence[Any], end: Any) -> str:
+        first, *rest = cells
+        return f"{first:<{columns[0][1]}}" + "".join(f"{c:>{w}}" for c, (_, w, _) in zip(rest, columns[1:])) \
+            + ("" if last is None else f"  {end}")
+
+    return "\n".join(head + [line([h for h, _, _ in columns], last and last[0])]
+                     + [line([value(row) for _, _, value in columns], last and last[1](row)) for row in rows])
+
+
+def _key(name: str) -> Any:
+    return lambda row: row[name]
+
+
 def format_encoder(result: dict[str, Any]) -> str:
-    lines = [f"encoder: {result['concepts']} concept texts, median of {result['rounds']} rounds"]
-    for isa, cpu in result["cpu"].items():
-        lines.append(f"  {isa}: {cpu['cpu']}; CPUID {cpu['CPUID in this process']}; {cpu['ONNX Runtime kernels']}")
-    lines.append(f"{'setting':<44}{'concepts/s':>11}{'ratio':>7}{'spread s':>12}{'max |d|':>10}{'min cos':>10}")
-    for row in result["rows"]:
-        lines.append(f"{row['setting']:<44}{row['concepts_per_s']:>11}{row['ratio']:>7}{row['spread']:>12}"
-                     f"{row['max_abs_diff']:>10.1e}{row['min_cosine']:>10.6f}")
-    return "\n".join(lines)
+    head = [f"encoder: {result['concepts']} concept texts, median of {result['rounds']} rounds"]
+    head += [f"  {isa}: {cpu['cpu']}; CPUID {cpu['CPUID in this process']}; {cpu['ONNX Runtime kernels']}"
+             for isa, cpu in result["cpu"].items()]
+    columns = [("setting", 44, _key("setting")), ("concepts/s", 11, _key("concepts_per_s")),
+               ("ratio", 7, _key("ratio")), ("spread s", 12, _key("spread")),
+               ("max |d|", 10, lambda row: f"{row['max_abs_diff']:.1e}"),
+               ("min cos", 10, lambda row: f"{row['min_cosine']:.6f}")]
+    return _table(head, columns, result["rows"])
 
 
 def format_llama(result: dict[str, Any]) -> str:
-    lines = [f"llama.cpp {result['model']}: prompt {result['prompt_tokens']} tokens (shared prefix: last "
-             f"{result['suffix_tokens']} evaluated), {result['generate']} generated; {result['llama_cpp']}",
-             f"{'setting':<28}{'prompt tok/s':>13}{'suffix tok/s':>13}{'gen tok/s':>10}{'call s':>8}"
-             f"{'shared s':>9}{'ratio':>7}  same tokens"]
-    for row in result["rows"]:
-        lines.append(f"{row['setting']:<28}{row['prompt_tok_s']:>13}{row['suffix_tok_s']:>13}{row['gen_tok_s']:>10}"
-                     f"{row['call_s']:>8}{row['call_s_shared_prefix']:>9}{row['ratio']:>7}  {row['same_tokens']}")
-    return "\n".join(lines)
+    head = [f"llama.cpp {result['model']}: prompt {result['prompt_tokens']} tokens (shared prefix: last "
+            f"{result['suffix_tokens']} evaluated), {result['generate']} generated; {result['llama_cpp']}"]
+    columns = [("setting", 28, _key("setting")), ("prompt tok/s", 13, _key("prompt_tok_s")),
+               ("suffix tok/s", 13, _key("suffix_tok_s")), ("gen tok/s", 10, _key("gen_tok_s")),
+               ("call s", 8, _key("call_s")), ("shared s", 9, _key("call_s_shared_prefix")),
+               ("ratio", 7, _key("ratio"))]
+    return _table(head, columns, result["rows"], ("same tokens", _key("same_tokens")))
 
 
 def format_sampling(result: dict[str, Any]) -> str:
-    lines = [f"grammar sampling, {result['model']}: {result['requests']} requests a method sends "
-             f"(cpu profile), each answered both ways; {result['llama_cpp']}",
-             f"{'setting':<18}{'tokens out':>11}{'call s':>9}{'gen s':>9}{'gen tok/s':>10}{'ratio':>7}"
-             f"{'narrowed':>10}{'whole':>7}  same replies"]
-    for row in result["rows"]:
-        lines.append(f"{row['setting']:<18}{row['tokens_out']:>11}{row['seconds']:>9}{row['generate_seconds']:>9}"
-                     f"{row['gen_tok_s']:>10}{row['ratio']:>7}{row['narrowed']:>10}{row['whole']:>7}"
-                     f"  {row['same_replies']}/{result['requests']}")
-    return "\n".join(lines)
+    head = [f"grammar sampling, {result['model']}: {result['requests']} requests a method sends "
+            f"(cpu profile), each answered both ways; {result['llama_cpp']}"]
+    columns = [("setting", 18, _key("setting")), ("tokens out", 11, _key("tokens_out")),
+               ("call s", 9, _key("seconds")), ("gen s", 9, _key("generate_seconds")),
+               ("gen tok/s", 10, _key("gen_tok_s")), ("ratio", 7, _key("ratio")),
+               ("narrowed", 10, _key("narrowed")), ("whole", 7, _key("whole"))]
+    return _table(head, columns, result["rows"],
+                  ("same replies", lambda row: f"{row['same_replies']}/{result['requests']}"))
 
 
 if __name__ == "__main__" and sys.argv[1:] == ["--worker"]:
