@@ -87,6 +87,8 @@ def test_the_grid_compares_the_old_cut_and_batching_on_every_level():
     assert EncoderSetting("minilm-int8-d64", isa="x86-64-v3") in grid
     assert EncoderSetting(order="chars", isa="x86-64-v3") in grid and EncoderSetting(isa="x86-64-v3") in grid
     assert len({s.label() for s in grid}) == len(grid)
+    for isa in ("native", "x86-64-v3"):  # a build's chunks in one session and in two processes, per level
+        assert EncoderSetting(isa=isa, chunk=128) in grid and EncoderSetting(isa=isa, chunk=128, processes=2) in grid
 
 
 @pytest.mark.model
@@ -95,11 +97,13 @@ def test_bench_encoder_runs_the_real_model_in_workers_and_compares_vectors():
              "Assets held for sale, carrying amount, current and noncurrent, at the end of the period."] * 4
     isas = ["native", "x86-64-v3"] if can_mask() else ["native"]
     settings = [EncoderSetting(order="chars", batch_size=4)] + [EncoderSetting(batch_size=4, isa=i) for i in isas]
+    settings += [EncoderSetting(batch_size=4, chunk=5), EncoderSetting(batch_size=4, chunk=5, processes=2)]
     result = bench_encoder(texts, settings, rounds=1)
     rows = result["rows"]
     assert [row["setting"] for row in rows] == [s.label() for s in settings]
     assert all(row["concepts_per_s"] > 0 for row in rows)
     assert rows[1]["max_abs_diff"] < 1e-5  # batching by tokens: the same vectors
+    assert rows[-1]["max_abs_diff"] == 0.0  # two processes: the vectors of one session, chunk by chunk
     assert all(row["min_cosine"] > 0.99999 for row in rows)  # AVX2 kernels: float rounding only
     if can_mask():
         assert "masked" in result["cpu"]["x86-64-v3"]["CPUID in this process"]

@@ -7,6 +7,8 @@ the real all-MiniLM-L6-v2 on a handful of concepts.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -142,6 +144,66 @@ def test_an_interrupted_build_resumes_from_its_checkpoint(tmp_path, monkeypatch)
     assert [p.name.endswith(".partial.npy") for p in (tmp_path / "dense").iterdir()] == [False]
 
 
+class ForkableEncoder(FakeEncoder):
+    """A fake that, like the ONNX encoder, can make a one-thread copy of itself in a forked process."""
+
+    threads = 2
+
+    def single_threaded(self):
+        copy = ForkableEncoder()
+        copy.threads = 1
+        return copy
+
+    def encode(self, texts, **kw):
+        rows = super().encode(texts, **kw)
+        rows[:, -1] = os.getpid()  # which process embedded each row
+        return rows
+
+
+def test_a_build_splits_its_chunks_between_forked_processes(tmp_path, monkeypatch):
+    import fhs.retrieval.dense as dense_module
+
+    monkeypatch.setattr(dense_module, "CHECKPOINT_EVERY", 2)
+    monkeypatch.delenv(dense_module.PROCESSES_ENV, raising=False)
+    matrix, info = load_or_build_embeddings(taxonomy(), ForkableEncoder(), cache_root=tmp_path, progress=False)
+    assert info["processes"] == 2  # the encoder's two threads, as two one-thread processes
+    pids = set(matrix[:, -1].astype(int))
+    assert os.getpid() not in pids and 1 <= len(pids) <= 2
+    # the rows of one process are those the same encoder gives here, in taxonomy order
+    here, _ = load_or_build_embeddings(taxonomy(), FakeEncoder(), use_cache=False, progress=False)
+    np.testing.assert_array_equal(matrix[:, :-1], here[:, :-1])
+    # one process when asked, or when the encoder has no one-thread copy
+    monkeypatch.setenv(dense_module.PROCESSES_ENV, "1")
+    one, info = load_or_build_embeddings(taxonomy(), ForkableEncoder(), use_cache=False, progress=False)
+    assert info["processes"] == 1 and set(one[:, -1].astype(int)) == {os.getpid()}
+    assert dense_module.build_processes(FakeEncoder(), chunks=3) == 1
+    assert dense_module.build_processes(ForkableEncoder(), chunks=1) == 1
+    bar = []
+    list(dense_module.embedded_chunks(ForkableEncoder(), [["a", "b"], ["c"]], processes=2, progress=bar.append))
+    assert bar == [2, 1]  # the progress bar moves by chunk
+
+
+def test_a_build_in_processes_resumes_from_its_checkpoint(tmp_path, monkeypatch):
+    import fhs.retrieval.dense as dense_module
+
+    monkeypatch.setattr(dense_module, "CHECKPOINT_EVERY", 2)
+    reference, _ = load_or_build_embeddings(taxonomy(), FakeEncoder(), use_cache=False, progress=False)
+    real_save = dense_module.save_npy_atomic
+
+    def save_then_stop(path, array):  # the second checkpoint is written, then the build is interrupted
+        real_save(path, array)
+        if array.shape[0] == 4:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(dense_module, "save_npy_atomic", save_then_stop)
+    with pytest.raises(KeyboardInterrupt):
+        load_or_build_embeddings(taxonomy(), ForkableEncoder(), cache_root=tmp_path, progress=False)
+    monkeypatch.setattr(dense_module, "save_npy_atomic", real_save)
+    matrix, info = load_or_build_embeddings(taxonomy(), ForkableEncoder(), cache_root=tmp_path, progress=False)
+    assert info["resumed_from"] == 4 and info["processes"] == 1  # one chunk left: one process
+    np.testing.assert_array_equal(matrix[:, :-1], reference[:, :-1])
+
+
 def test_atomic_write_leaves_no_partial_file(tmp_path):
     target = tmp_path / "x" / "a.npy"
     save_npy_atomic(target, np.arange(3, dtype=np.float32))
@@ -261,6 +323,23 @@ def test_the_int8_vectors_do_not_depend_on_the_thread_count():
     # two batches at once, one thread each (the vectors land in the order given, and match)
     streamed = OnnxEncoder(threads=2, streams=2).encode(texts, batch_size=8, documents=True)
     assert np.array_equal(streamed, OnnxEncoder(threads=1).encode(texts, batch_size=8, documents=True))
+
+
+@pytest.mark.model
+def test_a_build_in_two_processes_gives_the_vectors_of_one(monkeypatch):
+    """Forked one-thread sessions embed each chunk exactly as one two-thread session does."""
+    import fhs.retrieval.dense as dense_module
+
+    monkeypatch.setattr(dense_module, "CHECKPOINT_EVERY", 7)
+    concepts = [Concept(f"C{i}", f"{c.label} {'and more ' * (i % 5)}", c.definition, c.datatype)
+                for i, c in enumerate(taxonomy().concepts * 5)]
+    tax = Taxonomy.from_concepts("mixed", concepts)
+    model = MODELS["minilm-int8-d32"]
+    one, info = load_or_build_embeddings(tax, OnnxEncoder(model, threads=2), use_cache=False, progress=False,
+                                         processes=1)
+    two, info2 = load_or_build_embeddings(tax, OnnxEncoder(model, threads=2), use_cache=False, progress=False)
+    assert (info["processes"], info2["processes"]) == (1, 2)
+    assert np.array_equal(one, two)
 
 
 @pytest.mark.model

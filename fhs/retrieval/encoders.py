@@ -205,8 +205,10 @@ class OnnxEncoder:
         # of the GIL while it runs, and one thread per batch wastes no time handing work
         # between threads (``fhs bench cpu``: s2). Every batch is computed alike either way.
         self.streams = max(1, streams)
+        self.threads = _threads(threads)  # the cores it uses: a build splits between that many processes
+        self.spinning = spinning
         options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = max(1, _threads(threads) // self.streams)
+        options.intra_op_num_threads = max(1, self.threads // self.streams)
         options.inter_op_num_threads = 1
         # Spinning keeps idle worker threads busy-waiting between operators (faster alone on
         # the cores, wasteful when other work shares them); ``fhs bench cpu`` measures both.
@@ -214,6 +216,10 @@ class OnnxEncoder:
         self.session = onnxruntime.InferenceSession(str(locate(spec.weights)), options,
                                                     providers=["CPUExecutionProvider"])
         self.input_names = {i.name for i in self.session.get_inputs()}
+
+    def single_threaded(self) -> "OnnxEncoder":
+        """A fresh one-thread session of the same model, for a forked process (``fhs.retrieval.dense``)."""
+        return OnnxEncoder(self.spec, threads=1, spinning=self.spinning)
 
     def encode(self, texts: Sequence[str], *, batch_size: int = 32,
                progress: Callable[[int], None] | None = None, documents: bool = False) -> np.ndarray:

@@ -51,11 +51,15 @@ class EncoderSetting:
     isa: str = "native"
     spinning: bool = True  # ONNX Runtime's worker threads spin between ops
     streams: int = 1  # batches run at once, each on threads // streams intra-op threads
+    chunk: int = 0  # texts per encode call, as a dense build's checkpoints cut them (0: one call)
+    processes: int = 1  # forked one-thread processes that embed the chunks side by side
 
     def label(self) -> str:
         spin = "" if self.spinning else " nospin"
         streams = f" s{self.streams}" if self.streams > 1 else ""
-        return f"{self.model} {self.isa} t{self.threads} b{self.batch_size} {self.order}{spin}{streams}"
+        chunks = f" c{self.chunk}" if self.chunk else ""
+        processes = f" p{self.processes}" if self.processes > 1 else ""
+        return f"{self.model} {self.isa} t{self.threads} b{self.batch_size} {self.order}{spin}{streams}{chunks}{processes}"
 
 
 @dataclass(frozen=True)
@@ -83,6 +87,7 @@ def _chunks(texts: Sequence[str], setting: EncoderSetting) -> list[list[int]]:
 
 def _worker() -> None:
     """Embeds on request: one JSON line in (setting, texts file, vectors file), seconds out."""
+    from fhs.retrieval.dense import embedded_chunks
     from fhs.retrieval.encoders import MODELS, OnnxEncoder
 
     encoders: dict[tuple, Any] = {}
@@ -97,7 +102,11 @@ def _worker() -> None:
                                         streams=setting.streams)
         encoder = encoders[key]
         started = time.perf_counter()
-        if setting.order == "tokens":
+        if setting.chunk:  # as load_or_build_embeddings embeds a build
+            chunks = [texts[i:i + setting.chunk] for i in range(0, len(texts), setting.chunk)]
+            vectors = np.concatenate(list(embedded_chunks(encoder, chunks, batch_size=setting.batch_size,
+                                                          processes=setting.processes)))
+        elif setting.order == "tokens":
             vectors = encoder.encode(texts, batch_size=setting.batch_size, documents=True)
         else:
             vectors = np.zeros((len(texts), encoder.spec.dim), dtype=np.float32)
@@ -152,7 +161,8 @@ def bench_encoder(texts: Sequence[str], settings: Sequence[EncoderSetting], *, r
         first_of: dict[str, int] = {}
         for k, setting in enumerate(settings):
             vectors = np.load(folder / f"vectors{k}.npy")
-            ref = np.load(folder / f"vectors{first_of.setdefault(setting.model, k)}.npy")
+            # chunked rows compare with the first of their chunking (a chunk is batched on its own)
+            ref = np.load(folder / f"vectors{first_of.setdefault((setting.model, setting.chunk), k)}.npy")
             median = statistics.median(times[k])
             rows.append({"setting": setting.label(), **asdict(setting), "concepts_per_s": round(len(texts) / median, 1),
                          "seconds": round(median, 3), "spread": f"{min(times[k]):.2f}-{max(times[k]):.2f}",
@@ -285,10 +295,11 @@ def bench_sampling(requests: Sequence[Any], *, model: str = "qwen2.5-0.5b", n_ct
 
 # --- the comparisons ``fhs bench cpu`` makes ---------------------------------------------------
 
-def encoder_grid(isas: Sequence[str], model: str = "minilm-int8-d32") -> list[EncoderSetting]:
-    """Per level: the book's cut (32 word pieces) against the earlier one (64), and batching by
-    characters against by tokens; on the first level also threads, batch size, spinning and two batches at
-    once (streams)."""
+def encoder_grid(isas: Sequence[str], model: str = "minilm-int8-d32", chunk: int = 128) -> list[EncoderSetting]:
+    """Per level: the book's cut (32 word pieces) against the earlier one (64), batching by
+    characters against by tokens, and a build's chunks of ``chunk`` texts in one two-thread
+    session against two forked one-thread processes; on the first level also threads, batch
+    size, spinning and two batches at once (streams)."""
     grid: list[EncoderSetting] = []
     for n, isa in enumerate(isas):
         grid += [EncoderSetting("minilm-int8-d64", isa=isa), EncoderSetting(model, order="chars", isa=isa),
@@ -297,6 +308,7 @@ def encoder_grid(isas: Sequence[str], model: str = "minilm-int8-d32") -> list[En
             grid += [EncoderSetting(model, isa=isa, threads=1), EncoderSetting(model, isa=isa, batch_size=8),
                      EncoderSetting(model, isa=isa, batch_size=128), EncoderSetting(model, isa=isa, spinning=False),
                      EncoderSetting(model, isa=isa, streams=2)]
+        grid += [EncoderSetting(model, isa=isa, chunk=chunk), EncoderSetting(model, isa=isa, chunk=chunk, processes=2)]
     return grid
 
 
@@ -326,7 +338,11 @@ def run_bench_cpu(*, part: str = "all", isas: Sequence[str] | None = None, taxon
     if part in ("encoder", "all"):
         if isas is None:
             isas = ["native", "x86-64-v3"] if can_mask() else ["native"]
-        encoder = bench_encoder(_sample_texts(taxonomy, data, concepts), encoder_grid(isas), rounds=rounds)
+        from fhs.retrieval.dense import CHECKPOINT_EVERY
+
+        chunk = min(CHECKPOINT_EVERY, -(-concepts // 4))  # a build's chunks, four or more of them
+        encoder = bench_encoder(_sample_texts(taxonomy, data, concepts), encoder_grid(isas, chunk=chunk),
+                                rounds=rounds)
         encoder["taxonomy"] = taxonomy
         print(format_encoder(encoder), flush=True)
         result["encoder"] = encoder
@@ -365,7 +381,7 @@ def format_encoder(result: dict[str, Any]) -> str:
     head = [f"encoder: {result['concepts']} concept texts, median of {result['rounds']} rounds"]
     head += [f"  {isa}: {cpu['cpu']}; CPUID {cpu['CPUID in this process']}; {cpu['ONNX Runtime kernels']}"
              for isa, cpu in result["cpu"].items()]
-    columns = [("setting", 44, _key("setting")), ("concepts/s", 11, _key("concepts_per_s")),
+    columns = [("setting", 50, _key("setting")), ("concepts/s", 11, _key("concepts_per_s")),
                ("ratio", 7, _key("ratio")), ("spread s", 12, _key("spread")),
                ("max |d|", 10, lambda row: f"{row['max_abs_diff']:.1e}"),
                ("min cos", 10, lambda row: f"{row['min_cosine']:.6f}")]
