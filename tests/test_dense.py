@@ -220,6 +220,25 @@ def test_query_embeddings_are_reused(tmp_path):
     assert encoder.calls == calls + 1
 
 
+def test_recent_cosines_are_reused_by_a_hybrid_search_and_kept_read_only(tmp_path, monkeypatch):
+    import fhs.retrieval.dense as dense_module
+
+    dense, _ = retriever(tmp_path)
+    hybrid = HybridRetriever(taxonomy(), RetrievalConfig(w_cov=0.0), dense=dense)
+    queries = ["assets held for sale", "tax on income", "number of leases"]
+    asked = [(q, t) for q in queries for t in ("monetary", "integer", None)]
+    first = [(dense.search(q, t), hybrid.search(q, t)) for q, t in asked]
+    assert dense.scored == {"computed": len(asked), "reused": len(asked)}  # each hybrid search reused its cosines
+    part, cosine = dense.scores(*asked[-1])
+    assert not cosine.flags.writeable
+    # the same rankings with nothing kept
+    monkeypatch.setattr(dense_module, "SCORES_KEPT", 0)
+    again, _ = retriever(tmp_path)
+    fresh = HybridRetriever(taxonomy(), RetrievalConfig(w_cov=0.0), dense=again)
+    assert [(again.search(q, t), fresh.search(q, t)) for q, t in asked] == first
+    assert again.scored["reused"] == 0
+
+
 def test_coverage_variant_adds_eq6_terms(tmp_path):
     dense, _ = retriever(tmp_path, w_cov=1.0)
     ranking = dense.search("income tax expense", "monetary")
