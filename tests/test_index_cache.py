@@ -73,3 +73,18 @@ def test_a_taxonomy_without_a_file_digest_is_kept_on_disk_by_its_content(tmp_pat
     assert inputs.cached_retriever(taxonomy("Revenue"), RetrievalConfig()).search("revenue", "t") == expected
     with pytest.raises(pytest.fail.Exception):  # another content, another index
         inputs.cached_retriever(taxonomy("Revenues and sales"), RetrievalConfig()).search("revenue", "t")
+
+
+def test_a_hybrid_reads_the_deployed_bm25_index_from_disk(tmp_path, monkeypatch):
+    """Coverage is a scoring term: the hybrid's BM25 without it searches the index the deployed one wrote."""
+    from fhs.data.taxonomy import Concept, Taxonomy
+    from fhs.run import inputs
+
+    taxonomy = Taxonomy.from_concepts("built-in", [Concept("A1", "Revenue", datatype="t"),
+                                                   Concept("B2", "Other revenue", datatype="t")])
+    inputs.cached_retriever(taxonomy, RetrievalConfig()).warm_up()  # the deployed retriever writes the index
+    monkeypatch.setattr(Retriever, "_build", lambda *a, **k: pytest.fail("the index should come from the cache"))
+    again = Taxonomy.from_concepts("built-in", list(taxonomy.concepts))  # another object: nothing in memory
+    hybrid = inputs.cached_retriever(again, RetrievalConfig(), "hybrid")  # no embedding is made until searched
+    assert hybrid.bm25.config.w_cov == 0.0 and hybrid.bm25.search("revenue", "t").ids == ("A1", "B2")
+    assert hybrid.bm25 is inputs.cached_retriever(again, RetrievalConfig(w_cov=0.0), "bm25")
