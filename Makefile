@@ -130,13 +130,23 @@ $(LLAMA_WHEEL): | $(PY)
 	fi
 	mkdir -p $(LLAMA_WHEELS) && touch $@
 
-$(STAMP_BOOK): pyproject.toml $(LLAMA_WHEEL) | $(PY)
-	$(PIP_INSTALL) -e ".[book,cpu,dense,pcs]"
+# The llama.cpp compile (minutes, on both cores, the first time) runs beside the install of
+# every other package; llama-cpp-python itself (the [cpu] extra) is installed once its wheel
+# is there. $(1): the extras without cpu (a variable: make's call splits at commas).
+define INSTALL_BESIDE_THE_WHEEL
+	$(MAKE) $(LLAMA_WHEEL) & wheel=$$!; trap 'kill $$wheel 2>/dev/null || true' EXIT; 	$(PIP_INSTALL) -e ".[$(1)]"; 	wait $$wheel; trap - EXIT; 	$(PIP_INSTALL) -e ".[$(1),cpu]"
+endef
+
+BOOK_EXTRAS := book,dense,pcs
+TEST_EXTRAS := test,book,dense,pcs
+
+$(STAMP_BOOK): pyproject.toml | $(PY)
+	$(call INSTALL_BESIDE_THE_WHEEL,$(BOOK_EXTRAS))
 	touch $@
 
 # [book] too, so that the chapter runner's end-to-end test (papermill, jupytext) runs in CI.
-$(STAMP_TEST): pyproject.toml $(LLAMA_WHEEL) | $(PY)
-	$(PIP_INSTALL) -e ".[test,book,cpu,dense,pcs]"
+$(STAMP_TEST): pyproject.toml | $(PY)
+	$(call INSTALL_BESIDE_THE_WHEEL,$(TEST_EXTRAS))
 	touch $@
 
 $(STAMP_MODELS): Makefile | $(PY)
