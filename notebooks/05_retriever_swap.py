@@ -90,7 +90,9 @@ profile_note(profile, display_name(choice.model), facts={name: len(facts) for na
 # concept texts short (queries keep the model's 256 word pieces): US-GAAP's at 64,
 # ICD-10-CM's at 32 (the code, its title and the start of its hierarchy path), which
 # halves the encoder's work on the larger taxonomy. The `paper` profile embeds whole
-# texts; {doc}`deviations` gives what each cut costs on the gold-query probe.
+# texts; {doc}`deviations` gives what each cut costs on the gold-query probe. A build
+# splits its chunks of 4,096 concepts between one-thread processes, one per core, with the
+# vectors one process would give (`FHS_DENSE_PROCESSES=1` keeps it in one).
 
 # %%
 show(pd.DataFrame(R.dense_index_rows(study, datasets)), caption=R.dense_caption(study, datasets))

@@ -39,6 +39,7 @@ def dense_index_rows(study: Study, datasets: Sequence[str]) -> list[dict[str, An
                      "encoder": spec.name, "cache": info.get("cache"), "seconds": round(info.get("seconds", 0.0), 1),
                      "concepts/s (build)": round(info["concepts_per_second"], 1)
                      if info.get("concepts_per_second") else None,
+                     "processes (build)": info.get("processes"),  # forked one-thread encoders
                      "matrix MB": round(dense.matrix.nbytes / 2**20, 1)})
     return rows
 
