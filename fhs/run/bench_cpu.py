@@ -59,7 +59,8 @@ class EncoderSetting:
         streams = f" s{self.streams}" if self.streams > 1 else ""
         chunks = f" c{self.chunk}" if self.chunk else ""
         processes = f" p{self.processes}" if self.processes > 1 else ""
-        return f"{self.model} {self.isa} t{self.threads} b{self.batch_size} {self.order}{spin}{streams}{chunks}{processes}"
+        return (f"{self.model} {self.isa} t{self.threads} b{self.batch_size} {self.order}"
+                f"{spin}{streams}{chunks}{processes}")
 
 
 @dataclass(frozen=True)
@@ -158,7 +159,7 @@ def bench_encoder(texts: Sequence[str], settings: Sequence[EncoderSetting], *, r
                     proc.stdin.close()
                 proc.wait(timeout=60)
         rows = []
-        first_of: dict[str, int] = {}
+        first_of: dict[tuple[str, int], int] = {}
         for k, setting in enumerate(settings):
             vectors = np.load(folder / f"vectors{k}.npy")
             # chunked rows compare with the first of their chunking (a chunk is batched on its own)
