@@ -67,6 +67,7 @@ def save_npy_atomic(path: Path, array: np.ndarray) -> None:
 
 CHECKPOINT_EVERY = 4096  # concepts embedded between two saves of a partial build
 PROCESSES_ENV = "FHS_DENSE_PROCESSES"  # processes that embed a build's chunks (default: the encoder's threads)
+SCORES_KEPT = 8  # queries whose cosines a DenseRetriever keeps (a fact's dense and hybrid searches)
 
 
 def build_processes(encoder: Encoder, chunks: int) -> int:
@@ -338,8 +339,6 @@ class DenseRetriever:
             self._lexical = Retriever(self.taxonomy, replace(self.config, w_cov=0.0))
         return self._lexical
 
-
-SCORES_KEPT = 8  # queries whose cosines a DenseRetriever keeps (a fact's dense and hybrid searches)
 
 _LEFT_BEHIND: list = []  # a forked child's copies of its parent's encoders
 
