@@ -90,15 +90,16 @@ def test_requests_in_flight_are_counted_and_logged_with_purpose_and_prefix_hashe
     backend = OpenAIBackend([url], "Qwen/Qwen3-32B", max_in_flight=10)
     asked = [Request(messages=(Message("user", f"{shared}\nValue: {i}" + f" row {i} of the table" * 20),),
                      sample_index=i, purpose="verifier") for i in range(10)]
-    started = time.perf_counter()
     backend.complete(asked)
-    assert time.perf_counter() - started < 3 * 0.3  # ten at once, not one after another
     summary = stats(url)
     assert summary["requests"] == 10 and summary["max_in_flight"] == 10 and summary["in_flight_now"] == 0
     assert 0 < summary["mean_in_flight"] <= 10
     lines = [json.loads(line) for line in log.read_text().splitlines()][-10:]
     assert {line["purpose"] for line in lines} == {"verifier"}
     assert all(line["arrival"] <= line["start"] <= line["finish"] for line in lines)
+    # ten at once, not one after another: the last arrived before the first finished (the server's clock,
+    # so a busy test machine cannot make it flaky as a wall-clock bound did)
+    assert max(line["arrival"] for line in lines) < min(line["finish"] for line in lines)
     first, second = lines[0]["prefix_hashes"], lines[1]["prefix_hashes"]
     shared_blocks = next(i for i, (a, b) in enumerate(zip(first, second)) if a != b)  # the suffixes differ
     assert shared_blocks * 16 >= 0.8 * default_counter().count(shared)  # the instructions are a shared prefix
@@ -127,7 +128,7 @@ def test_time_scale_divides_latency():
     with running(free_port(), "--fixed-latency", "2", "--time-scale", "10") as url:
         started = time.perf_counter()
         assert ask(url).status_code == 200
-        assert time.perf_counter() - started < 1.0
+        assert time.perf_counter() - started < 2.0  # unscaled, the server alone would take 2 s
 
 
 def test_sigterm_prints_the_in_flight_summary():
