@@ -34,6 +34,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from fhs.book.build_report import chapter_costs, table_rows
 from fhs.book.execute import git_commit
 from fhs.book.report import show
 from fhs.run.machine import cpu_record, llama_system_info
@@ -80,6 +81,17 @@ executions = pd.DataFrame([
     for stem, entry in sorted(entries.items())
 ])
 show(executions if len(executions) else pd.DataFrame({"chapter": ["(no executions logged)"]}))
+
+# %% [markdown]
+# ## What this build cost
+# Per chapter: its seconds, the counts of its closing checks, and the model calls it made
+# (stored in the response cache while it ran; a call replayed from an earlier build counts
+# for none). `python -m fhs.book.build_report .` prints the same table as Markdown, and
+# `scripts/cold_book.py` times a newcomer's cold build and ends with it.
+
+# %% tags=["hide-input"]
+costs = [c for c in chapter_costs(Path.cwd()) if c.chapter != "provenance"] if Path(run_log).is_file() else []
+show(pd.DataFrame(table_rows(costs)) if costs else pd.DataFrame({"chapter": ["(no executions logged)"]}))
 
 # %% [markdown]
 # ## Parameters and seeds
