@@ -19,6 +19,7 @@ Exit status: make's, else 1 if any closing check is not OK.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -91,7 +92,10 @@ def main(argv: list[str] | None = None) -> int:
     cpu = subprocess.run([python, "-c", "from fhs.run.machine import cpu_record\n"
                           "for k, v in cpu_record().items(): print(f'- {k}: {v}')"],
                          env=env, capture_output=True, text=True).stdout
-    report = subprocess.run([python, "-m", "fhs.book.build_report", str(clone), "--step", f"install={install:.1f}"],
+    log = clone / "_build" / ".notebooks" / "executions.json"
+    chapters = sum(entry["seconds"] for entry in json.loads(log.read_text()).values()) if log.is_file() else 0.0
+    steps = ["--step", f"install={install:.1f}", "--step", f"make book outside the chapters (HTML)={book - chapters:.1f}"]
+    report = subprocess.run([python, "-m", "fhs.book.build_report", str(clone), *steps],
                             env=env, capture_output=True, text=True)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=clone, capture_output=True,
                             text=True).stdout.strip()
