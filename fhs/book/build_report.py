@@ -18,8 +18,8 @@ import json
 import re
 import sqlite3
 import sys
-from contextlib import closing
 from collections.abc import Iterable, Mapping, Sequence
+from contextlib import closing
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
