@@ -91,11 +91,11 @@ def chapter_costs(root: Path, cache: Path | None = None) -> list[ChapterCost]:
     cache = cache or root / ".fhs-cache" / "responses.sqlite"
     rows = []
     for stem, entry in sorted(log.items(), key=lambda item: item[1]["finished"]):
-        end = datetime.fromisoformat(entry["finished"]).timestamp() + 1.0  # the log keeps whole seconds
+        finished, seconds = datetime.fromisoformat(entry["finished"]).timestamp(), float(entry["seconds"])
         notebook = root / "book" / f"{stem}.ipynb"
         checks = check_counts(notebook_text(notebook)) if notebook.is_file() else {}
-        rows.append(ChapterCost(stem, float(entry["seconds"]), checks,
-                                model_calls(cache, end - 1.0 - float(entry["seconds"]), end)))
+        # the log keeps whole seconds: the window reaches one second past the logged finish
+        rows.append(ChapterCost(stem, seconds, checks, model_calls(cache, finished - seconds, finished + 1.0)))
     return rows
 
 
