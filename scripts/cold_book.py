@@ -7,12 +7,16 @@ commit, so that the claim can be checked on any CPU with one command:
 
     python3 scripts/cold_book.py                       # into /tmp/fhs-cold (deleted first)
     python3 scripts/cold_book.py --mask on             # AVX2 kernels on an AVX-512 CPU (cpuid_fault)
+    python3 scripts/cold_book.py --bench               # then the encoder's and llama.cpp's throughput
 
 It clones HEAD (uncommitted changes are not built: commit first), times
 `make install-book models` and `make book` in the clone with HOME pointed at an empty
 folder, and prints the CPU and the table of ``fhs.book.build_report`` (install, every
 chapter, closing checks, new model calls), also written to OUT/report.md. Logs go to
-OUT/install.log and OUT/book.log. Needs FHS_DATA (or ../shared/data beside the checkout).
+OUT/install.log and OUT/book.log. ``--bench`` then runs `fhs bench cpu --part all` in the clone
+(the encoder's concepts/s and llama.cpp's tokens/s, each setting beside the one it replaced, on
+the kernels the build ran) and adds its tables to the report. Needs FHS_DATA (or ../shared/data
+beside the checkout).
 Exit status: make's, else 1 if any closing check is not OK.
 """
 
@@ -37,6 +41,15 @@ def timed(command: list[str], cwd: Path, env: dict[str, str], log: Path) -> tupl
     return status, time.perf_counter() - started
 
 
+def bench(clone: Path, env: dict[str, str], mask: bool, log: Path) -> str:
+    """`fhs bench cpu --part all` on the kernels the build ran (the bench masks CPUID itself)."""
+    command = [str(clone / ".venv" / "bin" / "fhs"), "bench", "cpu", "--part", "all",
+               "--isa", "x86-64-v3" if mask else "native", "--concepts", "8192", "--rounds", "2"]
+    status, seconds = timed(command, clone, env, log)
+    print(f"fhs bench cpu: {seconds:.1f} s (exit {status}; {log})", flush=True)
+    return f"`{' '.join(command[1:])}` ({seconds:.0f} s, exit {status})\n\n{log.read_text()}"
+
+
 def cpu_flags() -> set[str]:
     try:
         text = Path("/proc/cpuinfo").read_text()
@@ -53,6 +66,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="preload the CPUID mask to x86-64-v3 for the whole build: on, off (default), "
                              "or auto (on where the CPU has AVX-512 and cpuid_fault)")
     parser.add_argument("--profile", default="cpu", help="the book's profile (default cpu)")
+    parser.add_argument("--bench", action="store_true",
+                        help="after the build, run `fhs bench cpu --part all` in the clone and add it to the report")
     args = parser.parse_args(argv)
 
     data = os.environ.get("FHS_DATA") or str((ROOT.parent / "shared" / "data").resolve())
@@ -101,6 +116,8 @@ def main(argv: list[str] | None = None) -> int:
                             text=True).stdout.strip()
     text = (f"Cold `make book` of {commit} (make book {book:.1f} s wall, install {install:.1f} s)\n\n"
             f"{cpu}\n{report.stdout}")
+    if args.bench:
+        text += "\n" + bench(clone, {k: v for k, v in env.items() if k != "LD_PRELOAD"}, mask, out / "bench.log")
     (out / "report.md").write_text(text)
     print(text + report.stderr)
     if status or report.returncode:
