@@ -47,7 +47,7 @@ def bench(clone: Path, env: dict[str, str], mask: bool, log: Path) -> str:
                "--isa", "x86-64-v3" if mask else "native", "--concepts", "8192", "--rounds", "2"]
     status, seconds = timed(command, clone, env, log)
     print(f"fhs bench cpu: {seconds:.1f} s (exit {status}; {log})", flush=True)
-    return f"`{' '.join(command[1:])}` ({seconds:.0f} s, exit {status})\n\n{log.read_text()}"
+    return f"`fhs {' '.join(command[1:])}` ({seconds:.0f} s, exit {status})\n\n{log.read_text()}"
 
 
 def cpu_flags() -> set[str]:
