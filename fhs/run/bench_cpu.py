@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from fhs.llm.llama_cpp import N_UBATCH
 from fhs.run.machine import can_mask, cpu_record, isa_environment, llama_system_info
 
 
@@ -391,7 +392,8 @@ def format_encoder(result: dict[str, Any]) -> str:
 
 def format_llama(result: dict[str, Any]) -> str:
     head = [f"llama.cpp {result['model']}: prompt {result['prompt_tokens']} tokens (shared prefix: last "
-            f"{result['suffix_tokens']} evaluated), {result['generate']} generated; {result['llama_cpp']}"]
+            f"{result['suffix_tokens']} evaluated), {result['generate']} generated; the backend evaluates "
+            f"prompts ubatch {N_UBATCH} (the first row: llama.cpp's default); {result['llama_cpp']}"]
     columns = [("setting", 28, _key("setting")), ("prompt tok/s", 13, _key("prompt_tok_s")),
                ("suffix tok/s", 13, _key("suffix_tok_s")), ("gen tok/s", 10, _key("gen_tok_s")),
                ("call s", 8, _key("call_s")), ("shared s", 9, _key("call_s_shared_prefix")),
