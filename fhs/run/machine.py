@@ -83,6 +83,42 @@ def mlas_kernels(simd: set[str]) -> str:
     return f"fp32 GEMM {fp32} (the encoder's), int8 GEMM {int8}"
 
 
+def cpu_limit(cgroup_text: str | None = None, root: Path = Path("/sys/fs/cgroup")) -> str:
+    """The CPU-time quota a cgroup puts on this process, in cores ("none" where none is set).
+
+    ``scripts/slow_cpu.py`` (and ``cold_book.py --slowdown``) build on a throttled CPU to stand
+    in for a slower one; a book built that way says so on its provenance page. The tightest
+    quota on the way from this process's cgroup up to the root applies."""
+    try:
+        text = cgroup_text if cgroup_text is not None else Path("/proc/self/cgroup").read_text()
+    except OSError:
+        return "none"
+    limits: list[float] = []
+    for line in text.splitlines():
+        _, controllers, path = line.split(":", 2)
+        if controllers and "cpu" not in controllers.split(","):
+            continue
+        if controllers:  # cgroup v1: the cpu controller's own mount
+            mount = next((root / name for name in ("cpu", "cpu,cpuacct", "cpuacct,cpu") if (root / name).is_dir()), None)
+        else:
+            mount = root
+        parts = [part for part in path.split("/") if part]
+        for depth in range(len(parts), -1, -1) if mount else ():
+            group = mount.joinpath(*parts[:depth])
+            try:
+                if controllers:
+                    quota = int((group / "cpu.cfs_quota_us").read_text())
+                    period = int((group / "cpu.cfs_period_us").read_text())
+                else:
+                    first, _, second = (group / "cpu.max").read_text().partition(" ")
+                    quota, period = (-1 if first == "max" else int(first)), int(second)
+            except (OSError, ValueError):
+                continue
+            if quota > 0 and period > 0:
+                limits.append(quota / period)
+    return f"{min(limits):.2f} cores (cgroup CPU quota)" if limits else "none"
+
+
 def cpu_record() -> dict[str, str]:
     """Model name, x86-64 level, the kernel-relevant flags, cores, and the kernels this process gets."""
     info = _cpuinfo()
@@ -98,6 +134,7 @@ def cpu_record() -> dict[str, str]:
         "hypervisor": "yes" if "hypervisor" in flags else "no",
         "cores (this process may use)": str(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
                                             else os.cpu_count()),
+        "CPU time limit": cpu_limit(),
         "CPUID in this process": "AVX-512, VNNI and AMX masked (x86-64-v3)" if masked else "as the CPU reports",
         "ONNX Runtime kernels": mlas_kernels(seen) if seen else "(numpy could not tell)",
     }
