@@ -8,7 +8,7 @@ commit, so that the claim can be checked on any CPU with one command:
     python3 scripts/cold_book.py                       # into /tmp/fhs-cold (deleted first)
     python3 scripts/cold_book.py --mask on             # AVX2 kernels on an AVX-512 CPU (cpuid_fault)
     python3 scripts/cold_book.py --bench               # then the encoder's and llama.cpp's throughput
-    python3 scripts/cold_book.py --slowdown 1.6        # on cores throttled to 1/1.6 (scripts/slow_cpu.py)
+    python3 scripts/cold_book.py --slowdown 1.6        # as on a CPU 1.6 times slower (scripts/slow_cpu.py)
 
 It clones HEAD (uncommitted changes are not built: commit first), times
 `make install-book models` and `make book` in the clone with HOME pointed at an empty
@@ -17,9 +17,9 @@ chapter, closing checks, new model calls), also written to OUT/report.md. Logs g
 OUT/install.log and OUT/book.log. ``--bench`` then runs `fhs bench cpu --part all` in the clone
 (the encoder's concepts/s and llama.cpp's tokens/s, each setting beside the one it replaced, on
 the kernels the build ran) and adds its tables to the report. Needs FHS_DATA (or ../shared/data
-beside the checkout). ``--slowdown K`` runs every step in a cgroup that lets it use 1/K of the
-cores' time (``scripts/slow_cpu.py``; needs root): a stand-in for a CPU K times slower, whose
-provenance page and report say so.
+beside the checkout). ``--slowdown K`` runs every step in a cgroup frozen for 1 - 1/K of each
+tenth of a second (``scripts/slow_cpu.py``; needs root): a stand-in for a CPU K times slower,
+which the provenance page and the report name.
 Exit status: make's, else 1 if any closing check is not OK.
 """
 
@@ -38,22 +38,21 @@ from pathlib import Path
 from slow_cpu import CannotSlow, SlowGroup
 
 ROOT = Path(__file__).resolve().parent.parent
-Enter = Callable[[], None] | None  # moves a child into the --slowdown cgroup before it runs
+Run = Callable[..., subprocess.CompletedProcess]  # subprocess.run, or SlowGroup.run under --slowdown
 
 
-def timed(command: list[str], cwd: Path, env: dict[str, str], log: Path, enter: Enter = None) -> tuple[int, float]:
+def timed(command: list[str], cwd: Path, env: dict[str, str], log: Path, run: Run = subprocess.run) -> tuple[int, float]:
     started = time.perf_counter()
     with log.open("w") as handle:
-        status = subprocess.run(command, cwd=cwd, env=env, stdout=handle, stderr=subprocess.STDOUT,
-                                preexec_fn=enter).returncode
+        status = run(command, cwd=cwd, env=env, stdout=handle, stderr=subprocess.STDOUT).returncode
     return status, time.perf_counter() - started
 
 
-def bench(clone: Path, env: dict[str, str], mask: bool, log: Path, enter: Enter = None) -> str:
+def bench(clone: Path, env: dict[str, str], mask: bool, log: Path, run: Run = subprocess.run) -> str:
     """`fhs bench cpu --part all` on the kernels the build ran (the bench masks CPUID itself)."""
     command = [str(clone / ".venv" / "bin" / "fhs"), "bench", "cpu", "--part", "all",
                "--isa", "x86-64-v3" if mask else "native", "--concepts", "8192", "--rounds", "2"]
-    status, seconds = timed(command, clone, env, log, enter)
+    status, seconds = timed(command, clone, env, log, run)
     print(f"fhs bench cpu: {seconds:.1f} s (exit {status}; {log})", flush=True)
     return f"`fhs {' '.join(command[1:])}` ({seconds:.0f} s, exit {status})\n\n{log.read_text()}"
 
@@ -77,8 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bench", action="store_true",
                         help="after the build, run `fhs bench cpu --part all` in the clone and add it to the report")
     parser.add_argument("--slowdown", type=float, default=1.0, metavar="K",
-                        help="run install, book and bench with 1/K of the cores' time, a stand-in for a CPU "
-                             "K times slower (cgroup CPU quota; needs root)")
+                        help="run install, book and bench as on a CPU K times slower: frozen for 1 - 1/K of "
+                             "every tenth of a second (scripts/slow_cpu.py; needs root)")
     args = parser.parse_args(argv)
 
     data = os.environ.get("FHS_DATA") or str((ROOT.parent / "shared" / "data").resolve())
@@ -101,13 +100,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(group.describe(), flush=True)
     try:
-        return build(args, data, mask, group.enter, f"- {group.describe()}\n")
+        return build(args, data, mask, group.run, f"- slowed down: {group.describe()}\n")
     finally:
         group.remove()
 
 
-def build(args: argparse.Namespace, data: str, mask: bool, enter: Enter = None, throttle: str = "") -> int:
-    """Clone, install, build and report; ``enter`` runs in every child (the --slowdown cgroup)."""
+def build(args: argparse.Namespace, data: str, mask: bool, run: Run = subprocess.run, throttle: str = "") -> int:
+    """Clone, install, build and report; ``run`` starts the timed steps (in the --slowdown cgroup)."""
     out = Path(args.out).resolve()
     shutil.rmtree(out, ignore_errors=True)
     (out / "home").mkdir(parents=True)
@@ -116,7 +115,7 @@ def build(args: argparse.Namespace, data: str, mask: bool, enter: Enter = None, 
     env = {key: value for key, value in os.environ.items() if key not in ("VIRTUAL_ENV", "PYTHONPATH")}
     env.update(HOME=str(out / "home"), FHS_DATA=data, PROFILE=args.profile)
 
-    status, install = timed(["make", "install-book", "models"], clone, env, out / "install.log", enter)
+    status, install = timed(["make", "install-book", "models"], clone, env, out / "install.log", run)
     print(f"install: {install:.1f} s (exit {status}; {out / 'install.log'})", flush=True)
     if status:
         return status
@@ -128,12 +127,12 @@ def build(args: argparse.Namespace, data: str, mask: bool, enter: Enter = None, 
             env=env, capture_output=True, text=True, check=True).stdout.strip()
         env["LD_PRELOAD"] = library
         print(f"CPUID masked to x86-64-v3 for the build ({library})", flush=True)
-    status, book = timed(["make", "book"], clone, env, out / "book.log", enter)
+    status, book = timed(["make", "book"], clone, env, out / "book.log", run)
     print(f"make book: {book:.1f} s (exit {status}; {out / 'book.log'})", flush=True)
 
-    cpu = subprocess.run([python, "-c", "from fhs.run.machine import cpu_record\n"
-                          "for k, v in cpu_record().items(): print(f'- {k}: {v}')"],
-                         env=env, capture_output=True, text=True, preexec_fn=enter).stdout
+    cpu = run([python, "-c", "from fhs.run.machine import cpu_record\n"
+                             "for k, v in cpu_record().items(): print(f'- {k}: {v}')"],
+              env=env, capture_output=True, text=True).stdout
     log = clone / "_build" / ".notebooks" / "executions.json"
     chapters = sum(entry["seconds"] for entry in json.loads(log.read_text()).values()) if log.is_file() else 0.0
     steps = ["--step", f"install={install:.1f}", "--step", f"make book outside the chapters (HTML)={book - chapters:.1f}"]
@@ -144,8 +143,7 @@ def build(args: argparse.Namespace, data: str, mask: bool, enter: Enter = None, 
     text = (f"Cold `make book` of {commit} (make book {book:.1f} s wall, install {install:.1f} s)\n\n"
             f"{cpu}{throttle}\n{report.stdout}")
     if args.bench:
-        text += "\n" + bench(clone, {k: v for k, v in env.items() if k != "LD_PRELOAD"}, mask, out / "bench.log",
-                             enter)
+        text += "\n" + bench(clone, {k: v for k, v in env.items() if k != "LD_PRELOAD"}, mask, out / "bench.log", run)
     (out / "report.md").write_text(text)
     print(text + report.stderr)
     if status or report.returncode:

@@ -1,45 +1,51 @@
 #!/usr/bin/env python3
-"""Run a command on a slower CPU: this machine's cores, with a cgroup quota on their time.
+"""Run a command on a slower CPU: this machine's cores, frozen for part of every tenth of a second.
 
 A cold `make book` must stay within the hour on the slowest two-core CPU a newcomer may have.
-Where that CPU cannot be reached, a faster one can stand in for it: the kernel's CPU bandwidth
-control (cgroup v1 ``cpu.cfs_quota_us`` or v2 ``cpu.max``) lets the command's processes use
-only ``cores / slowdown`` cores' worth of time, every ``PERIOD_US``. Every engine (Python,
-ONNX Runtime, llama.cpp, the compiler) then runs ``slowdown`` times slower, so a slowdown at
-least as large as the slow CPU's measured ratio on every engine (``fhs bench cpu`` on both)
-bounds that CPU's time from above. It does not emulate a different cache or memory system.
+Where that CPU cannot be reached, a faster one can stand in for it. The command runs in a
+cgroup of its own that is frozen for ``1 - 1/slowdown`` of every ``PERIOD_S`` and thawed for
+the rest (the cgroup freezer: v1 ``freezer.state``, v2 ``cgroup.freeze``). All its processes
+and threads stop and resume together, so every engine (Python, ONNX Runtime, llama.cpp, the
+compiler) gets the same share of wall time, single-threaded or not. A CPU quota
+(``cpu.cfs_quota_us``) would not do: it leaves one busy thread of two cores untouched and
+throttles threads that wait for each other (llama.cpp's) about twice as hard as asked.
+Freezing and thawing cost a little, so the measured slowdown is somewhat above the nominal one;
+``fhs bench cpu`` under this script says by how much on each engine. It does not emulate a
+different cache or memory system.
 
     sudo python3 scripts/slow_cpu.py 1.6 -- make book
 
-Needs write access to the cgroup file system (root, or a delegated cgroup).
-Exit status: the command's.
+Children see ``FHS_SLOWDOWN`` (the provenance page records it). Needs write access to the
+cgroup file system (root, or a delegated cgroup). Exit status: the command's.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import subprocess
 import sys
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
-PERIOD_US = 10_000  # short, so the command is held back in many small pauses, not a few long ones
+PERIOD_S = 0.1  # one freeze per period: long against the freezer's own cost, short against a step
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+ENV = "FHS_SLOWDOWN"
 
 
 class CannotSlow(RuntimeError):
-    """The cgroup needed for a CPU quota cannot be made here (with what to do instead)."""
+    """The cgroup needed to freeze the command cannot be made here (with what to do instead)."""
 
 
-def usable_cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
-def quota_us(slowdown: float, cores: int, period_us: int = PERIOD_US) -> int:
-    """The CPU time per period that makes ``cores`` cores run ``slowdown`` times slower."""
+def duty(slowdown: float, period_s: float = PERIOD_S) -> tuple[float, float]:
+    """Seconds thawed and frozen per period for a CPU ``slowdown`` times slower."""
     if not slowdown >= 1.0:
         raise ValueError(f"slowdown must be at least 1 (got {slowdown})")
-    return max(1000, round(cores * period_us / slowdown))  # the kernel refuses quotas under 1 ms
+    running = period_s / slowdown
+    return running, period_s - running
 
 
 def own_cgroups(text: str) -> dict[str, str]:
@@ -52,61 +58,89 @@ def own_cgroups(text: str) -> dict[str, str]:
     return paths
 
 
-def cpu_hierarchy(root: Path = CGROUP_ROOT) -> tuple[str, Path] | None:
-    """("v1", mount) where the cpu controller is mounted alone or with cpuacct, else ("v2", root)."""
-    for name in ("cpu", "cpu,cpuacct", "cpuacct,cpu"):
-        if (root / name / "cpu.cfs_quota_us").is_file():
-            return "v1", root / name
-    controllers = root / "cgroup.controllers"
-    if controllers.is_file() and "cpu" in controllers.read_text().split():
+def freezer_hierarchy(root: Path = CGROUP_ROOT) -> tuple[str, Path] | None:
+    """("v1", the freezer's mount) where cgroup v1 has one, else ("v2", root) where v2 is mounted there."""
+    if (root / "freezer" / "freezer.state").is_file() or (root / "freezer" / "cgroup.procs").is_file():
+        return "v1", root / "freezer"
+    if (root / "cgroup.controllers").is_file():
         return "v2", root
     return None
 
 
 class SlowGroup:
-    """A child cgroup of this process's own, with a CPU quota; ``enter`` moves the calling process in."""
+    """A child cgroup of this process's own; ``enter`` moves the calling process in, ``throttling`` freezes it."""
 
-    def __init__(self, slowdown: float, cores: int | None = None, root: Path = CGROUP_ROOT) -> None:
+    def __init__(self, slowdown: float, root: Path = CGROUP_ROOT, own: str | None = None) -> None:
         self.slowdown = slowdown
-        self.cores = cores or usable_cores()
-        found = cpu_hierarchy(root)
+        self.running_s, self.frozen_s = duty(slowdown)
+        found = freezer_hierarchy(root)
         if found is None:
-            raise CannotSlow(f"no cgroup cpu controller under {root}; run on Linux with cgroups mounted")
+            raise CannotSlow(f"no cgroup freezer under {root}; run on Linux with cgroups mounted")
         self.version, mount = found
-        own = own_cgroups(Path("/proc/self/cgroup").read_text())
-        parent = own.get("cpu" if self.version == "v1" else "", "/").lstrip("/")
+        text = own if own is not None else Path("/proc/self/cgroup").read_text()
+        parent = own_cgroups(text).get("freezer" if self.version == "v1" else "", "/").lstrip("/")
         self.path = mount / parent / f"fhs-slow-{os.getpid()}"
-        self.quota = quota_us(slowdown, self.cores)
+        self.switch = self.path / ("freezer.state" if self.version == "v1" else "cgroup.freeze")
+        self.states = ("FROZEN", "THAWED") if self.version == "v1" else ("1", "0")
         try:
             self.path.mkdir()
-            if self.version == "v1":
-                (self.path / "cpu.cfs_period_us").write_text(str(PERIOD_US))
-                (self.path / "cpu.cfs_quota_us").write_text(str(self.quota))
-            else:
-                (self.path / "cpu.max").write_text(f"{self.quota} {PERIOD_US}")
+            self.switch.write_text(self.states[1])
         except OSError as error:
             self.remove()
-            raise CannotSlow(f"cannot make the cgroup {self.path} with a CPU quota ({error.strerror}); run as "
-                             "root, or in a cgroup delegated to you with the cpu controller enabled") from None
+            raise CannotSlow(f"cannot make the cgroup {self.path} ({error.strerror}); run as root, or in a "
+                             "cgroup delegated to you") from None
 
     def describe(self) -> str:
-        return (f"CPU time limited to {self.quota / PERIOD_US:.2f} of {self.cores} cores, {self.slowdown:g} times "
-                f"slower (cgroup {self.version} {self.path}, {self.quota} us per {PERIOD_US} us)")
+        return (f"{self.slowdown:g} times slower: frozen {self.frozen_s * 1000:.1f} ms of every "
+                f"{(self.running_s + self.frozen_s) * 1000:.0f} ms (cgroup {self.version} {self.path})")
+
+    def environment(self, env: dict[str, str] | None = None) -> dict[str, str]:
+        return {**(os.environ if env is None else env), ENV: self.describe()}
 
     def enter(self) -> None:
         """Move this process (and the children it starts afterwards) into the group: a ``preexec_fn``."""
         (self.path / "cgroup.procs").write_text(str(os.getpid()))
 
-    def remove(self) -> None:
+    @contextlib.contextmanager
+    def throttling(self) -> Iterator[None]:
+        """Freeze and thaw the group in a background thread while the block runs; thawed after it."""
+        stop = threading.Event()
+
+        def cycle() -> None:
+            while not stop.wait(self.running_s):
+                self.switch.write_text(self.states[0])
+                stop.wait(self.frozen_s)
+                self.switch.write_text(self.states[1])
+
+        worker = threading.Thread(target=cycle, name="slow-cpu", daemon=True)
+        worker.start()
         try:
-            self.path.rmdir()
-        except OSError:
-            pass  # not made, or a process of the command outlived it; the kernel keeps the group
+            yield
+        finally:
+            stop.set()
+            worker.join()
+            self.switch.write_text(self.states[1])
+
+    def run(self, command: list[str], **kwargs) -> subprocess.CompletedProcess:
+        """``subprocess.run`` in the group, frozen and thawed while it runs."""
+        kwargs["env"] = self.environment(kwargs.get("env"))
+        with self.throttling():
+            return subprocess.run(command, preexec_fn=self.enter, **kwargs)
+
+    def remove(self) -> None:
+        with contextlib.suppress(OSError):
+            self.switch.write_text(self.states[1])
+        deadline = time.monotonic() + 5
+        while self.path.exists() and time.monotonic() < deadline:
+            try:
+                self.path.rmdir()
+            except OSError:  # a process of the command is still exiting
+                time.sleep(0.1)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("slowdown", type=float, help="how many times slower every core runs (at least 1)")
+    parser.add_argument("slowdown", type=float, help="how many times slower the command runs (at least 1)")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command")
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -119,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(group.describe(), file=sys.stderr, flush=True)
     try:
-        return subprocess.run(command, preexec_fn=group.enter).returncode
+        return group.run(command).returncode
     finally:
         group.remove()
 

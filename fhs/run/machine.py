@@ -24,6 +24,7 @@ KERNEL_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "
                 "avx_vnni", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_int8", "amx_bf16")
 MASKED_ENV = "FHS_CPUID_MASKED"  # set by x86_64_v3.so in a process whose CPUID it masks
 ISAS = ("native", "x86-64-v3")
+SLOWDOWN_ENV = "FHS_SLOWDOWN"  # set by scripts/slow_cpu.py for a command it runs as on a slower CPU
 
 
 def _cpuinfo() -> dict[str, str]:
@@ -86,9 +87,8 @@ def mlas_kernels(simd: set[str]) -> str:
 def cpu_limit(cgroup_text: str | None = None, root: Path = Path("/sys/fs/cgroup")) -> str:
     """The CPU-time quota a cgroup puts on this process, in cores ("none" where none is set).
 
-    ``scripts/slow_cpu.py`` (and ``cold_book.py --slowdown``) build on a throttled CPU to stand
-    in for a slower one; a book built that way says so on its provenance page. The tightest
-    quota on the way from this process's cgroup up to the root applies."""
+    A container started with, say, ``--cpus 1.5`` builds the book on less than its cores;
+    the provenance page says so. The tightest quota from this process's cgroup up applies."""
     try:
         text = cgroup_text if cgroup_text is not None else Path("/proc/self/cgroup").read_text()
     except OSError:
@@ -135,6 +135,7 @@ def cpu_record() -> dict[str, str]:
         "cores (this process may use)": str(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
                                             else os.cpu_count()),
         "CPU time limit": cpu_limit(),
+        "slowed down (scripts/slow_cpu.py)": os.environ.get(SLOWDOWN_ENV) or "no",
         "CPUID in this process": "AVX-512, VNNI and AMX masked (x86-64-v3)" if masked else "as the CPU reports",
         "ONNX Runtime kernels": mlas_kernels(seen) if seen else "(numpy could not tell)",
     }
