@@ -100,12 +100,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(group.describe(), flush=True)
     try:
-        return build(args, data, mask, group.run, f"- slowed down: {group.describe()}\n")
+        return build(args, data, mask, group.run)  # cpu_record's "slowed down" row names it
     finally:
         group.remove()
 
 
-def build(args: argparse.Namespace, data: str, mask: bool, run: Run = subprocess.run, throttle: str = "") -> int:
+def build(args: argparse.Namespace, data: str, mask: bool, run: Run = subprocess.run) -> int:
     """Clone, install, build and report; ``run`` starts the timed steps (in the --slowdown cgroup)."""
     out = Path(args.out).resolve()
     shutil.rmtree(out, ignore_errors=True)
@@ -141,7 +141,7 @@ def build(args: argparse.Namespace, data: str, mask: bool, run: Run = subprocess
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=clone, capture_output=True,
                             text=True).stdout.strip()
     text = (f"Cold `make book` of {commit} (make book {book:.1f} s wall, install {install:.1f} s)\n\n"
-            f"{cpu}{throttle}\n{report.stdout}")
+            f"{cpu}\n{report.stdout}")
     if args.bench:
         text += "\n" + bench(clone, {k: v for k, v in env.items() if k != "LD_PRELOAD"}, mask, out / "bench.log", run)
     (out / "report.md").write_text(text)

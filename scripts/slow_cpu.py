@@ -13,7 +13,7 @@ Freezing and thawing cost a little, so the measured slowdown is somewhat above t
 ``fhs bench cpu`` under this script says by how much on each engine. It does not emulate a
 different cache or memory system.
 
-    sudo python3 scripts/slow_cpu.py 1.6 -- make book
+    python3 scripts/slow_cpu.py 1.6 -- make book          # as root
 
 Children see ``FHS_SLOWDOWN`` (the provenance page records it). Needs write access to the
 cgroup file system (root, or a delegated cgroup). Exit status: the command's.
