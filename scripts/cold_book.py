@@ -41,7 +41,8 @@ ROOT = Path(__file__).resolve().parent.parent
 Run = Callable[..., subprocess.CompletedProcess]  # subprocess.run, or SlowGroup.run under --slowdown
 
 
-def timed(command: list[str], cwd: Path, env: dict[str, str], log: Path, run: Run = subprocess.run) -> tuple[int, float]:
+def timed(command: list[str], cwd: Path, env: dict[str, str], log: Path,
+          run: Run = subprocess.run) -> tuple[int, float]:
     started = time.perf_counter()
     with log.open("w") as handle:
         status = run(command, cwd=cwd, env=env, stdout=handle, stderr=subprocess.STDOUT).returncode

@@ -98,10 +98,9 @@ def cpu_limit(cgroup_text: str | None = None, root: Path = Path("/sys/fs/cgroup"
         _, controllers, path = line.split(":", 2)
         if controllers and "cpu" not in controllers.split(","):
             continue
-        if controllers:  # cgroup v1: the cpu controller's own mount
-            mount = next((root / name for name in ("cpu", "cpu,cpuacct", "cpuacct,cpu") if (root / name).is_dir()), None)
-        else:
-            mount = root
+        mount: Path | None = root  # cgroup v2; v1 mounts the cpu controller on its own
+        if controllers:
+            mount = next((root / n for n in ("cpu", "cpu,cpuacct", "cpuacct,cpu") if (root / n).is_dir()), None)
         parts = [part for part in path.split("/") if part]
         for depth in range(len(parts), -1, -1) if mount else ():
             group = mount.joinpath(*parts[:depth])
