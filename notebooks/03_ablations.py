@@ -30,45 +30,28 @@
 # tables below count the new calls each row made.
 
 # %% tags=["parameters"]
-profile = "cpu"  # smoke | cpu | paper (fhs/run/profiles.py)
-runs_dir = "runs"
+profile = "cpu"  # smoke | cpu | paper | gpu-sample | paper-full (fhs/run/profiles.py)
+runs_dir = "runs"  # where run records are cached; a rebuild reads them back
 dataset = "fincl"  # Table 6 is FinTagging; fincl is its book stand-in
 dev_dataset = "ixbrl-dev"  # Table 11's development split (never a test split)
-llm_limit = None
-llm_fraction = None  # a share of every LLM sample (make rehearsal); None takes all of it
-runs = None  # seeded runs: None takes every seed of the profile (three under paper), N its first N
 pilot_selector = False  # Table 11 reads recall before the selector; True also runs it (as paper-full does)
-backend = None
-model = None
-base_url = None
-max_in_flight = None  # requests in flight per server URL; None takes the profile's (paper: 128)
-thinking = None  # Qwen3's thinking mode (True/False); None takes the profile's (off, as in the paper)
-replay = None  # an `fhs archive` file that answers every model call, no server (`make book` with REPLAY set to it)
-seed = 20260724  # bootstrap seed
-bootstrap_resamples = 2000
-cache_dir = ".fhs-cache"
+server = {}  # backend, model, base_url, max_in_flight, thinking, replay, cache_dir; {} takes the profile's
+sample = {}  # llm_limit, llm_fraction, runs, seed, bootstrap_resamples, protocol_check (fhs/book/page.py)
 
 # %% tags=["hide-input"]
-import time
-
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from fhs.book import ablation_table as T6
-from fhs.book.ablations import beta_over_seeds, pilot_over_seeds, windows_over_seeds
-from fhs.book.check import check
+from fhs.book.chapters import ablations
+from fhs.book.page import open_page
 from fhs.book.report import profile_note, show, use_style
-from fhs.book.setup import llm_chapter
 from fhs.llm.models import display_name
 from fhs.method.registry import METHODS
 from fhs.paper import PILOT
 
-started = time.perf_counter()
 use_style()
-chapter = llm_chapter(profile, runs_dir, llm_limit=llm_limit, llm_fraction=llm_fraction, runs=runs, backend=backend,
-                      model=model, base_url=base_url, max_in_flight=max_in_flight, thinking=thinking, replay=replay,
-                      cache_dir=cache_dir, seed=seed, bootstrap_resamples=bootstrap_resamples)
-study, choice, choices, seeds, interval = chapter.study, chapter.choice, chapter.choices, chapter.seeds, chapter.interval
+page = open_page("03_ablations", profile, runs_dir, server=server, sample=sample)
+study, choice, choices, seeds, interval = page.study, page.choice, page.choices, page.seeds, page.interval
 base = choice.profile.fhs_config()  # one client, cache and ledger; a seed per run
 profile_note(profile, display_name(choice.model),
              facts={name: len(study.facts(name, llm=True)) for name in (dataset, dev_dataset)}, seeds=seeds)
@@ -84,12 +67,12 @@ profile_note(profile, display_name(choice.model),
 # Every row is run once per seed; a value is the mean over the runs, ± the std across them.
 
 # %%
-arms = T6.variant_arms(study, dataset, choices, base)  # fhs/book/manifest.py's variants, which fhs plan sizes
+arms = ablations.variant_arms(study, dataset, choices, base)  # fhs/book/manifest.py's variants, which fhs plan sizes
 fhs_run = arms["fhs"][0]
 print(f"{len(fhs_run.records)} facts from {len({r['context_id'] for r in fhs_run.records})} contexts of {dataset}",
       "| model:", choice.model, "| seeded runs:", len(seeds))
-show(T6.new_calls_frame(arms), caption="New model calls per row over the seeded runs (0 = everything replayed from "
-                                       "the cache and the ledger)")
+show(ablations.new_calls_frame(arms),
+     caption="New model calls per row over the seeded runs (0 = everything replayed from the cache and the ledger)")
 
 # %% [markdown]
 # ## Table 6
@@ -102,8 +85,8 @@ show(T6.new_calls_frame(arms), caption="New model calls per row over the seeded 
 
 # %%
 if "parallel" in METHODS:
-    arms.update(T6.free_text_arms(study, dataset, choices, base))
-show(pd.DataFrame(T6.table6(arms, interval)),
+    arms.update(ablations.free_text_arms(study, dataset, choices, base))
+show(pd.DataFrame(ablations.table6(arms, interval)),
      caption=f"Table 6 on {dataset}: ours (mean over {len(seeds)} seeded run(s)), Δ against FHS and the "
              "paper's R@1 and MRR")
 
@@ -118,10 +101,11 @@ show(pd.DataFrame(T6.table6(arms, interval)),
 # paper's 0.6. The dashed line marks 0.6, the solid one the β chosen here.
 
 # %%
-chosen, table12_test = beta_over_seeds(study, dev_dataset, arms["fhs"], choices, base, selector=bool(pilot_selector))
+chosen, table12_test = ablations.beta_over_seeds(study, dev_dataset, arms["fhs"], choices, base,
+                                                 selector=bool(pilot_selector))
 
 # %% tags=["hide-input"]
-T6.beta_figure(chosen, dev_dataset)
+ablations.beta_figure(chosen, dev_dataset)
 plt.show()
 print(f"β chosen on {dev_dataset}: {chosen.beta:g} ({chosen.rule})")
 
@@ -136,7 +120,7 @@ show(pd.DataFrame(table12_test), caption=f"Table 12's test rows on {dataset}: FH
 # (Recall@1 of the list) and after it (accuracy), each the mean over the seeded runs.
 
 # %%
-cells = T6.table16(arms)
+cells = ablations.table16(arms)
 show(pd.DataFrame(cells), caption="Table 16: top-1 with the verifier and the selector on and off")
 
 # %% [markdown]
@@ -152,7 +136,8 @@ show(pd.DataFrame(cells), caption="Table 16: top-1 with the verifier and the sel
 # paper profile about 661 facts, the size of the authors' development sample).
 
 # %%
-table11, table11_difference = pilot_over_seeds(study, dev_dataset, choices, base, selector=bool(pilot_selector))
+table11, table11_difference = ablations.pilot_over_seeds(study, dev_dataset, choices, base,
+                                                        selector=bool(pilot_selector))
 show(pd.DataFrame(table11 + [table11_difference]),
      caption=f"Table 11 on {dev_dataset} (paper: forced diversity lowers per-hypothesis Recall@200 by "
              f"{PILOT['diversity_drop_low']:.2f} to {PILOT['diversity_drop_high']:.2f})")
@@ -165,15 +150,13 @@ show(pd.DataFrame(table11 + [table11_difference]),
 # and a larger one asks only about the candidates beyond 10 (the new calls are counted).
 
 # %%
-windows = windows_over_seeds(study, dataset, choices, base)
+windows = ablations.windows_over_seeds(study, dataset, choices, base)
 show(pd.DataFrame(windows), caption=f"Window size K_v on {dataset} (mean over {len(seeds)} seeded run(s))")
 
 # %% [markdown]
 # ## Check against recorded values
 
 # %%
-checked = T6.checked_values(dataset, dev_dataset, arms, cells, chosen, table12_test, table11, windows)
-print(f"page time: {time.perf_counter() - started:.0f} s")
+checked = ablations.checked_values(dataset, dev_dataset, arms, cells, chosen, table12_test, table11, windows)
 used = {name: study.facts(name, llm=True) for name in (dataset, dev_dataset)}
-check(checked, chapter="03_ablations", profile=profile,
-      inputs=study.input_fingerprints(used, choice)).assert_ok()
+page.close(checked, inputs=study.input_fingerprints(used, choice))

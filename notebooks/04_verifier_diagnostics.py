@@ -26,42 +26,26 @@
 # the response cache); re-scorings make no model call.
 
 # %% tags=["parameters"]
-profile = "cpu"  # smoke | cpu | paper (fhs/run/profiles.py)
-runs_dir = "runs"
-datasets = ["fincl", "codiesp"]
-llm_limit = None
-llm_fraction = None  # a share of every LLM sample (make rehearsal); None takes all of it
-runs = None  # seeded runs: None takes every seed of the profile (three under paper), N its first N
-backend = None
-model = None
-base_url = None
-max_in_flight = None  # requests in flight per server URL; None takes the profile's (paper: 128)
-thinking = None  # Qwen3's thinking mode (True/False); None takes the profile's (off, as in the paper)
-replay = None  # an `fhs archive` file that answers every model call, no server (`make book` with REPLAY set to it)
-seed = 20260724
-bootstrap_resamples = 2000
-cache_dir = ".fhs-cache"
+profile = "cpu"  # smoke | cpu | paper | gpu-sample | paper-full (fhs/run/profiles.py)
+runs_dir = "runs"  # where run records are cached; a rebuild reads them back
+datasets = ["fincl", "codiesp"]  # add "ixbrl" on a GPU box
+server = {}  # backend, model, base_url, max_in_flight, thinking, replay, cache_dir; {} takes the profile's
+sample = {}  # llm_limit, llm_fraction, runs, seed, bootstrap_resamples, protocol_check (fhs/book/page.py)
 
 # %% tags=["hide-input"]
-import time
-
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from fhs.book import verifier_diagnostics as V
-from fhs.book.check import check
+from fhs.book.chapters import verifier_diagnostics
 from fhs.book.fact_view import verifier_example, window_with_and_without
+from fhs.book.page import dimension_names, open_page
 from fhs.book.report import profile_note, show, use_style
-from fhs.book.setup import dimension_names, llm_chapter
 from fhs.llm.models import display_name
-from fhs.run.verdict_stats import panel_a, panel_b, verdict_shares, window_stats
+from fhs.run.tables import verdict_stats
 
-started = time.perf_counter()
 use_style()
-chapter = llm_chapter(profile, runs_dir, llm_limit=llm_limit, llm_fraction=llm_fraction, runs=runs, backend=backend,
-                      model=model, base_url=base_url, max_in_flight=max_in_flight, thinking=thinking, replay=replay,
-                      cache_dir=cache_dir, seed=seed, bootstrap_resamples=bootstrap_resamples)
-study, choice, choices, seeds, interval = chapter.study, chapter.choice, chapter.choices, chapter.seeds, chapter.interval
+page = open_page("04_verifier_diagnostics", profile, runs_dir, server=server, sample=sample)
+study, choice, choices, seeds, interval = page.study, page.choice, page.choices, page.seeds, page.interval
 seeded = {name: [study.run_llm(name, "fhs", c) for c in choices] for name in datasets}
 # The verdict statistics pool every verifier call of every seeded run; re-scorings are
 # computed per run and shown as the mean ± the std across runs.
@@ -84,18 +68,19 @@ profile_note(profile, display_name(choice.model), facts={name: len(run.records) 
 # gives none.
 
 # %%
-panels_a = {name: panel_a(records, dims[name]) for name, records in pooled.items()}
-panels_b = {name: panel_b(records, dims[name]) for name, records in pooled.items()}
-show(V.panel_frame(panels_a), caption="Panel A: does the verifier separate candidates? Support rate, gold vs non-gold")
-show(V.panel_frame(panels_b),
+panels_a = {name: verdict_stats.panel_a(records, dims[name]) for name, records in pooled.items()}
+panels_b = {name: verdict_stats.panel_b(records, dims[name]) for name, records in pooled.items()}
+show(verifier_diagnostics.panel_frame(panels_a),
+     caption="Panel A: does the verifier separate candidates? Support rate, gold vs non-gold")
+show(verifier_diagnostics.panel_frame(panels_b),
      caption="Panel B: does it judge the hypothesis? Support rate under correct vs incorrect hypotheses")
 
 # %% [markdown]
 # ## The window and the hypotheses (Appendix E.2)
 
 # %%
-stats = {name: window_stats(records) for name, records in pooled.items()}
-show(V.window_frame(stats),
+stats = {name: verdict_stats.window_stats(records) for name, records in pooled.items()}
+show(verifier_diagnostics.window_frame(stats),
      caption="Verifier calls, share with the gold inside the judged window, dimensions resolved per hypothesis")
 
 # %% [markdown]
@@ -108,14 +93,15 @@ show(V.window_frame(stats),
 # verifier; strict scoring would have asked it, so here it keeps the fill.
 
 # %%
-abstain_rows = V.abstain_rows(seeded, dims, interval)
+abstain_rows = verifier_diagnostics.abstain_rows(seeded, dims, interval)
 show(pd.DataFrame(abstain_rows), caption="Abstain excluded (paper, code) vs counted as non-support (strict)")
 
 # %% [markdown]
 # ## Verdict shares per dimension
 
 # %% tags=["hide-input"]
-V.shares_figure({name: verdict_shares(records, dims[name]) for name, records in pooled.items()})
+verifier_diagnostics.shares_figure({name: verdict_stats.verdict_shares(records, dims[name])
+                                    for name, records in pooled.items()})
 plt.show()
 
 # %% [markdown]
@@ -136,15 +122,13 @@ if "codiesp" in runs:
         arm = next(r for r in no_verifiers[0].records if r["id"] == example["id"])
         show(window_with_and_without(example, arm),
              caption=f"Tables 26–28: fact {example['id']} (gold {', '.join(example['gold'])})")
-    both = V.arms_frame(seeded["codiesp"], no_verifiers)
+    both = verifier_diagnostics.arms_frame(seeded["codiesp"], no_verifiers)
     show(pd.DataFrame(both), caption="CodiEsp with and without the verifier (same sample; mean over the seeded runs)")
 
 # %% [markdown]
 # ## Check against recorded values
 
 # %%
-checked = V.checked_values(stats, panels_a, panels_b, abstain_rows, both)
-print(f"page time: {time.perf_counter() - started:.0f} s")
+checked = verifier_diagnostics.checked_values(stats, panels_a, panels_b, abstain_rows, both)
 used = {name: study.facts(name, llm=True) for name in datasets}
-check(checked, chapter="04_verifier_diagnostics", profile=profile,
-      inputs=study.input_fingerprints(used, choice)).assert_ok()
+page.close(checked, inputs=study.input_fingerprints(used, choice))

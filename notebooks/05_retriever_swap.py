@@ -38,44 +38,28 @@
 #   coverage off and the dense top 200, ties by concept id.
 
 # %% tags=["parameters"]
-profile = "cpu"  # smoke | cpu | paper (fhs/run/profiles.py)
-runs_dir = "runs"  # where run records are cached
+profile = "cpu"  # smoke | cpu | paper | gpu-sample | paper-full (fhs/run/profiles.py)
+runs_dir = "runs"  # where run records are cached; a rebuild reads them back
 datasets = ["fincl", "codiesp"]  # LLM rows and readiness gap
 retrievers = ["bm25", "dense", "hybrid"]
 readiness_limit = None  # facts per dataset for the readiness gap (None: the full test set)
-llm_limit = None  # facts per dataset for the LLM rows, as in chapter 2 (None: the profile size)
-llm_fraction = None  # a share of every LLM sample (make rehearsal); None takes all of it
-runs = None  # seeded runs: None takes every seed of the profile (three under paper), N its first N
-backend = None
-model = None
-base_url = None
-max_in_flight = None  # requests in flight per server URL; None takes the profile's (paper: 128)
-thinking = None  # Qwen3's thinking mode (True/False); None takes the profile's (off, as in the paper)
-replay = None  # an `fhs archive` file that answers every model call, no server (`make book` with REPLAY set to it)
-seed = 20260724  # bootstrap seed
-bootstrap_resamples = 2000
-cache_dir = ".fhs-cache"  # shared with chapter 2, so one-pass and FHS hypotheses are replayed
-codiesp_config = "paper"  # as chapter 2
+server = {}  # backend, model, base_url, max_in_flight, thinking, replay, cache_dir; {} takes the profile's
+sample = {}  # llm_limit, llm_fraction, runs, seed, bootstrap_resamples, protocol_check (fhs/book/page.py)
+codiesp_config = "paper"  # as chapter 2, so its FHS runs are reused
 
 # %% tags=["hide-input"]
-import time
-
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from fhs.book import retriever_swap as R
-from fhs.book.check import check
+from fhs.book.chapters import retriever_swap
+from fhs.book.page import open_page
 from fhs.book.report import profile_note, show, use_style
-from fhs.book.setup import llm_chapter
 from fhs.llm.models import display_name
 
-started = time.perf_counter()
 use_style()
-chapter = llm_chapter(profile, runs_dir, llm_limit=llm_limit, llm_fraction=llm_fraction, runs=runs, backend=backend,
-                      model=model, base_url=base_url, max_in_flight=max_in_flight, thinking=thinking, replay=replay,
-                      cache_dir=cache_dir, seed=seed, bootstrap_resamples=bootstrap_resamples,
-                      configurations={"codiesp": codiesp_config})  # as chapter 2, so its FHS runs are reused
-study, choice, choices, seeds, interval = chapter.study, chapter.choice, chapter.choices, chapter.seeds, chapter.interval
+page = open_page("05_retriever_swap", profile, runs_dir, server=server, sample=sample,
+                 configurations={"codiesp": codiesp_config})
+study, choice, choices, seeds, interval = page.study, page.choice, page.choices, page.seeds, page.interval
 samples = {name: study.facts(name, llm=True) for name in datasets}
 profile_note(profile, display_name(choice.model), facts={name: len(facts) for name, facts in samples.items()},
              seeds=seeds)
@@ -95,7 +79,8 @@ profile_note(profile, display_name(choice.model), facts={name: len(facts) for na
 # vectors one process would give (`FHS_DENSE_PROCESSES=1` keeps it in one).
 
 # %%
-show(pd.DataFrame(R.dense_index_rows(study, datasets)), caption=R.dense_caption(study, datasets))
+show(pd.DataFrame(retriever_swap.dense_index_rows(study, datasets)),
+     caption=retriever_swap.dense_caption(study, datasets))
 
 # %% [markdown]
 # ## The readiness gap under each retriever
@@ -105,11 +90,12 @@ show(pd.DataFrame(R.dense_index_rows(study, datasets)), caption=R.dense_caption(
 # (the gold-query probe). The paper reports them for BM25 only.
 
 # %%
-readiness = R.readiness_runs(study, datasets, retrievers, readiness_limit)
-show(pd.DataFrame(R.gap_rows(readiness)), caption="Readiness gap: direct vs gold-query probe, per retriever")
+readiness = retriever_swap.readiness_runs(study, datasets, retrievers, readiness_limit)
+show(pd.DataFrame(retriever_swap.gap_rows(readiness)),
+     caption="Readiness gap: direct vs gold-query probe, per retriever")
 
 # %% tags=["hide-input"]
-R.readiness_figure(readiness, datasets, retrievers)
+retriever_swap.readiness_figure(readiness, datasets, retrievers)
 plt.show()
 
 # %% [markdown]
@@ -123,10 +109,10 @@ plt.show()
 # %%
 seeded_runs = {(name, retriever, method): [study.run_llm(name, method, c, facts=samples[name], retriever=retriever)
                                            for c in choices]
-               for name in datasets for retriever in retrievers for method in R.LLM_ROWS}
+               for name in datasets for retriever in retrievers for method in retriever_swap.LLM_ROWS}
 print("facts per dataset:", {name: len(samples[name]) for name in datasets}, "| model:", choice.model,
       "| seeded runs:", len(seeds))
-show(pd.DataFrame(R.method_rows(seeded_runs, interval)),
+show(pd.DataFrame(retriever_swap.method_rows(seeded_runs, interval)),
      caption="Per retriever: direct (+ selector), one-pass structured and FHS "
              "(mean over the seeded runs" + (" ± std" if len(seeds) > 1 else "") + ", 95% interval)")
 
@@ -140,11 +126,11 @@ show(pd.DataFrame(R.method_rows(seeded_runs, interval)),
 # levels.
 
 # %%
-margins, margin_rows = R.margins(seeded_runs, datasets, retrievers, interval)
+margins, margin_rows = retriever_swap.margins(seeded_runs, datasets, retrievers, interval)
 show(pd.DataFrame(margin_rows), caption="FHS − one-pass structured, per retriever (paired, context-clustered 95%)")
 
 # %% tags=["hide-input"]
-R.margin_figure(margins, datasets, retrievers)
+retriever_swap.margin_figure(margins, datasets, retrievers)
 plt.show()
 
 # %% [markdown]
@@ -155,14 +141,12 @@ plt.show()
 # same paired difference on our sample.
 
 # %%
-swaps, swap_rows = R.swap_deltas(seeded_runs, datasets, retrievers, interval)
+swaps, swap_rows = retriever_swap.swap_deltas(seeded_runs, datasets, retrievers, interval)
 show(pd.DataFrame(swap_rows), caption="Swap deltas: method under dense/hybrid minus the same method under BM25")
 
 # %% [markdown]
 # ## Check against recorded values
 
 # %%
-checked = R.checked_values(readiness, margins, swaps)
-print(f"page time: {time.perf_counter() - started:.0f} s")
-check(checked, chapter="05_retriever_swap", profile=R.check_profile(profile),
-      inputs=study.input_fingerprints(samples, choice)).assert_ok()
+checked = retriever_swap.checked_values(readiness, margins, swaps)
+page.close(checked, inputs=study.input_fingerprints(samples, choice))

@@ -42,27 +42,11 @@
 # the options `seq_fill="zero"` and `seq_final="refusion"` (see `book/deviations.md`).
 
 # %% tags=["parameters"]
-profile = "cpu"  # smoke | cpu | paper (fhs/run/profiles.py)
-runs_dir = "runs"  # where run records are cached
+profile = "cpu"  # smoke | cpu | paper | gpu-sample | paper-full (fhs/run/profiles.py)
+runs_dir = "runs"  # where run records are cached; a rebuild reads them back
 datasets = ["fincl"]  # Table 20 is FinTagging; add "ixbrl" on a GPU box
-llm_limit = None  # facts per dataset (a context-level sample); None takes the profile size
-llm_fraction = None  # a share of every LLM sample (make rehearsal); None takes all of it
-runs = None  # seeded runs: None takes every seed of the profile (three under paper), N its first N
-backend = None  # llama_cpp, openai or vllm; None takes the profile backend
-model = None  # None takes the profile model
-base_url = None  # OpenAI-compatible server(s), comma-separated; None takes the profile URL
-max_in_flight = None  # requests in flight per server URL; None takes the profile's (paper: 128)
-thinking = None  # Qwen3's thinking mode (True/False); None takes the profile's (off, as in the paper)
-replay = None  # an `fhs archive` file that answers every model call, no server (`make book` with REPLAY set to it)
-seed = 20260724  # bootstrap seed
-bootstrap_resamples = 2000
-cache_dir = ".fhs-cache"  # every model call is cached here; a rebuild replays it
-protocol_check = False  # True: a tiny-sample run of the protocol, not numbers to compare or record
-
-# %% tags=["remove-cell"]
-import time
-
-page_started = time.perf_counter()  # the page says at its end how long it took
+server = {}  # backend, model, base_url, max_in_flight, thinking, replay, cache_dir; {} takes the profile's
+sample = {}  # llm_limit, llm_fraction, runs, seed, bootstrap_resamples, protocol_check (fhs/book/page.py)
 
 # %% [markdown]
 # The facts are the same context-level sample as the main-results chapter, and the
@@ -73,20 +57,17 @@ page_started = time.perf_counter()  # the page says at its end how long it took
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from fhs.book import fhs_seq_tables as T
-from fhs.book.check import check
+from fhs.book.chapters import fhs_seq
+from fhs.book.page import open_page
 from fhs.book.report import fmt_estimate, profile_note, show, use_style
-from fhs.book.setup import llm_chapter
 from fhs.llm.models import display_name
 from fhs.method.config import FHSConfig
 from fhs.method.fhs_seq import STOP_REASONS
-from fhs.run.seq_diagnostics import with_round_ranks
+from fhs.run.tables import seq_diagnostics
 
 use_style()
-chapter = llm_chapter(profile, runs_dir, llm_limit=llm_limit, llm_fraction=llm_fraction, runs=runs, backend=backend,
-                      model=model, base_url=base_url, max_in_flight=max_in_flight, thinking=thinking, replay=replay,
-                      cache_dir=cache_dir, seed=seed, bootstrap_resamples=bootstrap_resamples)
-study, choice, choices, seeds, interval = chapter.study, chapter.choice, chapter.choices, chapter.seeds, chapter.interval
+page = open_page("06_fhs_seq", profile, runs_dir, server=server, sample=sample)
+study, choice, choices, seeds, interval = page.study, page.choice, page.choices, page.seeds, page.interval
 profile_note(profile, display_name(choice.model),
              facts={name: len(study.facts(name, llm=True)) for name in datasets}, seeds=seeds)
 
@@ -96,7 +77,7 @@ profile_note(profile, display_name(choice.model),
 # %%
 seq_groups = {name: [study.run_llm(name, "fhs-seq", c) for c in choices] for name in datasets}
 fhs_groups = {name: [study.run_llm(name, "fhs", c) for c in choices] for name in datasets}
-by_seed = {name: [with_round_ranks(run.records) for run in seq_groups[name]] for name in datasets}
+by_seed = {name: [seq_diagnostics.with_round_ranks(run.records) for run in seq_groups[name]] for name in datasets}
 # Shares (rounds, stopping reasons, revisions) pool the seeded runs: every run holds the same
 # facts, so a pooled share is the mean of the runs' shares. Table 20 is computed per run.
 records = {name: [r for recs in by_seed[name] for r in recs] for name in datasets}
@@ -111,7 +92,7 @@ print({name: len(by_seed[name][0]) for name in datasets}, "facts | model:", choi
 # %%
 for name in datasets:
     print(f"{name}: round-1 list identical to FHS's final list for "
-          f"{T.round1_is_fhs(by_seed[name], fhs_groups[name]):.0%} of facts (every seeded run)")
+          f"{fhs_seq.round1_is_fhs(by_seed[name], fhs_groups[name]):.0%} of facts (every seeded run)")
 
 # %% [markdown]
 # ## Table 20: does the loop improve on its own first round?
@@ -124,7 +105,7 @@ for name in datasets:
 # %%
 checked = {}
 for name in datasets:
-    table, note, values = T.table20(name, by_seed[name], interval)
+    table, note, values = fhs_seq.table20(name, by_seed[name], interval)
     show(table, caption=f"Table 20 on {name} ({len(by_seed[name][0])} facts): ours with 95% context-clustered "
                         f"intervals{note}")
     checked.update(values)
@@ -138,11 +119,11 @@ for name in datasets:
 # early stop being for lack of an unsupported dimension.
 
 # %% tags=["hide-input"]
-T.rounds_figure(records, STOP_REASONS)
+fhs_seq.rounds_figure(records, STOP_REASONS)
 plt.show()
 
 # %%
-rows, values = T.stop_rows(records)
+rows, values = fhs_seq.stop_rows(records)
 checked.update(values)
 show(pd.DataFrame(rows), caption="Stopping reasons")
 
@@ -151,7 +132,7 @@ show(pd.DataFrame(rows), caption="Stopping reasons")
 # `restored` counts revisions where another dimension changed and was put back.
 
 # %%
-revisions = T.revisions_frame(records)
+revisions = fhs_seq.revisions_frame(records)
 if len(revisions):
     show(revisions, caption="Revision calls by target dimension")
 else:
@@ -170,8 +151,8 @@ else:
 # %%
 oracle_rows = []
 for name in datasets:
-    rows, values, gain = T.oracle_rows(name, by_seed[name], FHSConfig.from_dict(config) if config else FHSConfig(),
-                                       interval)
+    rows, values, gain = fhs_seq.oracle_rows(name, by_seed[name],
+                                             FHSConfig.from_dict(config) if config else FHSConfig(), interval)
     oracle_rows += rows
     checked.update(values)
     print(f"{name}: oracle minus FHS round 1, Recall@1 {fmt_estimate(gain)}")
@@ -184,7 +165,7 @@ show(pd.DataFrame(oracle_rows), caption="Oracle selection among FHS's own hypoth
 # lists go through the same listwise selector.
 
 # %%
-rows = [T.selector_row(name, seq_groups[name], fhs_groups[name], interval) for name in datasets]
+rows = [fhs_seq.selector_row(name, seq_groups[name], fhs_groups[name], interval) for name in datasets]
 for row in rows:
     accuracy = row["fhs-seq accuracy"]
     checked[f"{row['dataset']}/fhs-seq/accuracy"] = accuracy.value if accuracy is not None else None
@@ -198,7 +179,7 @@ show(pd.DataFrame(rows), caption="FHS-Seq minus FHS, paired per fact (95% contex
 # is the same request, served by the response cache: the "cached" column counts those.
 
 # %%
-cost = [T.cost_row(name, seq_groups[name]) for name in datasets]
+cost = [fhs_seq.cost_row(name, seq_groups[name]) for name in datasets]
 checked.update({f"{row['dataset']}/fhs-seq/calls_per_fact": row["calls / fact"] for row in cost})
 show(pd.DataFrame(cost), caption=f"FHS-Seq cost per fact with {display_name(choice.model)}, selector excluded")
 
@@ -207,13 +188,4 @@ show(pd.DataFrame(cost), caption=f"FHS-Seq cost per fact with {display_name(choi
 
 # %%
 fingerprints = study.input_fingerprints({name: study.facts(name, llm=True) for name in datasets}, choice)
-report = check({k: v for k, v in checked.items() if v is not None}, chapter="06_fhs_seq", profile=profile,
-               save=not protocol_check, inputs=fingerprints)
-if protocol_check:
-    print(f"PROTOCOL CHECK: {len(checked)} metrics produced; not compared with recorded values.")
-else:
-    report.assert_ok()
-
-# %% tags=["remove-input"]
-print(f"page time: {time.perf_counter() - page_started:.0f} s (profile {profile}; "
-      "the Provenance page lists every chapter's time)")
+page.close({k: v for k, v in checked.items() if v is not None}, inputs=fingerprints)

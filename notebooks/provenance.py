@@ -37,7 +37,7 @@ import pandas as pd
 from fhs.book.build_report import chapter_costs, table_rows
 from fhs.book.execute import git_commit
 from fhs.book.report import show
-from fhs.run.machine import cpu_record, llama_system_info
+from fhs.run.cpu_info import cpu_record, llama_system_info
 
 # %% [markdown]
 # ## Commit and machine
@@ -58,7 +58,7 @@ show(pd.DataFrame([
 #
 # Chapter times depend on the CPU: ONNX Runtime (the dense encoder) picks AVX-512 or AVX2
 # kernels from what the CPU reports, while llama.cpp runs the AVX2 kernels it was compiled
-# with (the Makefile's portable build) on every x86-64 CPU. `fhs bench cpu` measures both.
+# with (the Makefile's portable build) on every x86-64 CPU. `python -m dev.bench_cpu` measures both.
 
 # %% tags=["hide-input"]
 cpu_rows = [{"item": key, "value": value} for key, value in cpu_record().items()]
@@ -87,7 +87,7 @@ show(executions if len(executions) else pd.DataFrame({"chapter": ["(no execution
 # Per chapter: its seconds, the counts of its closing checks, and the model calls it made
 # (stored in the response cache while it ran; a call replayed from an earlier build counts
 # for none). `python -m fhs.book.build_report .` prints the same table as Markdown, and
-# `scripts/cold_book.py` times a newcomer's cold build and ends with it.
+# `dev/cold_book.py` times a newcomer's cold build and ends with it.
 
 # %% tags=["hide-input"]
 costs = [c for c in chapter_costs(Path.cwd()) if c.chapter != "provenance"] if Path(run_log).is_file() else []

@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT))  # run from a checkout even before `pip install -e
 from fhs.core.errors import InputError  # noqa: E402
 from fhs.core.files import cache_dir, write_text_atomic  # noqa: E402
 from fhs.data.datasets.spec_file import read_spec_file  # noqa: E402
-from fhs.run.stamp import file_digest  # noqa: E402
+from fhs.run.digests import file_digest  # noqa: E402
 
 EXAMPLES = ROOT / "examples" / "icd-10-pcs"
 NAME = "codiesp-p"

@@ -2,7 +2,7 @@
 """The dress rehearsal of the paper profile: its chapters against the simulated server, then a report.
 
     python scripts/rehearsal.py [--fraction 0.02] [--port 8017] [--out _build/rehearsal]
-        [--server tests/sim_server.py] [--server-args "--time-scale 100"] [--chapter STEM ...]
+        [--server fhs.plan.sim_server] [--server-args "--time-scale 100"] [--chapter STEM ...]
         [--kill-chapter 02_main_results] [--kill-after 0.4] [--no-kill] [-p NAME=VALUE ...]
     python scripts/rehearsal.py report [--out _build/rehearsal]
 
@@ -12,7 +12,7 @@ user's build and caches are left alone) it:
 
 1. sizes the same run with ``fhs plan --profile paper --fraction F --json --build-dense`` (the
    dense and hybrid runs planned on the real retrievers, whose embeddings the chapters then reuse);
-2. starts the simulated OpenAI-compatible server (``tests/sim_server.py``) with a
+2. starts the simulated OpenAI-compatible server (``python -m fhs.plan.sim_server``) with a
    request log;
 3. executes each chapter with the paper profile on the fraction ``F`` of every LLM
    sample (``-p llm_fraction=F``), one chapter at a time, measuring the project's
@@ -46,6 +46,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 CHAPTERS = ("01_readiness_gap", "02_main_results", "03_ablations", "04_verifier_diagnostics",
             "05_retriever_swap", "06_fhs_seq", "07_case_studies", "08_procedures_pcs")  # fhs.book.manifest
+
+
+def server_command(server: str) -> list[str]:
+    """How to start ``server``: a .py file of this checkout, or a module (``fhs.plan.sim_server``); [] if neither."""
+    if server.endswith(".py"):
+        path = (ROOT / server).resolve()
+        return [sys.executable, str(path)] if path.is_file() else []
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec(server) is not None
+    except ModuleNotFoundError:  # a missing parent package
+        found = False
+    return [sys.executable, "-m", server] if found else []
 
 
 def copy_checkout(target: Path) -> None:
@@ -301,7 +315,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise SystemExit("rehearsal: fhs plan failed")
     plan = json.loads((out / "plan.json").read_text())
 
-    server_argv = [sys.executable, str((ROOT / args.server).resolve()), "--port", str(args.port), "--log", str(log),
+    server_argv = [*server_command(args.server), "--port", str(args.port), "--log", str(log),
                    *shlex.split(args.server_args)]
     server = subprocess.Popen(server_argv, cwd=work, env=env, stdout=open(out / "server.log", "w"),
                               stderr=subprocess.STDOUT)
@@ -366,7 +380,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fraction", type=float, default=0.02, help="share of every LLM sample (REHEARSAL_FRACTION)")
     parser.add_argument("--port", type=int, default=8017)
     parser.add_argument("--out", default="_build/rehearsal", help="the copy of the checkout, the logs and the report")
-    parser.add_argument("--server", default="tests/sim_server.py", help="the simulated server (its CLI: --port --log ...)")
+    parser.add_argument("--server", default="fhs.plan.sim_server",
+                        help="the simulated server, a module or a .py file (its CLI: --port --log ...)")
     parser.add_argument("--server-args", default="--time-scale 100", help="more arguments for the server")
     parser.add_argument("--chapter", action="append", default=None, help="rehearse only this chapter (repeatable)")
     parser.add_argument("--plan-sample", type=int, default=20, help="fhs plan's --sample")
@@ -378,9 +393,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not 0 < args.fraction <= 1:
         parser.error("--fraction must be above 0 and at most 1")
-    if not (ROOT / args.server).is_file():
-        parser.error(f"no simulated server at {args.server} (tests/sim_server.py: the simulated OpenAI-compatible "
-                     "server of the test suite)")
+    if not server_command(args.server):
+        parser.error(f"no simulated server at {args.server} (fhs.plan.sim_server: the simulated OpenAI-compatible "
+                     "server)")
     return cmd_run(args)
 
 

@@ -21,8 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout even before `pip install -e .`
 
-from fhs.book.chapters import load_profiles, parse_assignment  # noqa: E402
 from fhs.book.execute import run  # noqa: E402
+from fhs.book.toc import load_profiles, parse_assignment  # noqa: E402
 from fhs.core.errors import InputError  # noqa: E402
 
 
@@ -34,7 +34,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="execute only this chapter (repeatable); the provenance page follows")
     parser.add_argument("--force", action="store_true", help="re-execute even if unchanged")
     parser.add_argument("-p", "--parameter", action="append", default=[], metavar="NAME=VALUE",
-                        help="override a profile parameter (value read as YAML); repeatable")
+                        help="override a chapter parameter (value read as YAML); a key of the server or sample "
+                             "mapping may be given alone (-p base_url=URL) or dotted (-p server.base_url=URL); "
+                             "repeatable")
     parser.add_argument("--kernel", default="python3",
                         help="Jupyter kernel; must run this Python (default python3)")
     parser.add_argument("--timeout", type=int, default=None,

@@ -12,12 +12,12 @@ from fhs.llm.cache import CachedLLM, ResponseCache
 from fhs.method.config import FHSConfig
 from fhs.method.context import MethodContext
 from fhs.method.ledger import SqliteLedger
-from fhs.run.ablations import (BetaChoice, beta_sweep, choose_beta, choose_beta_on_dev, counts, final_rows,
-                               window_sensitivity)
 from fhs.run.evaluate import gold_rank
 from fhs.run.records import read_records
 from fhs.run.rescore import rescore
 from fhs.run.runner import run_method
+from fhs.run.tables.ablations import (BetaChoice, beta_sweep, choose_beta, choose_beta_on_dev, counts, final_rows,
+                                      window_sensitivity)
 from scripted_llm import OverlapRetriever, ScriptedLLM
 from test_pipeline import DOMAIN, H1, H2, hypothesis_reply
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fhs.data.relocate import alignments as store_module
 from fhs.data.relocate.align import AlignConfig
 from fhs.data.relocate.alignments import AlignmentStore, alignment_key
-from fhs.data.relocate.tasks import AlignedDocument
+from fhs.data.relocate.contract import AlignedDocument
 
 SPANISH = "Paciente de 45 años con dolor torácico. Se realizó un electrocardiograma normal.\n\nAlta a domicilio."
 ENGLISH = "45-year-old patient with chest pain.\nA normal electrocardiogram was performed.\n1.\nDischarged home."
@@ -20,7 +20,7 @@ def test_a_stored_alignment_is_the_computed_one_and_the_aligner_is_not_asked_aga
     first.save()
     assert computed.alignment is not None and path.is_file()
 
-    import fhs.data.relocate.tasks as tasks
+    import fhs.data.relocate.contract as tasks
     monkeypatch.setattr(tasks, "align_document", lambda *a, **k: (_ for _ in ()).throw(AssertionError("realigned")))
     read = AlignedDocument.build("d1", SPANISH, ENGLISH, AlignConfig(), AlignmentStore(path))
     assert read == computed

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from fhs.cli import main
+from fhs.plan.sim_server import running, stats
 from fhs.run.archive import archive_provenance, archived_runs
 from llama_server import free_port
 from server_runs import INVOCATION, TIMING, fhs_run, records_of, without, write_inputs
-from sim_server import running, stats
 
 REPLAYED = TIMING | {"cached"}  # a replayed answer is a cached one
 VARIANT = ("--beta", "0.3", "--selector", "off")
@@ -198,7 +198,7 @@ def test_a_real_models_run_replays_from_its_archive(tmp_path, capsys):
 
 
 def test_a_chapter_replaying_an_archive_reruns_when_the_archives_content_changes(tmp_path):
-    from fhs.book import chapters as C
+    from fhs.book import toc as C
     from fhs.book import execute as B
 
     (tmp_path / "book").mkdir()
@@ -247,3 +247,220 @@ def test_the_books_runs_replay_through_llm_study(tmp_path):
                               cache_dir=tmp_path / "more-cache", replay=tmp_path / "paper.fhsa")
     with pytest.raises(Exception, match="need calls the archive does not hold"):
         study.run_llm("fincl", "fhs", choice)  # two more facts than the GPU run had
+
+
+# ---- an archive is a file from a stranger --------------------------------------------------
+
+
+def tampered(archive: Path, to: Path, change, *, digest: bool = True) -> Path:
+    """A copy of ``archive`` changed by ``change(db)``; with ``digest``, its digest made to fit again
+    (as an attacker would), so that the checks behind the digest are what answers."""
+    import sqlite3
+
+    from fhs.llm.replay import content_digest
+
+    shutil.copy(archive, to)
+    to.chmod(0o644)
+    db = sqlite3.connect(to)
+    with db:
+        change(db)
+    if digest:
+        with db:
+            db.execute("UPDATE meta SET value = ? WHERE name = 'digest'", (content_digest(db),))
+    db.close()
+    return to
+
+
+def replace_answers(purpose: str, edit):
+    """A change to every archived answer of one stage: its text through ``edit``."""
+
+    def change(db):
+        for key, text in db.execute("SELECT key, text FROM responses WHERE purpose = ?", (purpose,)).fetchall():
+            db.execute("UPDATE responses SET text = ? WHERE key = ?", (edit(text), key))
+
+    return change
+
+
+def reversed_selection(text: str) -> str:
+    """The selector's answer turned around: its last-ranked candidate first, and that one selected."""
+    answer = json.loads(text)
+    answer["ranked_indices"] = answer["ranked_indices"][::-1]
+    answer["selected_index"] = answer["ranked_indices"][0]
+    return json.dumps(answer)
+
+
+def support_all(text: str) -> str:
+    import re
+
+    return re.sub(r'"[SCA]+"', lambda m: '"' + "S" * (len(m.group(0)) - 2) + '"', text)
+
+
+def one_error(err: str) -> str:
+    lines = [line for line in err.strip().splitlines() if line.startswith("fhs: error:")]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+def replay(capsys, served, archive_file: Path, out: Path, cache: Path):
+    return fhs_run(capsys, served["facts"], served["concepts"], out, "--backend", "openai", "--replay",
+                   str(archive_file), "--cache", str(cache))
+
+
+def test_an_archive_changed_after_it_was_written_is_refused_by_its_digest(served, tmp_path, capsys):
+    archive(capsys, str(served["run"]), "--cache", str(served["cache"]), "--out", str(tmp_path / "run.fhsa"))
+    changed = tampered(tmp_path / "run.fhsa", tmp_path / "changed.fhsa", lambda db: db.execute(
+        "UPDATE responses SET text = text || ' ' WHERE key = (SELECT MIN(key) FROM responses "
+        "WHERE purpose = 'selector')"), digest=False)
+    code, _, err = replay(capsys, served, changed, tmp_path / "replayed", tmp_path / "laptop" / "responses.sqlite")
+    line = one_error(err)
+    assert code == 2 and "changed.fhsa" in line and "does not match the digest it carries" in line
+    assert not (tmp_path / "replayed" / "records.jsonl").exists()  # refused before any fact
+    assert not (tmp_path / "laptop").exists()  # and nothing written for it
+
+
+def test_a_tampered_answer_whose_digest_fits_is_caught_by_the_archives_own_records(served, tmp_path, capsys):
+    archive(capsys, str(served["run"]), "--cache", str(served["cache"]), "--out", str(tmp_path / "run.fhsa"))
+    changed = tampered(tmp_path / "run.fhsa", tmp_path / "changed.fhsa",
+                       replace_answers("selector", reversed_selection))
+    code, _, err = replay(capsys, served, changed, tmp_path / "replayed", tmp_path / "laptop" / "responses.sqlite")
+    line = one_error(err)
+    assert code == 2 and "changed.fhsa" in line and f"the replay of run {served['run']} rebuilt" in line
+    # a metric where the means moved, else the first fact whose outcome did
+    assert "archive's metrics.json says" in line or ("fact f" in line and "archive's record says" in line), line
+
+
+def test_archived_metrics_that_its_answers_do_not_give_are_an_error_naming_run_and_metric(served, tmp_path,
+                                                                                           capsys):
+    archive(capsys, str(served["run"]), "--cache", str(served["cache"]), "--out", str(tmp_path / "run.fhsa"))
+    claimed = {**served["metrics"], "accuracy": served["metrics"]["accuracy"] + 0.5}
+    changed = tampered(tmp_path / "run.fhsa", tmp_path / "changed.fhsa", lambda db: db.execute(
+        "UPDATE runs SET metrics = ?", (json.dumps(claimed),)))
+    code, _, err = replay(capsys, served, changed, tmp_path / "replayed", tmp_path / "laptop" / "responses.sqlite")
+    line = one_error(err)
+    assert code == 2 and f"the replay of run {served['run']} rebuilt accuracy = " in line
+    assert f"metrics.json says {claimed['accuracy']:.4g}" in line
+    # a part of the run is checked against the archived records of that part, which agree
+    code, metrics, err = fhs_run(capsys, served["facts"], served["concepts"], tmp_path / "part", "--backend",
+                                 "openai", "--replay", str(changed), "--limit", "3",
+                                 "--cache", str(tmp_path / "laptop" / "responses.sqlite"))
+    assert code == 0 and metrics["n_facts"] == 3, err
+
+
+def test_an_archive_id_that_names_a_path_reaches_no_ledger_and_a_later_real_run_asks_its_own_verifier(
+        served, tmp_path, capsys):
+    archive(capsys, str(served["run"]), "--cache", str(served["cache"]), "--out", str(tmp_path / "run.fhsa"))
+
+    def poison(db):
+        db.execute("UPDATE meta SET value = '/../../../..' WHERE name = 'id'")
+        replace_answers("verifier", support_all)(db)  # the verdicts a later run would take from a ledger
+
+    poisoned = tampered(tmp_path / "run.fhsa", tmp_path / "poisoned.fhsa", poison)
+    cache = tmp_path / "user" / "a" / "b" / "cache" / "responses.sqlite"
+    code, _, err = replay(capsys, served, poisoned, tmp_path / "replayed", cache)
+    line = one_error(err)  # the changed verdicts change what the selector is asked (calls the archive lacks),
+    assert code == 2 and "poisoned.fhsa" in line  # or else the results: either way one line, exit 2
+    ledgers = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("verdicts.sqlite"))
+    replays = [p for p in ledgers if p.parts[:-2] == cache.parent.relative_to(tmp_path).parts]
+    assert len(replays) == 1 and replays[0].parts[-2].startswith("replay-")  # only the replay's own folder
+    assert [p for p in ledgers if p not in replays] == [Path("gpu-cache/verdicts.sqlite")]  # the GPU run's
+    # the user's own run, with the same cache: every verifier call asked, the GPU run's metrics
+    with running(free_port(), "--fixed-latency", "0") as url:
+        code, metrics, err = fhs_run(capsys, served["facts"], served["concepts"], tmp_path / "mine", "--backend",
+                                     "openai", "--base-url", url, "--cache", str(cache))
+    assert code == 0, err
+    asked = [c for r in records_of(tmp_path / "mine").values() for c in r["llm_calls"] if c["purpose"] == "verifier"]
+    gpu = [c for r in records_of(served["run"]).values() for c in r["llm_calls"] if c["purpose"] == "verifier"]
+    assert len(asked) == len(gpu) > 0
+    assert without(metrics, INVOCATION | {"recorded_seconds", "config"}) == \
+        without(served["metrics"], INVOCATION | {"recorded_seconds", "config"})
+
+
+MALFORMED = [
+    ("no responses table", lambda db: db.execute("DROP TABLE responses"), "no table 'responses'"),
+    ("run_config not JSON", lambda db: db.execute("UPDATE runs SET run_config = '{not json'"),
+     "run_config of run"),
+    ("run_config a list", lambda db: db.execute("UPDATE runs SET run_config = '[1, 2]'"), "not a JSON object"),
+    ("no identities table", lambda db: db.execute("DROP TABLE identities"), "no table 'identities'"),
+    ("tokens_in not a number", lambda db: db.execute(
+        "UPDATE responses SET tokens_in = 'many' WHERE key = (SELECT MIN(key) FROM responses)"),
+     "tokens_in = 'many', not a whole number"),
+    ("records not gzip", lambda db: db.execute("UPDATE runs SET records = X'00ff'"), "not gzip'd JSON lines"),
+    ("an archive of format 1", lambda db: db.execute("UPDATE meta SET value = '1' WHERE name = 'version'"),
+     "carries no digest"),
+]
+
+
+@pytest.mark.parametrize("name, change, named", MALFORMED, ids=[case[0] for case in MALFORMED])
+def test_a_malformed_archive_is_one_line_naming_the_file_and_what_is_wrong(name, change, named, served, tmp_path,
+                                                                            capsys):
+    archive(capsys, str(served["run"]), "--cache", str(served["cache"]), "--out", str(tmp_path / "run.fhsa"))
+    bad = tampered(tmp_path / "run.fhsa", tmp_path / "bad.fhsa", change)
+    code, _, err = replay(capsys, served, bad, tmp_path / "replayed", tmp_path / "laptop" / "responses.sqlite")
+    line = one_error(err)
+    assert code == 2 and "bad.fhsa" in line and named in line, line
+
+
+def test_an_archive_without_an_id_still_replays(served, tmp_path, capsys):
+    archive(capsys, str(served["run"]), "--cache", str(served["cache"]), "--out", str(tmp_path / "run.fhsa"))
+    bare = tampered(tmp_path / "run.fhsa", tmp_path / "bare.fhsa", lambda db: db.execute(
+        "DELETE FROM meta WHERE name = 'id'"))
+    code, metrics, err = replay(capsys, served, bare, tmp_path / "replayed", tmp_path / "laptop" / "responses.sqlite")
+    assert code == 0, err
+    assert metrics["recall@1"] == served["metrics"]["recall@1"]
+
+
+# ---- fhs archive refuses to write over its inputs, and writes an ordinary file ------------------
+
+
+def test_archive_refuses_an_out_that_is_one_of_its_inputs(served, tmp_path, capsys):
+    import sqlite3
+
+    def answers() -> int:
+        with sqlite3.connect(served["cache"]) as db:
+            return db.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+
+    before, mode = answers(), served["cache"].stat().st_mode
+    inputs = [served["cache"], served["cache"].with_name("verdicts.sqlite"), served["run"] / "records.jsonl",
+              served["run"] / "metrics.json", served["run"] / "run-config.json"]
+    for target in inputs:
+        contents = target.read_bytes()
+        code, out, err = archive(capsys, str(served["run"]), "--cache", str(served["cache"]), "--out", str(target))
+        line = one_error(err)
+        assert code == 2 and str(target) in line and "which the archive is made from" in line, line
+        assert target.read_bytes() == contents and not out
+    assert answers() == before and served["cache"].stat().st_mode == mode
+    code, _, err = archive(capsys, str(served["run"]), "--cache", str(served["cache"]), "--out", str(tmp_path))
+    line = one_error(err)
+    assert code == 2 and f"{tmp_path}, field 'out': is a directory" in line and ".partial" not in line
+
+
+def test_an_archive_is_written_with_the_permissions_of_an_ordinary_file(served, tmp_path, capsys):
+    import os
+    import stat
+
+    for umask in (0o022, 0o077):
+        previous = os.umask(umask)
+        try:
+            code, _, err = archive(capsys, str(served["run"]), "--cache", str(served["cache"]), "--out",
+                                   str(tmp_path / f"run-{umask:o}.fhsa"))
+        finally:
+            os.umask(previous)
+        assert code == 0, err
+        assert stat.S_IMODE((tmp_path / f"run-{umask:o}.fhsa").stat().st_mode) == 0o666 & ~umask
+
+
+@pytest.mark.parametrize("content, named", [(b"not sqlite at all " * 100, "not a response cache"),
+                                            (None, "no table 'responses'")])
+def test_archive_of_a_cache_that_is_not_one_is_a_one_line_error(content, named, served, tmp_path, capsys):
+    import sqlite3
+
+    cache = tmp_path / "other.sqlite"
+    if content is None:
+        with sqlite3.connect(cache) as db:
+            db.execute("CREATE TABLE t (x)")
+    else:
+        cache.write_bytes(content)
+    code, _, err = archive(capsys, str(served["run"]), "--cache", str(cache), "--out", str(tmp_path / "x.fhsa"))
+    line = one_error(err)
+    assert code == 2 and "other.sqlite" in line and named in line
+    assert not (tmp_path / "x.fhsa").exists()

@@ -55,9 +55,64 @@ def _dangling(d: Path) -> None:
     (d / "link").symlink_to(d / "nowhere")
 
 
+def _damaged_cache(d: Path) -> None:
+    """A response cache with one page overwritten: the root of its key index, which every lookup reads."""
+    import sqlite3
+
+    from fhs.llm.cache import ResponseCache
+    from fhs.llm.contract import Response
+
+    cache = ResponseCache(d / "c" / "responses.sqlite")
+    cache.put_many([(f"k{i:05d}", "openai", "fake", "p", Response(text="x" * 200, tokens_in=1, tokens_out=1,
+                                                                  seconds=0.1)) for i in range(3000)])
+    cache.close()
+    with sqlite3.connect(d / "c" / "responses.sqlite") as db:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        size = db.execute("PRAGMA page_size").fetchone()[0]
+        (root,) = db.execute("SELECT rootpage FROM sqlite_master WHERE name = 'sqlite_autoindex_responses_1'"
+                             ).fetchone()
+    with open(d / "c" / "responses.sqlite", "r+b") as handle:
+        handle.seek((root - 1) * size)
+        handle.write(b"\xff" * size)
+
+
+def _archive(change: str | None = None, *, digest: bool = True):
+    """An `fhs archive` of the finished run as bad.fhsa, then changed by the SQL ``change`` (its digest made
+    to fit again, as a careful attacker would, unless ``digest`` is False)."""
+
+    def make(d: Path) -> None:
+        import sqlite3
+
+        from fhs.llm.cache import ResponseCache
+        from fhs.llm.replay import content_digest
+        from fhs.run.archive import pack
+
+        ResponseCache(d / "empty" / "responses.sqlite").close()
+        pack([d / "out"], d / "bad.fhsa", cache=d / "empty" / "responses.sqlite")
+        with sqlite3.connect(d / "bad.fhsa") as db:
+            if change:
+                db.executescript(change)
+            if digest:
+                db.execute("UPDATE meta SET value = ? WHERE name = 'digest'", (content_digest(db),))
+
+    return make
+
+
+def _spec(text: str):
+    return lambda d: (d / "s.yaml").write_text("facts: facts.jsonl\ntaxonomy: concepts.csv\n" + text)
+
+
+# nine levels of anchors, each referring ten times to the one before: 10^9 values from 600 bytes
+BOMB = "".join(f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]\n" if i else "a0: &a0 [x]\n"
+               for i in range(10))
+
+
 # An OpenAI-compatible server that is never reached: each case fails before the first request.
 SERVED = ["--method", "structured", "--domain", "us-gaap", "--backend", "openai", "--model", "fake",
           "--base-url", "http://127.0.0.1:9", "--cache", "c/responses.sqlite"]
+# The finished run again with the selector, answered from bad.fhsa (into a new folder)
+REPLAYED = ["--selector", "on", "--domain", "us-gaap", "--backend", "openai", "--replay", "bad.fhsa",
+            "--cache", "c/responses.sqlite", "--out", "out2"]
 
 
 GOOD_FACTS = line() + line(id="f2", value="9")
@@ -99,6 +154,26 @@ CASES = [
      ["verdicts.sqlite", "not a usable verdict ledger"]),
     ("response cache of an older layout", _old_cache, SERVED,
      ["responses.sqlite", "another layout", "tokens_in"]),
+    ("response cache with a damaged page", _damaged_cache, [*SERVED, "--out", "out2"],
+     ["responses.sqlite", "the response cache is damaged", "malformed", ".recover"]),
+    ("request timeout 0", None, ["--request-timeout", "0"], ["--request-timeout", "above 0"]),
+    ("give-up time nan", None, ["--give-up-after", "nan"], ["--give-up-after", "finite"]),
+    ("archive changed after it was written", _archive("UPDATE meta SET value = 'x' WHERE name = 'provenance'",
+                                                      digest=False), REPLAYED,
+     ["bad.fhsa", "does not match the digest it carries"]),
+    ("archive with no responses table", _archive("DROP TABLE responses"), REPLAYED,
+     ["bad.fhsa", "no table 'responses'"]),
+    ("archive run_config not JSON", _archive("UPDATE runs SET run_config = '{not json'"), REPLAYED,
+     ["bad.fhsa", "the run_config of run ", "/out is not a JSON object"]),
+    ("archive run_config a list", _archive("UPDATE runs SET run_config = '[1]'"), REPLAYED,
+     ["bad.fhsa", "/out is not a JSON object"]),
+    ("archive with no identities table", _archive("DROP TABLE identities"), REPLAYED,
+     ["bad.fhsa", "no table 'identities'"]),
+    ("archive tokens_in not a number", _archive(
+        "INSERT INTO responses VALUES ('k', 'openai', 'm', 'p', 't', 'many', 1, 0.5, 0)"), REPLAYED,
+     ["bad.fhsa", "tokens_in = 'many', not a whole number"]),
+    ("archive with no digest", _archive("DELETE FROM meta WHERE name = 'digest'", digest=False), REPLAYED,
+     ["bad.fhsa", "carries no digest"]),
 ]
 
 
@@ -167,6 +242,31 @@ OTHERS = [
     ("bench llm facts 0", None, ["bench", "llm", "--facts", "0"], ["--facts", "at least 1"]),
     ("show a run-config that is not JSON", _file("out/run-config.json", b"{not json"),
      ["show", "out", "--fact", "f1"], ["run-config.json", "not valid JSON"]),
+    ("archive a cache that is not SQLite", _file("c.sqlite", b"not sqlite " * 100),
+     ["archive", "out", "--cache", "c.sqlite", "--out", "f.jsonl"], ["c.sqlite", "not a response cache"]),
+    ("archive a cache with no responses table", _archive("DROP TABLE responses"),  # an archive is SQLite
+     ["archive", "out", "--cache", "bad.fhsa", "--out", "f.jsonl"], ["bad.fhsa", "no table 'responses'"]),
+    ("archive onto its cache", _archive(), ["archive", "out", "--cache", "empty/responses.sqlite", "--out",
+                                            "empty/responses.sqlite"],
+     ["empty/responses.sqlite", "field 'out'", "is the response cache", "destroy"]),
+    ("archive onto a run's records", _archive(), ["archive", "out", "--cache", "empty/responses.sqlite", "--out",
+                                                  "out/records.jsonl"],
+     ["out/records.jsonl", "records.jsonl, which the archive is made from"]),
+    ("archive onto a directory", _archive(), ["archive", "out", "--cache", "empty/responses.sqlite", "--out",
+                                              "empty"],
+     ["empty, field 'out': is a directory"]),
+    ("spec file with an alias bomb", _spec(BOMB + "retrieval:\n  pool_multiplier: *a9\n"),
+     ["run", "--dataset", "s.yaml", "--method", "direct", "--out", "o2"], ["s.yaml", "aliases", "10,000"]),
+    ("spec value quoted by its field, not expanded", _spec("retrieval:\n  pool_multiplier: &b [[x, x], [x, x]]\n"
+                                                           "  w_cov: [*b, *b]\n"),
+     ["run", "--dataset", "s.yaml", "--method", "direct", "--out", "o2"],
+     ["s.yaml", "field 'retrieval.pool_multiplier'", "got a list of 2 value(s)"]),
+    ("plan --set selector_candidates=-1", None, ["plan", "--profile", "smoke", "--set", "selector_candidates=-1"],
+     ["field 'set selector_candidates'", "at least 1, got -1"]),
+    ("plan --set selector_candidates=nan", None, ["plan", "--profile", "smoke", "--set", "selector_candidates=nan"],
+     ["field 'set selector_candidates'", "whole number, got 'nan'"]),
+    ("plan --throughput 1e-300", None, ["plan", "--profile", "smoke", "--throughput", "1e-300"],
+     ["--throughput", "at least 0.01 tokens/s"]),
 ]
 
 
@@ -189,6 +289,46 @@ def test_other_commands_answer_bad_input_in_one_line_exit_2(name, damage, args, 
 
 
 def _facts_note(line: str) -> bool:
-    """fhs run's first line (how many facts it takes), which precedes any error."""
+    """fhs run's first line (how many facts it takes), which precedes any error; or a line llama.cpp's C code
+    prints while it reads the token vocabulary (verbose=False does not silence it), which is not fhs's."""
+    if line.startswith("llama_context: "):
+        return True
     return line.startswith("fhs: ") and (" facts, no sample taken (" in line or ": a context-level sample of " in line
                                          or ": the first " in line)
+
+
+def test_a_read_only_cache_folder_is_named_and_not_to_be_deleted(finished, tmp_path, capsys, monkeypatch):
+    """The cache's folder is read-only. Root may write anywhere, so under root SQLite's refusal and the
+    folder's permission are what a user would meet, stood in for at the two calls that see them."""
+    import sqlite3
+
+    from fhs.cli import main
+
+    work = tmp_path / "w"
+    subprocess.run(["cp", "-r", str(finished), str(work)], check=True)
+    folder = work / "c"
+    folder.mkdir()
+    folder.chmod(0o555)
+    if os.geteuid() == 0:
+        import fhs.llm.cache as cache_module
+
+        real_connect, real_access = sqlite3.connect, os.access
+
+        def connect(path, *args, **kwargs):
+            if Path(path).resolve().parent == folder:
+                raise sqlite3.OperationalError("unable to open database file")
+            return real_connect(path, *args, **kwargs)
+
+        monkeypatch.setattr(cache_module.sqlite3, "connect", connect)
+        monkeypatch.setattr(os, "access", lambda path, mode, **kw: False if Path(path).resolve() == folder
+                            else real_access(path, mode, **kw))
+    monkeypatch.chdir(work)
+    try:
+        code = main(["run", "--facts", "facts.jsonl", "--taxonomy", "concepts.csv", "--out", "out2", "--quiet",
+                     *SERVED])
+    finally:
+        folder.chmod(0o755)
+    errors = [l for l in capsys.readouterr().err.strip().splitlines() if not _facts_note(l)]
+    assert code == 2 and len(errors) == 1, errors
+    assert "c/responses.sqlite" in errors[0] and f"its folder {Path('c')} is read-only" in errors[0]
+    assert "make it writable" in errors[0] and "delete" not in errors[0]

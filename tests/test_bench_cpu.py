@@ -1,4 +1,4 @@
-"""fhs bench cpu and the CPU record: instruction-set levels, CPUID masking, real encoder and model runs."""
+"""python -m dev.bench_cpu and the CPU record: instruction-set levels, CPUID masking, real encoder and model runs."""
 
 from __future__ import annotations
 
@@ -8,11 +8,12 @@ import sys
 
 import pytest
 
+from dev.bench_cpu import (EncoderSetting, LlamaSetting, bench_encoder, bench_llama, bench_sampling, encoder_grid,
+                           format_sampling, sampling_requests)
+from dev.cpuid_mask import can_mask, isa_environment
 from fhs.core.errors import InputError
+from fhs.run.cpu_info import cpu_record, level, mlas_kernels
 from fhs.run.profiles import PROFILES
-from fhs.run.bench_cpu import (EncoderSetting, LlamaSetting, bench_encoder, bench_llama, bench_sampling, encoder_grid,
-                               format_sampling, sampling_requests)
-from fhs.run.machine import can_mask, cpu_record, isa_environment, level, mlas_kernels
 
 V3 = {"sse4_2", "popcnt", "ssse3", "avx", "avx2", "fma", "f16c", "bmi2", "movbe"}
 V4 = V3 | {"avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512cd"}
@@ -48,7 +49,7 @@ def test_the_preload_hides_avx512_from_cpuid(tmp_path):
         with pytest.raises(InputError, match="CPUID faulting"):
             isa_environment("x86-64-v3", tmp_path)
         return
-    code = "from fhs.run.machine import cpu_record, process_simd; import json; " \
+    code = "from fhs.run.cpu_info import cpu_record, process_simd; import json; " \
            "print(json.dumps([cpu_record()['CPUID in this process'], process_simd()]))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env=isa_environment("x86-64-v3", tmp_path))
@@ -64,7 +65,7 @@ def test_programs_with_their_own_segv_handler_run_masked_and_still_see_real_faul
         pytest.skip("this CPU has no CPUID faulting, so nothing runs masked (the refusal is tested above)")
     env = isa_environment("x86-64-v3", tmp_path)
     code = ("import faulthandler, json, sys; faulthandler.enable(); "
-            "from fhs.run.machine import process_simd; print(json.dumps(sorted(process_simd()))); sys.stdout.flush(); "
+            "from fhs.run.cpu_info import process_simd; print(json.dumps(sorted(process_simd()))); sys.stdout.flush(); "
             "import ctypes; ctypes.string_at(0)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert out.returncode == -11  # the real fault killed it, after faulthandler spoke

@@ -2,7 +2,7 @@
 
 import pytest
 
-from fhs.run.bench_llm import CallCost, format_table, summarize
+from fhs.bench.llm import CallCost, format_table, summarize
 
 
 def test_summarize_counts_evaluated_prompt_tokens_and_splits_prompt_from_generation_time():
@@ -25,7 +25,7 @@ def test_summarize_without_backend_timings_leaves_the_speeds_empty():
 @pytest.mark.model
 @pytest.mark.data
 def test_bench_llm_measures_a_real_model_with_a_fresh_cache():
-    from fhs.run.bench_llm import bench_llm
+    from fhs.bench.llm import bench_llm
 
     result = bench_llm(["fincl"], ["direct", "fhs"], profile="smoke", facts=1, progress=False)
     assert result["fresh_cache"] and result["facts"] == 1

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from fhs.book import chapters as C
 from fhs.book import execute as B
+from fhs.book import toc as C
 from fhs.core.errors import InputError
 
 TOC = """\
@@ -193,6 +193,21 @@ def test_parameters_change_only_the_chapters_that_declare_them(tree):
     _mark_done(tree, log, _plan(tree, log))
     plans = _plan(tree, log, overrides={"model": "other"})  # only 02_beta declares model
     assert {stem for stem, p in plans.items() if p.needed} == {"02_beta", "provenance"}
+
+
+def test_the_mapping_parameters_merge_key_by_key_and_take_their_keys_given_alone():
+    """``server`` and ``sample`` merge over the profile; ``-p base_url=...`` (the flat name chapters took before)
+    and ``-p server.model=...`` join the mapping of a chapter that declares it; a null key is its default."""
+    profile = {"sample": {"bootstrap_resamples": 200}, "server": {}, "llm_limit": None}
+    given = C.merged(profile, {"sample": {"runs": 1}, "base_url": "http://gpu:8000/v1", "server.model": "m",
+                               "llm_limit": 3, "thinking": None})
+    assert given["sample"] == {"bootstrap_resamples": 200, "runs": 1}
+    folded = C.folded(given, {"profile", "server", "sample"})
+    assert folded["server"] == {"base_url": "http://gpu:8000/v1", "model": "m"}
+    assert folded["sample"] == {"bootstrap_resamples": 200, "runs": 1, "llm_limit": 3}
+    assert "base_url" not in folded and "thinking" not in folded
+    # a chapter that declares the flat name keeps it flat
+    assert C.folded({"base_url": "u"}, {"base_url", "server"}) == {"base_url": "u"}
 
 
 def test_a_missing_output_reruns_even_with_a_matching_key(tree):

@@ -2,8 +2,8 @@
 
 from pathlib import Path
 
-from fhs.book.ablations import (DEV_TAG, beta_on_development, free_text_verifier, sampling_pilot_table,
-                                window_sizes)
+from fhs.book.chapters.ablations import (DEV_TAG, beta_on_development, free_text_verifier, sampling_pilot_table,
+                                         window_sizes)
 from fhs.book.study import Run
 from fhs.method.config import FHSConfig
 from test_ablations import gold_behind, overtaken
@@ -54,7 +54,7 @@ def test_rows_run_their_methods_with_the_selector_off_and_share_the_development_
 
 
 def test_seeded_rows_are_averaged_by_key_with_a_std_where_runs_differ():
-    from fhs.book.ablations import over_seeds
+    from fhs.book.chapters.ablations import over_seeds
 
     seeds = [[{"k_v": 5, "facts": 2, "mrr": 0.5, "label": "a"}, {"k_v": 10, "facts": 2, "mrr": 0.25, "label": "b"}],
              [{"k_v": 10, "facts": 2, "mrr": 0.75, "label": "b"}, {"k_v": 5, "facts": 2, "mrr": 0.5, "label": "a"}]]
@@ -68,7 +68,7 @@ def test_seeded_rows_are_averaged_by_key_with_a_std_where_runs_differ():
 def test_seeded_tables_run_each_seed_and_choose_one_beta():
     from dataclasses import dataclass
 
-    from fhs.book.ablations import beta_over_seeds, pilot_over_seeds, windows_over_seeds
+    from fhs.book.chapters.ablations import beta_over_seeds, pilot_over_seeds, windows_over_seeds
 
     @dataclass(frozen=True)
     class Choice:

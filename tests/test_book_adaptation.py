@@ -6,7 +6,7 @@ from dataclasses import replace
 import pytest
 
 from book_records import fact
-from fhs.book import adaptation as A
+from fhs.book.chapters import adaptation as A
 from fhs.data.facts import Fact
 from fhs.data.taxonomy import Concept, Taxonomy
 from fhs.run.evaluate import metrics
@@ -40,6 +40,17 @@ def test_model_arguments_carry_only_the_parameters_that_are_set():
     argv = A.model_arguments("paper", "c.sqlite", base_url="http://a,http://b", thinking=False, max_in_flight=8)
     assert argv[4:] == ["--base-url", "http://a", "--base-url", "http://b", "--max-in-flight", "8",
                         "--thinking", "off"]
+    assert A.model_arguments("paper", "c.sqlite", request_timeout=30)[-2:] == ["--request-timeout", "30"]
+
+
+def test_a_chapters_request_timeout_reaches_the_servers_client(tmp_path):
+    from fhs.book.page import open_page
+
+    chapter = open_page("02_main_results", "paper", tmp_path / "runs",
+                        server={"base_url": "http://127.0.0.1:9", "request_timeout": 7,
+                                "cache_dir": str(tmp_path / "cache")})
+    backend = chapter.choice.llm().backend
+    assert backend.timeout == 7.0 and chapter.choice.request_timeout == 7.0
 
 
 def test_cli_runs_keep_the_wanted_records_and_fail_loudly(tmp_path):

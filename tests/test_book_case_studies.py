@@ -5,8 +5,8 @@ import matplotlib
 matplotlib.use("Agg")
 
 from book_records import fact  # noqa: E402
-from fhs.book import case_studies as C  # noqa: E402
-from fhs.book import worked_examples as W  # noqa: E402
+from fhs.book.chapters import case_studies as C  # noqa: E402
+from fhs.book.chapters import worked_examples as W  # noqa: E402
 
 
 def test_the_rule_takes_the_first_rank1_disagreement_in_sample_order_then_the_first_rank_difference():

@@ -3,7 +3,7 @@
 import pytest
 
 from book_records import DIMS, call, fact, memory_run, verified
-from fhs.book import main_results as M
+from fhs.book.chapters import main_results as M
 from fhs.book.costs import calls_per_fact, new_calls, purpose_costs
 from fhs.book.fact_view import fact_tables, rank_line, telling_fact, verdict_string
 from fhs.book.report import Estimate

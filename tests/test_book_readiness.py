@@ -8,7 +8,7 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
 from book_records import fact, memory_run  # noqa: E402
-from fhs.book import readiness as RG  # noqa: E402
+from fhs.book.chapters import readiness as RG  # noqa: E402
 from fhs.data.taxonomy import Concept, Taxonomy  # noqa: E402
 from fhs.paper import RELOCATION  # noqa: E402
 

@@ -7,7 +7,7 @@ matplotlib.use("Agg")
 import pytest  # noqa: E402
 
 from book_records import fact, memory_run  # noqa: E402
-from fhs.book import retriever_swap as R  # noqa: E402
+from fhs.book.chapters import retriever_swap as R  # noqa: E402
 from fhs.paper import RETRIEVER_SWAP  # noqa: E402
 
 INTERVAL = {"resamples": 50, "seed": 1}

@@ -3,10 +3,10 @@
 import pytest
 
 from book_records import DIMS, memory_run, verified
-from fhs.book import verifier_diagnostics as V
+from fhs.book.chapters import verifier_diagnostics as V
 from fhs.book.fact_view import verifier_example, window_with_and_without
 from fhs.paper import VERIFIER
-from fhs.run.verdict_stats import panel_a, window_stats
+from fhs.run.tables.verdict_stats import panel_a, window_stats
 
 INTERVAL = {"resamples": 50, "seed": 1}
 ABSTAIN = dict.fromkeys(DIMS, "abstain")

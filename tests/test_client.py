@@ -13,10 +13,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from fake_openai import completion, serve
 from fhs.llm.contract import BackendError, Message, Request
 from fhs.llm.factory import backend_identity, make_llm
 from fhs.llm.inflight import InFlightGate, server_gate
-from fhs.llm.openai import PURPOSE_HEADER, OpenAIBackend
+from fhs.llm.openai import PURPOSE_HEADER, UNREACHABLE_TRIES, OpenAIBackend
 
 
 class CountingServer:
@@ -226,10 +227,10 @@ class Trickle:
         self.socket.close()
 
 
-def test_a_server_that_trickles_bytes_fails_at_the_deadline_naming_itself():
+def test_a_server_that_trickles_bytes_is_cut_at_each_deadline_and_named_at_the_give_up_time():
     trickle = Trickle()
     try:
-        backend = OpenAIBackend([trickle.url], "m", timeout=2.0, max_retries=3, backoff_s=0.01)
+        backend = OpenAIBackend([trickle.url], "m", timeout=2.0, give_up_s=3.0, backoff_s=0.01)
         started = time.perf_counter()
         with pytest.raises(BackendError) as error:
             backend.complete(requests(1))
@@ -237,8 +238,9 @@ def test_a_server_that_trickles_bytes_fails_at_the_deadline_naming_itself():
     finally:
         trickle.close()
     message = str(error.value)
-    assert trickle.url in message and "2 s deadline" in message
-    assert 1.9 < elapsed < 6  # one deadline, not one per read and not once per retry
+    assert trickle.url in message and "2 s deadline" in message and "--give-up-after" in message
+    # two attempts of one deadline each (not one per read): the second ends past the 3 s give-up time
+    assert 3.9 < elapsed < 7
 
 
 @pytest.mark.parametrize("thinking, sent", [(False, {"enable_thinking": False}), (True, {"enable_thinking": True}),
@@ -281,3 +283,73 @@ def test_complete_works_inside_a_running_event_loop_and_after_close(counting):
     backend.close()
     assert [r.text for r in backend.complete(requests(1))] == ["q0"]  # a later call starts a fresh loop
 
+
+
+# ---- a busy server: deadlines retried, 429/503 for as long as the server answers something, a stated give-up
+
+
+def test_a_request_that_reaches_its_deadline_is_retried_like_a_reset_and_frees_its_slot():
+    arrivals = []
+
+    def reply(body):
+        arrivals.append(time.perf_counter())
+        if len(arrivals) == 1:
+            time.sleep(30)  # a hung connection: the answer never comes in time
+        return 200, completion(body["messages"][-1]["content"]), {}
+
+    with serve(reply) as (url, _):
+        backend = OpenAIBackend([url], "m", max_in_flight=1, timeout=0.5, backoff_s=0.01)
+        started = time.perf_counter()
+        out = backend.complete(requests(2))  # one slot: the second waits for the first's slot
+        elapsed = time.perf_counter() - started
+    assert [r.text for r in out] == ["q0", "q1"]
+    assert len(arrivals) == 3  # the hung request was asked again; the other request once
+    assert arrivals[1] - arrivals[0] >= 0.45  # the slot came free at the deadline, not before
+    assert elapsed < 5  # and not after 30 s
+
+
+def test_a_busy_server_is_asked_again_for_as_long_as_it_answers_something():
+    answers = [(429, {"error": "slow down"}, {"Retry-After": "0"})] * 6 + [(503, {"error": "busy"}, {})] * 6
+    queue = iter(answers)
+
+    def reply(body):
+        return next(queue, (200, completion("ok"), {}))
+
+    with serve(reply) as (url, received):
+        backend = OpenAIBackend([url], "m", backoff_s=0.01)
+        assert backend.complete(requests(1))[0].text == "ok"
+    assert len(received) == 13  # the old limit was 5 tries
+
+
+def test_a_server_with_no_successful_answer_gives_up_after_the_stated_time():
+    with serve(lambda body: (503, {"error": "overloaded"}, {})) as (url, received):
+        backend = OpenAIBackend([url], "m", backoff_s=0.05, give_up_s=1.0)
+        started = time.perf_counter()
+        with pytest.raises(BackendError) as error:
+            backend.complete(requests(1))
+        elapsed = time.perf_counter() - started
+    message = str(error.value)
+    assert url in message and "no successful answer" in message and "HTTP 503" in message
+    assert "--give-up-after" in message
+    assert 1.0 <= elapsed < 3 and len(received) > 5
+
+
+def test_a_server_that_never_answered_anything_is_named_after_a_few_quick_tries():
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{holder.getsockname()[1]}"  # bound, not listening: connection refused
+        backend = OpenAIBackend([url], "m", backoff_s=0.01)
+        started = time.perf_counter()
+        with pytest.raises(BackendError, match=f"after {UNREACHABLE_TRIES} tries.*is the server running"):
+            backend.complete(requests(1))
+    assert time.perf_counter() - started < 5  # not the give-up time
+
+
+def test_timeouts_must_be_seconds_above_zero():
+    from fhs.core.errors import InputError
+
+    for bad in (0, -1, float("nan"), float("inf"), True):
+        with pytest.raises(InputError):
+            OpenAIBackend(["http://127.0.0.1:9"], "m", timeout=bad)
+        with pytest.raises(InputError):
+            OpenAIBackend(["http://127.0.0.1:9"], "m", give_up_s=bad)

@@ -14,9 +14,9 @@ import pytest
 from fhs.core.errors import InputError
 from fhs.data.datasets import load_facts
 from fhs.data.datasets.codiesp import load, load_split, read_mentions
+from fhs.data.relocate.contract import Relocation, RelocationTask
 from fhs.data.relocate.deterministic import DeterministicRelocator
 from fhs.data.relocate.sentences import normalize_whitespace
-from fhs.data.relocate.tasks import Relocation, RelocationTask
 from fhs.data.taxonomy import Concept, Taxonomy
 
 FIXTURE = Path(__file__).parent / "fixtures" / "codiesp"

@@ -16,8 +16,8 @@ from fhs.book.study import Study
 from fhs.core.errors import InputError
 from fhs.data.datasets import DATASETS, resolve_dataset
 from fhs.data.datasets.spec_file import read_spec_file
+from fhs.run.dataset_offers import dataset_has, lacking, modalities
 from fhs.run.inputs import load_experiment, retrieval_config
-from fhs.run.needs import dataset_has, lacking, modalities
 
 ROOT = Path(__file__).resolve().parents[1]
 CONCEPTS = ("id,label,definition,datatype\n"
@@ -213,7 +213,7 @@ def test_a_bad_spec_on_the_command_line_exits_2_with_one_line(tmp_path):
 def test_not_yaml_and_not_a_mapping_name_the_file(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: [unclosed\n")
-    with pytest.raises(InputError, match="bad.yaml: not valid YAML"):
+    with pytest.raises(InputError, match=r"bad.yaml:2: not valid YAML"):  # the line YAML stopped at
         read_spec_file(bad)
     bad.write_text("- a\n- list\n")
     with pytest.raises(InputError, match="bad.yaml: expected a mapping"):
@@ -232,7 +232,7 @@ def test_fhs_plan_sizes_the_chapters_on_a_spec(tmp_path):
 
 
 def test_a_chapters_run_of_a_spec_stamps_where_its_files_are(tmp_path):
-    from fhs.book.vouched import vouched_inputs
+    from fhs.book.verified_inputs import vouched_inputs
 
     path = write_spec(tmp_path / "inputs")
     run = Study.for_profile("smoke", tmp_path / "runs", progress=False).run(str(path), "direct")

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from fhs.book.chapters import Chapter
 from fhs.book.execute import Plan, execute
 from fhs.book.manifest import chapter_parameters
+from fhs.book.toc import Chapter
 from fhs.data.datasets.fincl import load
 from fhs.data.taxonomies import load_taxonomy
 

@@ -20,9 +20,9 @@ from fhs.data.taxonomies import load_taxonomy_file
 from fhs.data.taxonomies.generic import write_generic
 from fhs.method.config import FHSConfig
 from fhs.method.context import MethodContext
+from fhs.run.digests import facts_digest, taxonomy_digest
 from fhs.run.records import read_records
 from fhs.run.runner import run_method
-from fhs.run.stamp import facts_digest, taxonomy_digest
 from scripted_llm import OverlapRetriever, ScriptedLLM
 from test_pipeline import DOMAIN, FACT, GOLD, TAXONOMY, hypothesis_reply, H1, H2, verifier_reply
 

@@ -230,8 +230,8 @@ def test_registered_as_an_llm_method():
 # ---- the chapter's diagnostics over FHS-Seq records -------------------------------------
 
 def test_diagnostics_read_rounds_pool_changes_and_the_oracle_from_records():
-    from fhs.run.seq_diagnostics import (gold_ever_in_pool, oracle_best_single, replaced_share,
-                                         single_hypothesis_ranking, summary, with_round_ranks)
+    from fhs.run.tables.seq_diagnostics import (gold_ever_in_pool, oracle_best_single, replaced_share,
+                                                single_hypothesis_ranking, summary, with_round_ranks)
 
     record = {**run_fhs_seq(FACT, context(full_episode_llm())), "gold": [GOLD], "context_id": "c1"}
     [ranked] = with_round_ranks([record])

@@ -5,10 +5,10 @@ import re
 
 import pytest
 
+from dev.format_agreement import cohen_kappa, compare_fact, summarize
 from fhs.method.config import FHSConfig
 from fhs.method.fhs import run_fhs_fact
 from fhs.method.hypotheses import hypotheses_from_records
-from fhs.run.format_agreement import cohen_kappa, compare_fact, summarize
 from scripted_llm import OverlapRetriever, ScriptedLLM
 from test_pipeline import DIMS, DOMAIN, FACT, GOLD, TAXONOMY, H1, H2, hypothesis_reply
 

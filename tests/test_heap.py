@@ -1,4 +1,4 @@
-"""fhs.core.heap: the C heap's free pages go back to the system, and threads share few heaps (glibc Linux)."""
+"""fhs.core.glibc_heap: the C heap's free pages go back to the system, and threads share few heaps (glibc Linux)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import textwrap
 
 import pytest
 
-from fhs.core.heap import release_free_heap
+from fhs.core.glibc_heap import release_free_heap
 
 SCRIPT = textwrap.dedent("""
-    from fhs.core.heap import release_free_heap
+    from fhs.core.glibc_heap import release_free_heap
 
     def rss():
         return int(next(l for l in open("/proc/self/status") if l.startswith("VmRSS")).split()[1]) // 1024
@@ -41,7 +41,7 @@ def test_release_says_whether_the_allocator_can():
 
 ARENAS = textwrap.dedent("""
     import ctypes, sys, threading
-    from fhs.core.heap import limit_arenas
+    from fhs.core.glibc_heap import limit_arenas
 
     if sys.argv[1] != "glibc":
         assert limit_arenas(int(sys.argv[1]))
@@ -115,7 +115,7 @@ def _held_after_free(env: dict[str, str]) -> int:
 def test_a_child_without_thread_caches_holds_no_freed_blocks_per_thread():
     import os
 
-    from fhs.core.heap import without_thread_caches
+    from fhs.core.glibc_heap import without_thread_caches
 
     cached = _held_after_free({k: v for k, v in os.environ.items() if k != "GLIBC_TUNABLES"})
     uncached = _held_after_free(without_thread_caches(os.environ))
@@ -124,7 +124,7 @@ def test_a_child_without_thread_caches_holds_no_freed_blocks_per_thread():
 
 
 def test_other_tunables_are_kept_and_an_explicit_cache_setting_wins():
-    from fhs.core.heap import NO_THREAD_CACHES, without_thread_caches
+    from fhs.core.glibc_heap import NO_THREAD_CACHES, without_thread_caches
 
     assert without_thread_caches({})["GLIBC_TUNABLES"] == NO_THREAD_CACHES
     kept = without_thread_caches({"GLIBC_TUNABLES": "glibc.malloc.arena_max=2", "HOME": "/h"})

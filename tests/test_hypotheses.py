@@ -10,7 +10,7 @@ from fhs.data.facts import Fact
 from fhs.llm.tokens import count_messages, default_counter
 from fhs.method.config import FHSConfig
 from fhs.method.hypotheses import (UNRESOLVED, Hypothesis, fallback_hypothesis, generate_hypotheses, hypothesis_schema,
-                            parse_hypothesis, queries_for, render_definition, render_label)
+                                   parse_hypothesis, queries_for, render_definition, render_label)
 from fhs.core.text import tokenize
 from scripted_llm import ScriptedLLM
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from fhs.retrieval.bm25 import RetrievalConfig, Retriever
+from fhs.run.digests import file_digest
 from fhs.run.inputs import load_experiment_from_files
-from fhs.run.stamp import file_digest
 
 
 @pytest.fixture(autouse=True)

@@ -36,7 +36,7 @@ def test_a_restored_state_evaluates_only_the_new_tail_and_answers_as_a_fresh_mod
 
 @pytest.mark.model
 def test_the_kv_benchmark_replays_a_stream_per_setting():
-    from fhs.run.bench_kv import Setting, replay
+    from dev.bench_kv import Setting, replay
 
     entries = [("q", [{"role": m.role, "content": m.content} for m in r.messages])
                for r in (ask("Question: what is two plus two?"), OTHER, ask("Question: name a colour."))]

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from fhs.book import adaptation as A
-from fhs.book.chapters import Chapter
+from fhs.book.chapters import adaptation as A
 from fhs.book.execute import Plan, execute
 from fhs.book.manifest import chapter_parameters
+from fhs.book.toc import Chapter
 from fhs.data.datasets.spec_file import read_spec_file
 from fhs.data.facts import read_facts
 from fhs.data.sampling import sample_by_context

@@ -11,11 +11,11 @@ from fhs.data.facts import Fact
 from fhs.data.sampling import sample_by_context
 from fhs.llm.tokens import CharEstimate
 from fhs.paper import CALLS_PER_FACT
+from fhs.plan.dry_run import FIXED_CALLS, PlannedRun, dry_run
+from fhs.plan.meter import LineMemo
+from fhs.plan.totals import Throughput, summarize
 from fhs.retrieval.bm25 import RetrievalConfig, Retriever
 from fhs.run.inputs import Experiment
-from fhs.run.plan import FIXED_CALLS, PlannedRun, dry_run
-from fhs.run.plan_standins import LineMemo
-from fhs.run.plan_totals import Throughput, summarize
 from fhs.run.profiles import get_profile
 from test_pipeline import TAXONOMY
 
@@ -177,7 +177,9 @@ def test_the_manifest_reads_each_chapters_loops_under_a_profile():
     assert not any(r.selector for r in ablations if r.method == "parallel-verified" or r.tag.startswith("kv"))
     swap = chapter_runs(paper, ["05_retriever_swap"])
     assert {r.retriever for r in swap} == set(chapter_parameters("05_retriever_swap", "paper")["retrievers"])
-    assert chapter_parameters("02_main_results", "paper", overrides={"runs": 1})["runs"] == 1
+    assert chapter_parameters("02_main_results", "paper", overrides={"runs": 1})["sample"] == {"runs": 1}
+    one_seed = chapter_runs(paper, ["02_main_results"], overrides={"runs": 1})  # the flat name joins `sample`
+    assert {r.seed for r in one_seed if r.method in MAIN_ROWS} == {paper.seeds[0]}
 
 
 def test_every_page_states_its_size():
@@ -204,7 +206,7 @@ def test_plan_on_real_facts_prints_its_json(capsys):
 
 
 def test_the_prompt_counters_memo_holds_at_most_its_cap():
-    from fhs.llm.lines import LineCounter
+    from fhs.llm.line_tokens import LineCounter
 
     counter = LineCounter(CharEstimate(chars_per_token=1.0), max_lines=3)
     texts = [f"line {i}\n" for i in range(10)]
@@ -213,7 +215,7 @@ def test_the_prompt_counters_memo_holds_at_most_its_cap():
 
 
 def test_the_memo_keeps_what_every_prompt_repeats_and_drops_one_offs():
-    from fhs.llm.lines import _Memo
+    from fhs.llm.line_tokens import _Memo
 
     computed = []
     memo = _Memo(lambda piece: computed.append(piece) or len(piece), max_lines=8)
@@ -229,7 +231,7 @@ def test_the_memo_holds_pieces_by_digest_not_their_text():
     import gc
     import tracemalloc
 
-    from fhs.llm.lines import _Memo, piece_key
+    from fhs.llm.line_tokens import _Memo, piece_key
 
     pieces = [f"[{i}] us-gaap:Concept{i} | " + "an ordinary definition of this concept " * 10 + "\n"
               for i in range(5_000)]
@@ -270,3 +272,8 @@ def test_a_built_dense_index_is_planned_on_the_real_retriever(tmp_path, monkeypa
     assert not built.stand_in and built.requests_exact  # structured asks a fixed number of calls a fact
     assert not planned().stand_in  # the embeddings are in the cache now
     assert built.by_purpose["selector"]["requests"] > 0
+
+
+def test_a_slow_throughput_is_written_with_its_significant_digits():
+    assert Throughput(total_tps=0.05, source="given").describe().startswith("0.05 tok/s in all")
+    assert Throughput(total_tps=2148.69, source="given").describe().startswith("2,149 tok/s in all")

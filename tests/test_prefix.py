@@ -6,19 +6,19 @@ import json
 
 import pytest
 
+from dev.prefix_reuse import (IM_END, IM_START, BlockCache, RequestLog, SavedStates, chat_tokens, measure,
+                              read_request_log, tokenized)
 from fhs.core.errors import InputError
 from fhs.data.domain import load_domain
 from fhs.data.facts import Fact
 from fhs.data.taxonomy import Concept, Taxonomy
-from fhs.llm.lines import LineTokenizer
-from fhs.llm.prefix import (IM_END, IM_START, BlockCache, RequestLog, SavedStates, chat_tokens, measure,
-                            read_request_log, tokenized)
-from fhs.llm.simulated import SimulatedBackend
+from fhs.llm.line_tokens import LineTokenizer
 from fhs.llm.tokens import CharEstimate, default_counter
 from fhs.method.config import FHSConfig
 from fhs.method.context import MethodContext
 from fhs.method.ledger import MemoryLedger
 from fhs.method.registry import get_method
+from fhs.plan.simulated import SimulatedBackend
 from fhs.retrieval.bm25 import RetrievalConfig, Retriever
 
 
@@ -117,7 +117,7 @@ def test_a_bad_request_log_names_its_line(tmp_path):
 
 @pytest.mark.model  # the Qwen vocabulary from the shipped GGUF
 def test_bench_prefix_measures_request_logs_side_by_side(tmp_path):
-    from fhs.run.bench_prefix import bench_prefix, format_table
+    from dev.bench_prefix import bench_prefix, format_table
 
     paths = [simulated_log(order).write(tmp_path / f"{order}.jsonl") for order in ("evidence-first", "shared-first")]
     result = bench_prefix([], logs=paths)

@@ -11,10 +11,11 @@ import pytest
 
 from fhs.data.domain import load_domain
 from fhs.data.facts import Fact
-from fhs.data.relocate.tasks import RelocationTask
+from fhs.data.relocate.contract import RelocationTask
 from fhs.data.taxonomy import Concept, Taxonomy
 from fhs.llm.contract import Message, Request, Response
-from fhs.llm.lines import LineCounter, LineTokenizer
+from fhs.llm.kv_states import common_prefix
+from fhs.llm.line_tokens import LineCounter, LineTokenizer
 from fhs.llm.tokens import CharEstimate, count_messages, default_counter
 from fhs.method.config import FHSConfig
 from fhs.method.context import MethodContext, call_record
@@ -93,15 +94,6 @@ def chat_text(request: Request) -> str:
     return "".join(f"<|im_start|>{m.role}\n{m.content}<|im_end|>\n" for m in request.messages)
 
 
-def common_prefix(a: str, b: str) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
-
-
 @pytest.mark.parametrize("stage", sorted(STAGES))
 def test_two_facts_of_one_table_share_instructions_and_context_before_any_fact_text(stage):
     a, b = (chat_text(STAGES[stage](fact, CONFIG)) for fact in (FACT_A, FACT_B))
@@ -174,7 +166,7 @@ def test_counting_line_by_line_gives_the_whole_texts_count():
         whole = counter.count(text)
         # an estimate rounds each line up, so it may only over-count
         assert lines.count(text) == whole if counter.exact else lines.count(text) >= whole, repr(text)
-    if counter.exact:  # the token ids too, for measuring shared prefixes (fhs/llm/prefix.py)
+    if counter.exact:  # the token ids too, for measuring shared prefixes (dev/prefix_reuse.py)
         ids = LineTokenizer(counter.tokenize)
         assert all(ids(text) == counter.tokenize(text) for text in texts)
 

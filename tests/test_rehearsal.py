@@ -44,7 +44,7 @@ def test_report_sets_the_servers_counts_beside_the_plan_and_judges_the_kill(tmp_
             "run_folders": 30, "run_folders_short_of_the_uninterrupted_run": {}}
     (tmp_path / "plan.json").write_text(json.dumps(plan))
     (tmp_path / "rehearsal.json").write_text(json.dumps({
-        "fraction": 0.02, "server": "tests/sim_server.py", "server_args": "", "plan_sample": 20,
+        "fraction": 0.02, "server": "fhs.plan.sim_server", "server_args": "", "plan_sample": 20,
         "chapters": {"02_main_results": chapter}, "kill": kill}))
     text = module.report(tmp_path)
     row = next(line for line in text.splitlines() if line.startswith("02_main_results"))
@@ -83,3 +83,11 @@ def test_the_rehearsals_own_cache_keeps_model_answers_out_of_the_users(tmp_path,
     (own / "relocation" / "codiesp-test-dp--llm-openai_Qwen_Qwen3-32B-ef.jsonl").write_text("{}\n")
     assert len(list((user / "relocation").iterdir())) == 2  # what the rehearsal's model answers stays in its own
     assert module.own_cache(own) == own and len(list((own / "relocation").iterdir())) == 1  # made afresh each time
+
+
+def test_the_simulated_server_is_started_from_the_package_not_from_the_tests():
+    module = rehearsal()
+    assert module.server_command("fhs.plan.sim_server") == [sys.executable, "-m", "fhs.plan.sim_server"]
+    assert module.server_command("no.such.server") == [] and module.server_command("tests/no_such.py") == []
+    source = (ROOT / "scripts" / "rehearsal.py").read_text()
+    assert "tests/sim_server" not in source and "from sim_server" not in source

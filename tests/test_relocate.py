@@ -11,9 +11,9 @@ import pytest
 from fhs.data.relocate.align import AlignConfig, align_document
 from fhs.data.relocate.cache import read_relocation_cache, relocate_cached, relocation_cache_path
 from fhs.data.relocate.cognates import word_match
+from fhs.data.relocate.contract import AlignedDocument, Relocation, RelocationTask, accept_span
 from fhs.data.relocate.deterministic import DeterministicRelocator
 from fhs.data.relocate.sentences import english_lines, split_spanish_sentences
-from fhs.data.relocate.tasks import AlignedDocument, Relocation, RelocationTask, accept_span
 from fhs.llm.contract import Request, Response
 from fhs.method.relocation import RELOCATE_SCHEMA, LLMRelocator, load_prompt, parse_relocation_answer
 

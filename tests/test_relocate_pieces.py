@@ -8,9 +8,9 @@ import pytest
 
 from fhs.core.errors import InputError
 from fhs.data.datasets.codiesp import load_split
+from fhs.data.relocate.contract import RelocationTask
 from fhs.data.relocate.deterministic import DeterministicRelocator
 from fhs.data.relocate.pieces import PIECE_JOIN
-from fhs.data.relocate.tasks import RelocationTask
 from fhs.data.relocate.user_lexicon import read_lexicon_file
 from fhs.data.taxonomy import Concept, Taxonomy
 

@@ -6,10 +6,10 @@ import random
 import numpy as np
 import pytest
 
+from fhs.bench.retrieval import reference_bm25, reference_top_k
 from fhs.core.text import tokenize
 from fhs.data.taxonomy import Concept, Taxonomy
 from fhs.retrieval.bm25 import BM25Index, RetrievalConfig, Retriever, top_k_order
-from fhs.run.bench import reference_bm25, reference_top_k
 
 # Scores are sums of a few float64 products; both implementations compute the
 # same terms in a different order, so they agree to rounding.

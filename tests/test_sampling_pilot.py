@@ -9,7 +9,7 @@ from fhs.method.context import MethodContext
 from fhs.method.fhs import run_fhs_fact
 from fhs.method.registry import METHODS
 from fhs.run.evaluate import gold_rank
-from fhs.run.sampling_pilot import arm_summary, fused_top, hypothesis_lists, sampling_pilot, shared_renderings
+from fhs.run.tables.sampling_pilot import arm_summary, fused_top, hypothesis_lists, sampling_pilot, shared_renderings
 from scripted_llm import OverlapRetriever, ScriptedLLM
 from test_pipeline import DOMAIN, FACT, TAXONOMY, scripted
 

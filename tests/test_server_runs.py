@@ -6,10 +6,10 @@ import json
 
 import pytest
 
+from fhs.plan.sim_server import running, stats
 from fhs.run.profiles import default_profile, get_profile
 from llama_server import free_port
 from server_runs import TIMING, fhs_run, records_of, without, write_inputs
-from sim_server import running, stats
 
 
 @pytest.fixture(scope="module")
@@ -88,3 +88,67 @@ def test_a_server_run_without_workers_fills_the_in_flight_limit(tmp_path, capsys
         assert code == 0, err
         assert metrics["n_facts"] == len(many)
         assert stats(url)["max_in_flight"] == limit
+
+
+def many_facts(facts, n: int) -> None:
+    """``n`` facts, each with its own prompts (identical requests in flight are asked once)."""
+    rows = [json.loads(line) for line in facts.read_text().splitlines()]
+    many = [{**row, "id": f"{row['id']}-{k}", "context_id": f"{row['context_id']}-{k}", "value": f"{row['value']}{k}"}
+            for k in range(-(-n // len(rows))) for row in rows][:n]
+    facts.write_text("".join(json.dumps(row) + "\n" for row in many))
+
+
+# Each: the simulator's misbehaviour, and the client settings a user would pass against it
+BUSY_SERVERS = [
+    ("60% HTTP 429 with Retry-After", ["--busy", "0.6", "--retry-after", "0.2"], []),
+    ("30% hung connections, a short deadline", ["--hang", "0.3"], ["--request-timeout", "1"]),
+    ("slow drip: 30% of answers over 3 s, past a short deadline", ["--drip", "3", "--drip-share", "0.3"],
+     ["--request-timeout", "1"]),
+    ("slow drip: every answer over 0.3 s, within the deadline", ["--drip", "0.3"], []),
+]
+
+
+@pytest.fixture(scope="module")
+def clean_run(tmp_path_factory):
+    """200 facts at 128 in flight against a server that behaves: the records every busy server must give."""
+    import io
+
+    base = tmp_path_factory.mktemp("clean")
+    facts, concepts = write_inputs(base)
+    many_facts(facts, 200)
+    with running(free_port(), "--fixed-latency", "0.05") as url:
+        code = main_quiet(facts, concepts, base / "run", url, base / "cache" / "responses.sqlite", io.StringIO())
+        peak = stats(url)["max_in_flight"]
+    assert code == 0
+    assert peak == 128, peak  # the client keeps the whole limit in flight
+    return facts, concepts, records_of(base / "run")
+
+
+def main_quiet(facts, concepts, out, url, cache, err, *extra: str) -> int:
+    import contextlib
+
+    from fhs.cli import main
+
+    with contextlib.redirect_stdout(err), contextlib.redirect_stderr(err):
+        return main(["run", "--facts", str(facts), "--taxonomy", str(concepts), "--domain", "us-gaap",
+                     "--method", "fhs", "--out", str(out), "--quiet", "--backend", "openai", "--base-url", url,
+                     "--max-in-flight", "128", "--cache", str(cache), *extra])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, server, client", BUSY_SERVERS, ids=[case[0] for case in BUSY_SERVERS])
+def test_200_facts_at_128_in_flight_survive_a_busy_server_with_the_records_of_a_clean_run(
+        name, server, client, clean_run, tmp_path):
+    import io
+
+    facts, concepts, clean = clean_run
+    err = io.StringIO()
+    with running(free_port(), "--fixed-latency", "0.05", "--seed", "7", *server) as url:
+        code = main_quiet(facts, concepts, tmp_path / "run", url, tmp_path / "cache" / "responses.sqlite", err,
+                          *client)
+        summary = stats(url)
+    assert code == 0, err.getvalue()[-2000:]
+    misbehaved = {"--busy": "busy", "--hang": "hung", "--drip": "dripped"}[server[0]]
+    assert summary[misbehaved] > 50, summary  # and misbehaved often
+    # the same answers to the same requests: only timings differ, and the cache keys, which name the server's URL
+    assert without(records_of(tmp_path / "run"), TIMING | {"key"}) == without(clean, TIMING | {"key"})

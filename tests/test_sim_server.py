@@ -19,8 +19,8 @@ from fhs.llm.openai import OpenAIBackend
 from fhs.llm.tokens import count_messages, default_counter
 from fhs.method.hypotheses import hypothesis_schema
 from fhs.method.verifier import verifier_schema
+from fhs.plan.sim_server import COMMAND, Level, running, stats
 from llama_server import free_port
-from sim_server import ROOT, Level, running, stats
 
 EVIDENCE = "Value: 1,234\nDatatype: monetaryItemType\nSource context: Total revenue from contracts with customers"
 
@@ -133,7 +133,7 @@ def test_time_scale_divides_latency():
 
 def test_sigterm_prints_the_in_flight_summary():
     port = free_port()
-    process = subprocess.Popen([sys.executable, str(ROOT / "tests" / "sim_server.py"), "--port", str(port),
+    process = subprocess.Popen([*COMMAND, "--port", str(port),
                                 "--fixed-latency", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert "sim_server: http://127.0.0.1:" in process.stdout.readline()

@@ -7,7 +7,6 @@ import pytest
 
 from fhs.data.domain import load_domain
 from fhs.llm.contract import Message, Request
-from fhs.llm.simulated import SimulatedBackend, simulated_answer
 from fhs.llm.tokens import CHATML_GENERATION_PROMPT, CHATML_PER_MESSAGE, QWEN3_NO_THINKING, CharEstimate, \
     count_messages
 from fhs.method.hypotheses import hypothesis_schema
@@ -15,6 +14,7 @@ from fhs.method.relocation import RELOCATE_SCHEMA
 from fhs.method.rewrite import text_schema
 from fhs.method.selector import selector_schema
 from fhs.method.verifier import read_verdicts, verifier_schema
+from fhs.plan.simulated import SimulatedBackend, simulated_answer
 
 USER = ("Value: 1,234\nDatatype: monetaryItemType\nSource context: Total revenue from contracts with "
         "customers increased in fiscal 2024 because of pricing")

@@ -1,8 +1,7 @@
-"""scripts/slow_cpu.py throttles a command with a cgroup CPU quota, and the provenance record reads it back."""
+"""dev/slow_cpu.py throttles a command with a cgroup CPU quota, and the provenance record reads it back."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -11,13 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from fhs.run.machine import cpu_limit, cpu_record
+from dev import slow_cpu
+from fhs.run.cpu_info import cpu_limit, cpu_record
 
 ROOT = Path(__file__).resolve().parent.parent
-SCRIPT = ROOT / "scripts" / "slow_cpu.py"
-spec = importlib.util.spec_from_file_location("slow_cpu", SCRIPT)
-slow_cpu = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(slow_cpu)
+SCRIPT = ROOT / "dev" / "slow_cpu.py"
 
 
 def test_duty_cycle_runs_one_slowdownth_of_each_period():
@@ -93,10 +90,10 @@ needs_cgroups = pytest.mark.skipif(not _can_make_groups(), reason="needs write a
 @needs_cgroups
 def test_a_slowed_command_runs_in_its_frozen_group_and_the_group_is_removed():
     """The real path: the child sits in the new group, which the cycle froze; cpu_record() names it; nothing is left."""
-    code = ("import time; from fhs.run.machine import cpu_record\n"
+    code = ("import time; from fhs.run.cpu_info import cpu_record\n"
             "lines = open('/proc/self/cgroup').read().splitlines()\n"
             "group = [l for l in lines if ':freezer:' in l] or [l for l in lines if l.startswith('0::')]\n"
-            "time.sleep(0.5); print(group[0].split(':')[2]); print(cpu_record()['slowed down (scripts/slow_cpu.py)'])")
+            "time.sleep(0.5); print(group[0].split(':')[2]); print(cpu_record()['slowed down (dev/slow_cpu.py)'])")
     out = subprocess.run([sys.executable, str(SCRIPT), "2", "--", sys.executable, "-c", code],
                          capture_output=True, text=True, check=True)
     where, slowed = out.stdout.strip().splitlines()
@@ -104,7 +101,7 @@ def test_a_slowed_command_runs_in_its_frozen_group_and_the_group_is_removed():
     assert slowed == out.stderr.strip() and slowed.startswith("2 times slower: frozen 50.0 ms of every 100 ms")
     made = Path(out.stderr.split("(cgroup ")[1].split()[1].rstrip(")"))
     assert not made.exists()
-    assert cpu_record()["slowed down (scripts/slow_cpu.py)"] == "no"
+    assert cpu_record()["slowed down (dev/slow_cpu.py)"] == "no"
 
 
 @needs_cgroups

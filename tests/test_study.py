@@ -66,6 +66,7 @@ def test_a_retriever_swap_gets_its_own_folder_and_stamp(tmp_path, monkeypatch):
             return rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-9)
 
     monkeypatch.setattr(dense_module, "make_encoder", lambda model, **options: HashedWords())
+    monkeypatch.setattr(dense_module, "make_exact_encoder", lambda model: HashedWords())  # LLM runs rank exactly
     monkeypatch.setenv("FHS_CACHE", str(tmp_path / "cache"))
     study = Study.for_profile("smoke", tmp_path, progress=False)
     facts = study.experiment("fincl").facts[:3]

@@ -281,7 +281,7 @@ def test_ctrl_c_stops_cleanly_keeps_records_and_says_how_to_resume(capsys, tmp_p
 
 
 def test_bench_with_zero_queries_is_an_input_error():
-    from fhs.run.bench import bench_retrieval
+    from fhs.bench.retrieval import bench_retrieval
 
     with pytest.raises(InputError, match="field 'queries'"):
         bench_retrieval("fincl", n_queries=0)

@@ -15,7 +15,7 @@ from fhs.data.datasets import ixbrl
 from fhs.data.facts import matches_gold, read_facts
 from fhs.data.taxonomies import load_taxonomy_file
 from fhs.retrieval.bm25 import RetrievalConfig, Retriever
-from fhs.run.stamp import file_digest
+from fhs.run.digests import file_digest
 
 CONCEPTS = ("id,label,definition,datatype\n"
             "Revenues,Revenues,Amount of revenue recognized.,monetaryItemType\n"
@@ -178,3 +178,67 @@ def _facts_note(line: str) -> bool:
     """fhs run's first line (how many facts it takes), which precedes any error."""
     return line.startswith("fhs: ") and (" facts, no sample taken (" in line or ": a context-level sample of " in line
                                          or ": the first " in line)
+
+
+# ---- YAML: bounded in size and in what its aliases may expand to ---------------------------------
+
+BOMB = "".join(f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]\n" if i else "a0: &a0 [x]\n"
+               for i in range(10))
+
+
+@pytest.mark.parametrize("reader", ["domain", "profiles", "toc", "regression", "spec"])
+def test_every_yaml_the_project_reads_refuses_an_alias_bomb_at_once(reader, tmp_path):
+    import time
+
+    from fhs.core.errors import InputError
+
+    path = tmp_path / "x.yaml"
+    path.write_text(BOMB)
+    started = time.perf_counter()
+    with pytest.raises(InputError, match=r"x.yaml.*aliases \(\*name\) would repeat more than 10,000 values"):
+        if reader == "domain":
+            from fhs.data.domain import load_domain
+            load_domain(path)
+        elif reader == "profiles":
+            from fhs.book.toc import load_profiles
+            load_profiles(path)
+        elif reader == "toc":
+            from fhs.book.toc import toc_files
+            toc_files(path)
+        elif reader == "regression":
+            from fhs.book.check import load_regression
+            load_regression("x", tmp_path)
+        else:
+            from fhs.data.datasets.spec_file import read_spec_file
+            read_spec_file(path)
+    assert time.perf_counter() - started < 2  # refused before anything expands
+
+
+def test_a_command_line_yaml_value_is_bounded_too():
+    from fhs.book.toc import parse_assignment
+    from fhs.core.errors import InputError
+
+    with pytest.raises(InputError, match="field '-p x'.*aliases"):
+        parse_assignment("x=" + "{" + BOMB.strip().replace("\n", ", ") + "}")
+    assert parse_assignment("x=[1, 2]") == ("x", [1, 2])
+
+
+def test_a_yaml_file_over_the_size_limit_or_recursive_or_too_deep_is_one_line(tmp_path):
+    from fhs.core.errors import InputError
+    from fhs.core.yamlfile import MAX_YAML_BYTES, read_yaml_file
+
+    big = tmp_path / "big.yaml"
+    big.write_text("a: " + "x" * MAX_YAML_BYTES)
+    with pytest.raises(InputError, match="big.yaml: larger than 1 MiB"):
+        read_yaml_file(big)
+    loop = tmp_path / "loop.yaml"
+    loop.write_text("a: &a [1, *a]\n")
+    with pytest.raises(InputError, match="loop.yaml:1: .*alias refers to a value that contains it"):
+        read_yaml_file(loop)
+    deep = tmp_path / "deep.yaml"
+    deep.write_text("[" * 50_000)
+    with pytest.raises(InputError, match="deep.yaml.*nested too deeply"):
+        read_yaml_file(deep)
+    fine = tmp_path / "fine.yaml"
+    fine.write_text("base: &b {k: 1}\nuse: *b\nmore: {<<: *b, j: 2}\n")
+    assert read_yaml_file(fine) == {"base": {"k": 1}, "use": {"k": 1}, "more": {"k": 1, "j": 2}}

@@ -149,3 +149,25 @@ def test_an_edited_prompt_template_is_another_scope(monkeypatch):
                         lambda name, *order: Template(original(name, *order).template + " edited")
                         if name == "verifier" else original(name, *order))
     assert ledger.verifier_scope(llm, FHSConfig(), load_domain("us-gaap")) != before
+
+
+def test_a_damaged_ledger_page_is_one_line_naming_the_ledger(tmp_path):
+    import sqlite3
+
+    from fhs.core.errors import InputError
+    from fhs.method.ledger import SqliteLedger
+
+    path = tmp_path / "verdicts.sqlite"
+    ledger = SqliteLedger(path)
+    for i in range(300):
+        ledger.record("s", f"f{i}", "h", {f"c{j}": {"FAMILY": "support"} for j in range(10)})
+    ledger.close()
+    with sqlite3.connect(path) as db:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        size = db.execute("PRAGMA page_size").fetchone()[0]
+        (root,) = db.execute("SELECT rootpage FROM sqlite_master WHERE name = 'sqlite_autoindex_verdicts_1'").fetchone()
+    with open(path, "r+b") as handle:
+        handle.seek((root - 1) * size)
+        handle.write(b"\xff" * size)
+    with pytest.raises(InputError, match="verdicts.sqlite: the verdict ledger is damaged .*malformed"):
+        SqliteLedger(path).lookup("s", "f1", "h", ["c1"])

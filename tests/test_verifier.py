@@ -8,18 +8,18 @@ import json
 
 import pytest
 
-from fhs.book import worked_examples as W
+from fhs.book.chapters import worked_examples as W
 from fhs.data.domain import domain_from_dict, load_domain
 from fhs.data.taxonomy import Concept, Taxonomy
 from fhs.method.verifier import (Verdicts, build_window, candidate_line, consensus, fill_support, fill_value,
-                          final_scores, parse_verdicts, read_verdicts, support, verdict_value, verifier_schema)
+                                 final_scores, parse_verdicts, read_verdicts, support, verdict_value, verifier_schema)
 
 DIMS = W.DIMS
 hypothesis, pool_of = W.hypothesis, W.pool_of
 
 
 # ---- worked example 1: the RSU rollforward (Appendix G, Tables 21-22) ---------------------------
-# The inputs live in fhs/book/worked_examples.py, which the case-study chapter draws from.
+# The inputs live in fhs/book/chapters/worked_examples.py, which the case-study chapter draws from.
 
 GOLD, OPTIONS, LEAD = W.RSU_GOLD, W.RSU_OPTIONS, W.RSU_LEAD
 

@@ -1,1 +1,1 @@
-"""Layer 5: the Jupyter Book - chapter execution, regression checks, report helpers and a chapter's runs (study)."""
+"""Layer 6: the Jupyter Book - chapter execution, regression checks, report helpers and a chapter's runs (study)."""

@@ -8,7 +8,7 @@ closing check prints, and the response cache for the model calls stored while ea
 chapter ran (a replayed call was stored by an earlier build and counts for none).
 
     python -m fhs.book.build_report .            # Markdown table of the last build
-    python scripts/cold_book.py                  # a cold build in a fresh clone, then this table
+    python -m dev.cold_book                      # a cold build in a fresh clone, then a record of it
 """
 
 from __future__ import annotations

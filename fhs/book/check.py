@@ -69,8 +69,9 @@ from typing import Any
 import yaml
 
 from fhs.book.fingerprint import InputChange, changed_inputs
-from fhs.core.errors import InputError
+from fhs.core.errors import InputError, shown
 from fhs.core.files import write_text_atomic
+from fhs.core.yamlfile import read_yaml_file
 from fhs.paper import lookup
 
 REGRESSIONS_DIR = Path(__file__).resolve().parent / "regressions"
@@ -260,7 +261,7 @@ def regression_path(chapter: str, directory: Path | None = None) -> Path:
 
 def _number(value: Any, *, path: Path, field_name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InputError(f"expected a number, got {value!r}", path=path, field=field_name)
+        raise InputError(f"expected a number, got {shown(value)}", path=path, field=field_name)
     return float(value)
 
 
@@ -270,10 +271,7 @@ def load_regression(chapter: str, directory: Path | None = None) -> Regression:
     if not path.is_file():
         raise InputError("no regression file for this chapter", path=path,
                          fix=f"create it, or record one: python -m fhs.book.check record {chapter}")
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as error:
-        raise InputError(f"not valid YAML: {error}", path=path) from None
+    raw = read_yaml_file(path) or {}
     if not isinstance(raw, dict):
         raise InputError("expected a mapping at the top level", path=path)
 
@@ -585,7 +583,7 @@ def record(chapter: str, profile: str, results: Mapping[str, Any], *,
     except InputError as error:
         raise InputError(f"cannot record undefined metric(s): {error.problem}", path=regression.path,
                          field="metrics", fix="add a definition under metrics: first") from None
-    raw = yaml.safe_load(regression.path.read_text(encoding="utf-8")) or {}
+    raw = read_yaml_file(regression.path) or {}
     raw["metrics"] = raw.get("metrics") or {}
     for name, metric in metrics.items():  # a new dataset's definitions, taken from another dataset's
         if name not in regression.metrics:

@@ -15,7 +15,7 @@ execution with its time.
 
 papermill and jupytext are imported only when a notebook actually runs, so the
 pure parts (keys, plans; the TOC and profiles are in
-:mod:`fhs.book.chapters`) are importable and testable without them.
+:mod:`fhs.book.toc`) are importable and testable without them.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from fhs.book.chapters import Chapter, ProfileFile, chapters_from_toc, load_profiles
+from fhs.book.toc import Chapter, ProfileFile, chapters_from_toc, folded, load_profiles, merged
 from fhs.core.errors import InputError
 from fhs.core.files import write_text_atomic
 
@@ -160,17 +160,17 @@ def plan(chapters: list[Chapter], profiles: ProfileFile, profile: str, log: RunL
     data_dir = os.environ.get("FHS_DATA", "")
     plans: list[Plan] = []
     for chapter in chapters:
-        parameters = profiles.parameters(profile, chapter.stem)
-        parameters.update(overrides or {})
+        parameters = merged(profiles.parameters(profile, chapter.stem), dict(overrides or {}))
         parameters["run_log"] = str(STATE_DIR / "executions.json")  # notebooks run in root
         if declared is not None:
             names = declared.get(chapter.stem, set())
-            parameters = {k: v for k, v in parameters.items() if k in names}
+            parameters = {k: v for k, v in folded(parameters, names).items() if k in names}
         extra: list[str] = []
         if chapter.summary:
             extra = [p.key for p in plans] + [git_commit(root)]
-        if parameters.get("replay"):  # the archive's content, not only its name, decides the answers
-            extra.append(_archive_digest(Path(parameters["replay"])))
+        replay = parameters.get("replay") or (parameters.get("server") or {}).get("replay")
+        if replay:  # the archive's content, not only its name, decides the answers
+            extra.append(_archive_digest(Path(replay)))
         key = chapter_key(chapter, parameters, package=package, kernel=kernel,
                           data_dir=data_dir, extra=extra)
         previous = log.entries.get(chapter.stem, {})
@@ -242,10 +242,10 @@ def kernel_environment(profile: str, env: Mapping[str, str]) -> dict[str, str]:
 
     A profile that runs several facts at once (a GPU server's, 128 threads) gets a
     C heap without per-thread caches of freed blocks, which made up half of a long
-    run's growth in memory (``fhs.core.heap.without_thread_caches``); a one-fact-at-a-time
+    run's growth in memory (``fhs.core.glibc_heap.without_thread_caches``); a one-fact-at-a-time
     profile (the CPU book) runs as it always did.
     """
-    from fhs.core.heap import without_thread_caches
+    from fhs.core.glibc_heap import without_thread_caches
     from fhs.run.profiles import PROFILES
 
     known = PROFILES.get(profile)

@@ -13,7 +13,7 @@ from what ``run-config.json`` names (a bundled dataset, or the files of an
 
 A run folder may come from someone else, and its files may have changed since
 the run: the facts and taxonomy are shown only where the run's stamp vouches
-for today's content (``fhs.book.vouched``), and the page says which input
+for today's content (``fhs.book.verified_inputs``), and the page says which input
 changed. A record edited by hand shows what can still be read and a note for
 the rest, never a traceback.
 """
@@ -27,12 +27,12 @@ from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
+from fhs.book.verified_inputs import vouched_inputs
 from fhs.core.errors import InputError
 from fhs.core.files import write_text_atomic
 from fhs.data.datasets.html_tables import cell_kind
 from fhs.data.facts import Fact
 from fhs.data.taxonomy import Taxonomy
-from fhs.book.vouched import vouched_inputs
 from fhs.run.records import read_records
 
 HEAD = 10  # candidates shown per ranking, pool and decomposition

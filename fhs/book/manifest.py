@@ -4,7 +4,7 @@ A chapter's runs follow from its parameters (the defaults of its ``parameters``
 cell, with ``notebooks/profiles.yaml``'s values for the profile on top, as the
 notebook runner passes them) and from the profile (its seeds and sample sizes).
 Each function below reads one notebook's loops and returns the
-:class:`fhs.run.plan.PlannedRun` list they make, in the order the chapters run,
+:class:`fhs.plan.dry_run.PlannedRun` list they make, in the order the chapters run,
 so that a call replayed from an earlier chapter is counted where it is first
 made. The tables a chapter shares with this module (chapter 2's rows, chapter 3's
 variants) are defined here and imported by the notebook, so the two cannot drift.
@@ -19,15 +19,14 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from fhs.book.ablations import DEV_TAG
-from fhs.book.chapters import load_profiles
+from fhs.book.toc import SAMPLE_DEFAULTS, folded, load_profiles, merged
 from fhs.core.errors import InputError
 from fhs.method.config import DEFAULT_CONFIG, FHSConfig
 from fhs.method.registry import METHODS
 from fhs.paper import ABLATION_BETA
-from fhs.run.ablations import WINDOW_SIZES
-from fhs.run.plan import RELOCATOR, PlannedRun
+from fhs.plan.dry_run import RELOCATOR, PlannedRun
 from fhs.run.profiles import RunProfile
+from fhs.run.tables.ablations import DEV_TAG, WINDOW_SIZES
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository: notebooks/ and examples/ live here
 
@@ -80,9 +79,14 @@ def chapter_parameters(stem: str, profile: str, root: Path = ROOT,
     defaults = notebook_defaults(stem, root)
     profiles = load_profiles(root / "notebooks" / "profiles.yaml")
     given = profiles.parameters(profile, stem) if profile in profiles.profiles else {}
-    merged = {**defaults, **{k: v for k, v in given.items() if k in defaults}}
-    merged.update({k: v for k, v in (overrides or {}).items() if k in defaults})
-    return merged
+    chosen = merged(defaults, {k: v for k, v in folded(given, defaults).items() if k in defaults})
+    return merged(chosen, {k: v for k, v in folded(dict(overrides or {}), defaults).items() if k in defaults})
+
+
+def flat(parameters: Mapping[str, Any]) -> dict[str, Any]:
+    """A chapter's parameters with the ``sample`` and ``server`` mappings' keys also given alone
+    (``p["seed"]``), each with its default."""
+    return {**SAMPLE_DEFAULTS, **(parameters.get("sample") or {}), **(parameters.get("server") or {}), **parameters}
 
 
 def dataset_parameters(datasets: list[str]) -> dict[str, Any]:
@@ -216,7 +220,7 @@ def chapter_runs(profile: RunProfile, chapters: list[str] | None = None, root: P
     runs: list[PlannedRun] = []
     for stem in CHAPTERS:
         if stem in chosen:
-            runs += RUNS[stem](profile, chapter_parameters(stem, profile.name, root, overrides))
+            runs += RUNS[stem](profile, flat(chapter_parameters(stem, profile.name, root, overrides)))
     return runs
 
 
@@ -271,15 +275,15 @@ def plan_profile(profile: str, *, chapters: list[str] | None = None, sample: int
     ``fraction`` plans a rehearsal on that share of every LLM sample (``make rehearsal``'s
     ``REHEARSAL_FRACTION``); ``changes`` are FHS settings changed for every run (a what-if,
     e.g. a shorter selector list); ``overrides`` are chapter parameters (e.g. :func:`dataset_parameters`);
-    ``build_dense`` embeds the taxonomies of dense and hybrid runs first (``fhs.run.plan.dry_run``).
+    ``build_dense`` embeds the taxonomies of dense and hybrid runs first (``fhs.plan.dry_run.dry_run``).
     Returns the plan (what ``--json`` prints) and its rows.
     """
     import time
     from dataclasses import replace
 
     from fhs.llm.tokens import default_counter
-    from fhs.run.plan import dry_run
-    from fhs.run.plan_totals import Throughput, bench_command, summarize
+    from fhs.plan.dry_run import dry_run
+    from fhs.plan.totals import Throughput, bench_command, summarize
     from fhs.run.profiles import get_profile
 
     chosen = get_profile(profile)

@@ -29,9 +29,9 @@ from fhs.data.sampling import sample_by_context
 from fhs.method.config import DEFAULT_CONFIG, FHSConfig
 from fhs.retrieval.encoders import DEFAULT_MODEL
 from fhs.retrieval.kinds import DEFAULT_RETRIEVER
+from fhs.run.dataset_offers import dataset_has
 from fhs.run.evaluate import MISS, RunsEstimate, evaluated, metric_interval, runs_estimate
 from fhs.run.inputs import Experiment, ModelChoice, load_experiment
-from fhs.run.needs import dataset_has
 from fhs.run.profiles import RunProfile, get_profile
 from fhs.run.records import records_at
 from fhs.run.spec import RunSpec, run_all
@@ -115,7 +115,7 @@ class Study:
         return sample_by_context(every, target, seed=seed)
 
     def has(self, dataset: str, need: str) -> bool:
-        """Whether a dataset has what a table needs (``fhs.run.needs.dataset_has``: "dev", "table", "text", ...)."""
+        """Whether a dataset has what a table needs (``fhs.run.dataset_offers.dataset_has``: "dev", "table", "text", ...)."""
         return dataset_has(self.experiment(dataset), need)
 
     def seeds(self, runs: int | None = None) -> tuple[int, ...]:
@@ -213,7 +213,8 @@ class Study:
 def llm_study(profile: str, runs_dir: str | Path, *, llm_limit: int | None = None, backend: str | None = None,
               model: str | None = None, base_url: str | None = None, cache_dir: str | Path = ".fhs-cache",
               seed: int = 0, max_in_flight: int | None = None, thinking: bool | None = None,
-              replay: str | Path | None = None, llm_fraction: float | None = None) -> tuple[Study, ModelChoice]:
+              replay: str | Path | None = None, llm_fraction: float | None = None,
+              request_timeout: float | None = None) -> tuple[Study, ModelChoice]:
     """A chapter's study and model from its parameters cell, with the cache chapter 2 uses.
 
     Chapters that share this cache and sample (``runs_dir``/``cache_dir``) share FHS's calls.
@@ -227,5 +228,6 @@ def llm_study(profile: str, runs_dir: str | Path, *, llm_limit: int | None = Non
     choice = ModelChoice.resolve(profile, backend=backend, model=model,
                                  base_urls=base_url.split(",") if base_url else None,
                                  seed=seed, cache=Path(cache_dir) / "responses.sqlite",
-                                 max_in_flight=max_in_flight, thinking=thinking, replay=replay)
+                                 max_in_flight=max_in_flight, thinking=thinking, replay=replay,
+                                 request_timeout=request_timeout)
     return study, choice

@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 
 from fhs.cli.commands import cmd_archive, cmd_bench, cmd_domain, cmd_facts, cmd_plan, cmd_run, cmd_show, cmd_taxonomy
+from fhs.cli.data_command import cmd_data
 from fhs.cli.parser import build_parser
 from fhs.core.errors import InputError
 from fhs.llm.contract import BackendError
@@ -42,6 +43,8 @@ def main(argv: list[str] | None = None) -> int:
             cmd_facts(args)
         elif args.command == "domain":
             return cmd_domain(args)
+        elif args.command == "data":
+            return cmd_data(args)
     except InputError as error:
         print(f"fhs: error: {error}", file=sys.stderr)
         return 2

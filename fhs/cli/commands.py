@@ -118,8 +118,8 @@ def _filing_stems(filings: list[str]) -> list[tuple[str, str]]:
 def cmd_run(args: argparse.Namespace) -> dict:
     from dataclasses import replace
 
-    from fhs.data.taxonomies.ids import check_gold
     from fhs.data.sampling import sample_by_context
+    from fhs.data.taxonomies.ids import check_gold
     from fhs.method.knobs import knob_overrides
     from fhs.run.inputs import ModelChoice
     from fhs.run.profiles import default_profile
@@ -142,7 +142,7 @@ def cmd_run(args: argparse.Namespace) -> dict:
             base_urls=args.base_url, seed=args.seed, cache=args.cache, structured=args.structured,
             replay_unparsed=args.replay_unparsed, any_server=args.replay_from_any_server,
             max_in_flight=args.max_in_flight, thinking={"on": True, "off": False}.get(args.thinking),
-            replay=args.replay))
+            replay=args.replay, request_timeout=args.request_timeout, give_up_after=args.give_up_after))
     experiment = _experiment(args)
     _check_out(args.out, args.data)  # the inputs are named first, then where the run would write
     spec = replace(spec, dataset=experiment.spec.name)
@@ -199,7 +199,8 @@ def cmd_archive(args: argparse.Namespace) -> dict:
 
     summary = pack(args.run_dirs, args.out, cache=args.cache or default_llm_cache())
     print(f"{summary['runs']} run(s), {summary['facts']:,} records, {summary['answers']:,} model answers and "
-          f"{summary['verdicts']:,} verdicts -> {summary['archive']} ({summary['bytes'] / 1e6:.1f} MB)")
+          f"{summary['verdicts']:,} verdicts -> {summary['archive']} ({summary['bytes'] / 1e6:.1f} MB; "
+          f"content sha256 {summary['sha256']}, which a replay checks)")
     return summary
 
 
@@ -254,12 +255,8 @@ def cmd_domain(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> dict:
     if args.what == "llm":
         return cmd_bench_llm(args)
-    if args.what == "cpu":
-        return cmd_bench_cpu(args)
-    if args.what in ("prefix", "kv"):
-        return cmd_bench_prefix(args)
-    from fhs.run.bench import bench_retrieval
-    from fhs.run.bench_dense import bench_dense
+    from fhs.bench.dense import bench_dense
+    from fhs.bench.retrieval import bench_retrieval
 
     if not args.dataset or len(args.dataset) != 1:
         raise InputError("bench retrieval takes one --dataset", field="dataset", fix=f"one of {names(DATASETS)}")
@@ -273,21 +270,8 @@ def cmd_bench(args: argparse.Namespace) -> dict:
     return result
 
 
-def cmd_bench_cpu(args: argparse.Namespace) -> dict:
-    from fhs.run.bench_cpu import run_bench_cpu
-    from fhs.run.records import write_json_atomic
-
-    isas = [i.strip() for i in args.isa.split(",") if i.strip()] if args.isa else None
-    result = run_bench_cpu(part=args.part, isas=isas, taxonomy=args.taxonomy, data=args.data,
-                           concepts=args.concepts, rounds=args.rounds, prompt_tokens=args.prompt_tokens,
-                           sampling_facts=args.facts or 1, **({"llama_model": args.model} if args.model else {}))
-    if args.out:
-        write_json_atomic(args.out, result)
-    return result
-
-
 def cmd_bench_llm(args: argparse.Namespace) -> dict:
-    from fhs.run.bench_llm import bench_llm, format_table
+    from fhs.bench.llm import bench_llm, format_table
     from fhs.run.records import write_json_atomic
 
     methods = _names(args.methods or "direct,structured,fhs")
@@ -304,49 +288,11 @@ def _names(text: str) -> list[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
 
 
-def _numbers(text: str, flag: str) -> list[int]:
-    try:
-        values = [int(part) for part in _names(text)]
-    except ValueError:
-        values = []
-    if not values or min(values) < 0:
-        raise InputError(f"{text!r} is not a list of numbers", field=flag, fix="e.g. --n-batch 128,512")
-    return values
-
-
-def cmd_bench_prefix(args: argparse.Namespace) -> dict:
-    """``fhs bench prefix`` (shared prefixes, simulated or from logs) and ``fhs bench kv`` (llama.cpp)."""
-    from fhs.run.records import write_json_atomic
-
-    if args.what == "prefix":
-        from fhs.run.bench_prefix import DEFAULT_METHODS, bench_prefix, format_table
-
-        result = bench_prefix(args.dataset or ["fincl", "codiesp"], _names(args.methods or ",".join(DEFAULT_METHODS)),
-                              facts=args.facts or 50, profile=args.profile or "paper", data=args.data,
-                              logs=args.log, capacity_blocks=args.capacity_blocks, out_dir=args.log_dir)
-    else:
-        from fhs.method.config import PROMPT_ORDERS
-        from fhs.run.bench_kv import DEFAULT_METHODS, bench_kv, format_table, settings_grid
-
-        for order in _names(args.orders):
-            if order not in PROMPT_ORDERS:
-                raise InputError(f"unknown prompt order {order!r}", field="orders", fix=f"use {names(PROMPT_ORDERS)}")
-        settings = settings_grid(_names(args.orders), _numbers(args.kv_states, "kv-states"),
-                                 _numbers(args.n_batch, "n-batch"), _numbers(args.n_threads, "n-threads"))
-        result = bench_kv(args.dataset or ["fincl"], _names(args.methods or ",".join(DEFAULT_METHODS)),
-                          facts=args.facts or 2, settings=settings, model=args.model or "qwen2.5-0.5b",
-                          data=args.data)
-    print(format_table(result))
-    if args.out:
-        write_json_atomic(args.out, result)
-    return result
-
-
 def cmd_plan(args: argparse.Namespace) -> dict:
     """``fhs plan``: the profile's chapters dry-run on the simulated model, printed as a table or JSON."""
     from fhs.book.manifest import plan_profile
-    from fhs.run.plan_totals import Throughput
-    from fhs.run.plan_table import format_plan
+    from fhs.plan.table import format_plan
+    from fhs.plan.totals import Throughput
 
     if (args.prefill_tps is None) != (args.decode_tps is None):
         raise InputError("--prefill-tps and --decode-tps go together", field="prefill-tps",
@@ -364,15 +310,20 @@ def cmd_plan(args: argparse.Namespace) -> dict:
     for text in args.set:
         import dataclasses
 
-        import yaml
-
+        from fhs.core.errors import shown
+        from fhs.core.yamlfile import parse_yaml
         from fhs.method.config import FHSConfig
 
         name, sep, value = text.partition("=")
         if not sep or name not in {f.name for f in dataclasses.fields(FHSConfig)}:
-            raise InputError(f"--set expects KNOB=VALUE with an FHSConfig field, got {text!r}", field="set",
+            raise InputError(f"--set expects KNOB=VALUE with an FHSConfig field, got {shown(text)}", field="set",
                              fix="see fhs/method/config.py for the knobs")
-        changes[name] = yaml.safe_load(value)
+        changes[name] = parse_yaml(value, field=f"set {name}")
+        try:  # a bad value is named here, before any chapter is planned
+            FHSConfig().replace(**{name: changes[name]})
+        except (ValueError, TypeError) as error:
+            raise InputError(str(error), field=f"set {name}", fix="see fhs/method/config.py for the knob's range") \
+                from None
     from fhs.book.manifest import dataset_parameters
 
     plan, rows = plan_profile(args.profile, chapters=args.chapter, sample=args.sample, fraction=args.fraction,

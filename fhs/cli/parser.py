@@ -9,12 +9,13 @@ from __future__ import annotations
 import argparse
 import math
 
+from fhs.cli.data_command import add_data_parser
 from fhs.core.errors import InputError
 from fhs.data.datasets import DATASETS
 from fhs.data.domain import available_domains
 from fhs.data.taxonomies import TAXONOMIES
 from fhs.llm.factory import BACKENDS
-from fhs.llm.openai import STRUCTURED_MODES
+from fhs.llm.openai import DEFAULT_GIVE_UP_S, DEFAULT_REQUEST_TIMEOUT_S, STRUCTURED_MODES
 from fhs.method.config import DEFAULT_CONFIG, NAMED_CONFIGS
 from fhs.method.knobs import FUSION, NORMALISE, RENDER, WINDOW
 from fhs.method.registry import METHODS
@@ -24,6 +25,7 @@ from fhs.run.evaluate import MISS, REFUSED
 from fhs.run.profiles import PROFILES
 
 
+MIN_TOKENS_PER_S = 0.01  # fhs plan: a slower rate plans a run no one would wait for
 COMMAND_LINE = "The fhs command line: run a method on a dataset, check a domain file, or benchmark retrieval."
 
 
@@ -80,12 +82,24 @@ def _weight(name: str):
 
 
 def _rate(name: str):
-    """An argparse type: tokens per second, a finite number above zero."""
+    """An argparse type: tokens per second, a finite number of at least ``MIN_TOKENS_PER_S``."""
+
+    def parse(text: str) -> float:
+        value = _weight(name)(text)
+        if value < MIN_TOKENS_PER_S:
+            raise argparse.ArgumentTypeError(f"--{name} must be at least {MIN_TOKENS_PER_S:g} tokens/s, got {text}")
+        return value
+
+    return parse
+
+
+def _seconds(name: str):
+    """An argparse type: a duration in seconds, a finite number above zero."""
 
     def parse(text: str) -> float:
         value = _weight(name)(text)
         if value <= 0:
-            raise argparse.ArgumentTypeError(f"--{name} must be above 0, got {text}")
+            raise argparse.ArgumentTypeError(f"--{name} must be a number of seconds above 0, got {text}")
         return value
 
     return parse
@@ -165,6 +179,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--thinking", choices=["on", "off"], default=None,
                      help="Qwen3's thinking mode, sent to the chat template whatever the model is called "
                           "(default: the profile's; off, as in the paper)")
+    run.add_argument("--request-timeout", type=_seconds("request-timeout"), default=None, metavar="SECONDS",
+                     help=f"an OpenAI-compatible server: the deadline of one request, from sending to the answer's "
+                          f"last byte (default {DEFAULT_REQUEST_TIMEOUT_S:g}); a request that reaches it is retried "
+                          f"like a reset, and its in-flight slot freed")
+    run.add_argument("--give-up-after", type=_seconds("give-up-after"), default=None, metavar="SECONDS",
+                     help=f"an OpenAI-compatible server: stop after this long with no successful answer at all "
+                          f"(default {DEFAULT_GIVE_UP_S:g}); until then busy answers (429, 503), resets and "
+                          f"deadlines are retried with backoff that honours Retry-After")
     run.add_argument("--replay", default=None, metavar="ARCHIVE",
                      help="answer every model call from an `fhs archive` file, with no server; a call it "
                           "does not hold is an error")
@@ -185,10 +207,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="concept file: also report categories that match no concept, and the profile count")
 
     bench = commands.add_parser("bench", help="benchmarks that print ratios measured side by side")
-    bench.add_argument("what", choices=["retrieval", "llm", "cpu", "prefix", "kv"],
-                       help="retrieval; llm (model cost per method); cpu (encoder concepts/s and llama.cpp tokens/s); "
-                            "prefix (prompt tokens a prefix cache reuses, before and after the prompt reorder); kv "
-                            "(llama.cpp's prompt cost per prompt order, saved KV states, batch and thread setting)")
+    bench.add_argument("what", choices=["retrieval", "llm"],
+                       help="retrieval (ours against rank-bm25, or dense/hybrid beside BM25); llm (model cost per method)")
     bench.add_argument("--dataset", action="append", default=None,
                        help=f"{names(DATASETS)}; repeat for several (llm: default fincl and codiesp)")
     bench.add_argument("--data", default=None, help="data directory (default: $FHS_DATA)")
@@ -204,41 +224,15 @@ def build_parser() -> argparse.ArgumentParser:
                        help="dense/hybrid: time the cold embedding on the first N concepts only "
                             "(default: the whole taxonomy, in a scratch folder)")
     bench.add_argument("--methods", default=None,
-                       help=f"llm, prefix, kv: comma-separated, from {names(METHODS)} (default llm: "
-                            "direct,structured,fhs; prefix: fhs,structured,free-text,feedback-refine; kv: structured,fhs)")
+                       help=f"llm: comma-separated, from {names(METHODS)} (default direct,structured,fhs)")
     bench.add_argument("--facts", type=_positive_int("facts"), default=None,
-                       help="llm, prefix, kv, cpu (sampling): facts per dataset, whole contexts "
-                            "(default 3, 50, 2, 1)")
-    bench.add_argument("--profile", default=None, help=f"llm, prefix: {names(PROFILES)} (default cpu, paper)")
+                       help="llm: facts per dataset, whole contexts (default 3)")
+    bench.add_argument("--profile", default=None, help=f"llm: {names(PROFILES)} (default cpu)")
     bench.add_argument("--backend", default=None, help=f"llm: {names(BACKENDS)} (default: the profile's)")
     bench.add_argument("--model", default=None, help="llm: model name (default: the profile's)")
     bench.add_argument("--cache", default=None,
                        help="llm: a response cache to reuse (default: a fresh temporary one, so the model is measured)")
-    bench.add_argument("--out", default=None, help="llm, cpu, prefix, kv: also write the result as JSON here")
-    bench.add_argument("--part", choices=["encoder", "llama", "sampling", "all"], default="all",
-                       help="cpu: the dense encoder's concepts/s, llama.cpp's tokens/s, grammar sampling "
-                            "(every token against likeliest first), or all three")
-    bench.add_argument("--isa", default=None,
-                       help="cpu: comma-separated instruction-set levels for the encoder, native and/or x86-64-v3 "
-                            "(AVX-512/VNNI/AMX masked from CPUID; default both where the CPU allows masking)")
-    bench.add_argument("--taxonomy", default="icd-10-cm", help="cpu: whose concept texts the encoder embeds (a built-in name or a concept file)")
-    bench.add_argument("--concepts", type=_positive_int("concepts"), default=512,
-                       help="cpu: concept texts embedded per setting and round (a seeded sample)")
-    bench.add_argument("--rounds", type=_positive_int("rounds"), default=3, help="cpu: timed rounds per setting")
-    bench.add_argument("--prompt-tokens", type=_positive_int("prompt-tokens"), default=1500,
-                       help="cpu: llama.cpp prompt length (the cpu profile's calls run 1-3k tokens)")
-
-    bench.add_argument("--log", action="append", default=[],
-                       help="prefix: measure this request log (JSONL of chat messages in send order) instead of "
-                            "a simulated run; repeat to compare logs side by side")
-    bench.add_argument("--log-dir", default=None, help="prefix: also write the simulated runs' request logs here")
-    bench.add_argument("--capacity-blocks", type=_positive_int("capacity-blocks"), default=None,
-                       help="prefix: a prefix cache of this many 16-token blocks, least recently used evicted "
-                            "(default: unbounded)")
-    bench.add_argument("--orders", default="evidence-first,shared-first", help="kv: prompt orders to replay")
-    bench.add_argument("--kv-states", default="0,16", help="kv: saved KV states to compare (0: the last call's only)")
-    bench.add_argument("--n-batch", default="512", help="kv: llama.cpp batch sizes (n_batch = n_ubatch)")
-    bench.add_argument("--n-threads", default="2", help="kv: llama.cpp thread counts")
+    bench.add_argument("--out", default=None, help="llm: also write the result as JSON here")
 
     plan = commands.add_parser("plan", help="size a profile's run before any model is asked: requests, tokens, "
                                             "wall time per chapter, dataset and method")
@@ -298,4 +292,6 @@ def build_parser() -> argparse.ArgumentParser:
     from_ixbrl.add_argument("--keep-unreachable", action="store_true",
                             help="keep facts whose gold concepts are all outside the taxonomy")
     from_ixbrl.add_argument("--data", default=None, help="data directory (default: $FHS_DATA)")
+
+    add_data_parser(commands)
     return parser

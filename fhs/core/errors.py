@@ -45,6 +45,19 @@ class InputError(ValueError):
         return text
 
 
+def shown(value: object, limit: int = 60) -> str:
+    """A value as an error quotes it: a scalar's repr, cut at ``limit`` characters; a list or
+    mapping by its size only (a YAML alias may make it enormous, and the field names it anyway)."""
+    if isinstance(value, Mapping):
+        return f"a mapping of {len(value)} key(s)"
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return f"a list of {len(value)} value(s)"
+    if isinstance(value, (str, bytes)) and len(value) > limit:
+        return repr(value[:limit]) + f"... ({len(value):,} characters)"
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 def choose(registry: Mapping[str, T], name: str, what: str) -> T:
     """``registry[name]``, or an InputError naming the field and listing the valid names."""
     try:

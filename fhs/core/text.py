@@ -29,9 +29,9 @@ def camel_split(text: str) -> str:
 
 
 # Indexing a taxonomy repeats the same words millions of times, so the rule is memoised. The
-# memo is kept small: 8,192 words answer 99.5% of the lookups of tokenizing both bundled
-# taxonomies, as the 262,144 it once held did, at the same speed; the larger memo kept every
-# rare word of every fact a long run had read (scripts/bench_memory.py).
+# memo is kept small: 8,192 words answer nearly every lookup of tokenizing both bundled
+# taxonomies, as a far larger memo did, at the same speed; the larger memo kept every
+# rare word of every fact a long run had read (dev/bench_memory.py).
 @lru_cache(maxsize=1 << 13)
 def normalize_token(token: str) -> str | None:
     """Lowercase, apply the light plural rule, then drop stopwords (in that order).

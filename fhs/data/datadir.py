@@ -33,8 +33,8 @@ SOURCES: dict[str, Source] = {
         required=("us_gaap_2024_BM25.jsonl", "FinCL-eval-subset.csv"),
         origin="FinTagging benchmark, github.com/The-FinAI/FinTagging",
         how_to_get=(
-            "clone github.com/The-FinAI/FinTagging and copy taxonomy/us_gaap_2024_BM25.jsonl "
-            "and subdata/FinCL-eval-subset.csv into $FHS_DATA/fintagging/"
+            "run `fhs data fetch --only fintagging`, or clone github.com/The-FinAI/FinTagging and copy "
+            "taxonomy/us_gaap_2024_BM25.jsonl and subdata/FinCL-eval-subset.csv into $FHS_DATA/fintagging/"
         ),
         license="MIT (code); data per FinTagging",
     ),
@@ -43,8 +43,8 @@ SOURCES: dict[str, Source] = {
         required=("XBRL_Terminology.xlsx",),
         origin="XBRL-Agent, github.com/KirkHan0920/XBRL-Agent (Datasets/)",
         how_to_get=(
-            "clone github.com/KirkHan0920/XBRL-Agent and copy Datasets/XBRL_Terminology.xlsx "
-            "into $FHS_DATA/xbrl-terminology/"
+            "run `fhs data fetch --only xbrl-terminology`, or clone github.com/KirkHan0920/XBRL-Agent and copy "
+            "'Datasets/XBRL Terminology.xlsx' as XBRL_Terminology.xlsx into $FHS_DATA/xbrl-terminology/"
         ),
         license="MIT",
     ),
@@ -53,25 +53,38 @@ SOURCES: dict[str, Source] = {
         required=("MANIFEST.tsv",),
         origin=(
             "SEC EDGAR inline-XBRL 10-K/10-Q primary documents, as collected in "
-            "github.com/alphanome-ai/sec-parser-test-data and github.com/dgunning/edgartools"
+            "github.com/alphanome-ai/sec-parser-test-data, github.com/dgunning/edgartools and "
+            "github.com/RxDataLab/go-edgar"
         ),
         how_to_get=(
-            "download the filings listed in MANIFEST.tsv from EDGAR (or the two repositories), "
-            "gzip each primary document as <name>.htm.gz into $FHS_DATA/ixbrl/"
+            "run `fhs data fetch --only ixbrl`: it downloads the 142 filings at the commits the data lock pins, "
+            "gzips each as <name>.htm.gz into $FHS_DATA/ixbrl/ and writes MANIFEST.tsv"
         ),
-        license="SEC filings are public documents; repositories MIT",
+        license="SEC filings are public documents; sec-parser-test-data and edgartools MIT, go-edgar states none",
     ),
     "codiesp": Source(
         folder="codiesp",
         required=("test/testX.tsv", "test/text_files", "test/text_files_en"),
         origin="CodiEsp corpus v4 (CLEF eHealth 2020), Zenodo record 3837305",
         how_to_get=(
-            "download codiesp.zip from doi.org/10.5281/zenodo.3837305 and unzip its "
-            "train/, dev/ and test/ folders into $FHS_DATA/codiesp/"
+            "run `fhs data fetch --only codiesp`, or download codiesp.zip from doi.org/10.5281/zenodo.3837305 "
+            "and unzip its train/, dev/ and test/ folders into $FHS_DATA/codiesp/"
         ),
         license="CC BY 4.0",
     ),
 }
+
+
+def default_data_dir() -> Path:
+    """Where ``fhs data fetch`` puts the data when ``$FHS_DATA`` is unset: the user's data directory.
+
+    ``$XDG_DATA_HOME/fhs/data`` (``~/.local/share/fhs/data``), on Windows
+    ``%LOCALAPPDATA%\\fhs\\data``. The Makefile computes the same place.
+    """
+    if os.name == "nt" and os.environ.get("LOCALAPPDATA"):
+        return Path(os.environ["LOCALAPPDATA"]) / "fhs" / "data"
+    base = os.environ.get("XDG_DATA_HOME") or "~/.local/share"
+    return Path(base).expanduser() / "fhs" / "data"
 
 
 def data_dir(explicit: str | os.PathLike | None = None) -> Path:
@@ -80,7 +93,8 @@ def data_dir(explicit: str | os.PathLike | None = None) -> Path:
     if not raw:
         raise InputError(
             f"no data directory: set {ENV_VAR} or pass --data",
-            fix=f"e.g. export {ENV_VAR}=../shared/data; see book/data.md for where each dataset comes from",
+            fix=f"e.g. export {ENV_VAR}=../shared/data, or fetch the data with `fhs data fetch`; "
+                "see book/data.md for where each dataset comes from",
         )
     path = Path(raw).expanduser()
     if not path.is_dir():

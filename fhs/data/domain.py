@@ -19,8 +19,8 @@ from typing import Any
 
 import yaml
 
-from fhs.core.errors import InputError
-from fhs.core.files import utf8_error
+from fhs.core.errors import InputError, shown
+from fhs.core.yamlfile import read_yaml_file
 from fhs.core.text import camel_split, normalize_token, token_set, tokenize
 from fhs.data.taxonomy import Concept
 
@@ -191,15 +191,7 @@ def _load_domain_file(path_text: str) -> Domain:
 
 def read_domain_yaml(path: Path) -> tuple[Any, yaml.Node | None]:
     """The parsed file and its node tree (which knows every key's line); YAML errors name the line."""
-    try:
-        text = path.read_text(encoding="utf-8")
-        return yaml.safe_load(text), yaml.compose(text, Loader=yaml.SafeLoader)
-    except UnicodeDecodeError:
-        raise utf8_error(path) from None
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        raise InputError(f"not valid YAML ({getattr(error, 'problem', error)})", path=path,
-                         line=None if mark is None else mark.line + 1) from None
+    return read_yaml_file(path, tree=True)
 
 
 _FIELD_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
@@ -245,7 +237,7 @@ def domain_from_dict(data: Any, *, path: str | Path | None = None) -> Domain:
         reader.mapping(item, where)
         name = reader.text(reader.get(item, "name", where), f"{where}.name")
         if not _DIMENSION_NAME.match(name):
-            raise InputError(f"dimension names are upper-case identifiers, got {name!r}", path=path, field=f"{where}.name")
+            raise InputError(f"dimension names are upper-case identifiers, got {shown(name)}", path=path, field=f"{where}.name")
         if name in {d.name for d in dimensions}:
             raise InputError(f"duplicate dimension {name!r}", path=path, field=f"{where}.name")
         gloss = reader.text(reader.get(item, "gloss", where), f"{where}.gloss")

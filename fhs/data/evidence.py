@@ -78,7 +78,7 @@ def evidence_block(fact: Fact, context_chars: int = CONTEXT_CHARS, field_chars: 
 
     ``shared-first``: the source context, then (after a blank line) the located
     value's own fields, so the facts of one table or document share the
-    context as a prompt prefix (book/deviations.md, "Prompt order").
+    context as a prompt prefix (book/deviations.md, "Instructions first").
     ``evidence-first``: the authors' order, the value's fields before the context.
     ``field_chars`` also cuts value, datatype, headers and sentence (only the
     last-resort budget rungs set it, so a prompt that fits is never changed).

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import errno
+import functools
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -53,12 +55,49 @@ class CacheStats:
     by_model: dict[str, int]
 
 
+def cache_error(error: sqlite3.DatabaseError, path: Path, what: str = "response cache",
+                lost: str = "its answers are asked again") -> Exception:
+    """What an SQLite error on a cache file means, as one line with the right advice: a read-only
+    file or folder, a damaged file, a full disk (an OSError), or another process's lock."""
+    text = str(error).lower()
+    if "full" in text:
+        return OSError(errno.ENOSPC, f"No space left on device (writing the {what})", str(path))
+    if "readonly" in text or "read-only" in text or "unable to open" in text or "permission" in text:
+        folder = path.parent
+        where = f"its folder {folder} is" if not os.access(folder, os.W_OK) else \
+            "the file is" if path.exists() and not os.access(path, os.W_OK) else "the file or its folder is"
+        return InputError(f"cannot write the {what}: {where} read-only ({error})", path=path,
+                          fix="make it writable, or pass another --cache; a copy of this file keeps what it holds")
+    if "locked" in text or "busy" in text:
+        return InputError(f"the {what} is busy ({error}): another process is writing it", path=path,
+                          fix="wait for the other run to finish, or pass another --cache")
+    if "malformed" in text or "corrupt" in text:
+        return InputError(f"the {what} is damaged ({error})", path=path,
+                          fix=f"move it aside to start a new one ({lost}), or keep what it holds with "
+                              f"`sqlite3 FILE .recover | sqlite3 NEW.sqlite` and use NEW.sqlite in its place")
+    return InputError(f"not a usable {what} ({error})", path=path, fix="move the file aside, or pass another --cache")
+
+
+def _guarded(method: Callable) -> Callable:
+    """The method with every SQLite error turned into :func:`cache_error`'s one line."""
+
+    @functools.wraps(method)
+    def guarded(self: "ResponseCache", *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except sqlite3.DatabaseError as error:
+            raise cache_error(error, self.path) from None
+
+    return guarded
+
+
 class ResponseCache:
     """Model answers in one SQLite file, keyed by :func:`cache_key`.
 
     WAL journaling and one commit per stored batch: a killed run loses at most
     the batch in flight and the next run resumes from the rest. Meant for one
-    writer at a time.
+    writer at a time. An SQLite error (a damaged page, a read-only folder, a full
+    disk) is one line naming the file and what to do (:func:`cache_error`).
     """
 
     def __init__(self, path: str | os.PathLike) -> None:
@@ -76,8 +115,7 @@ class ResponseCache:
             self._db.commit()
             columns = {row[1] for row in self._db.execute("PRAGMA table_info(responses)")}
         except sqlite3.DatabaseError as error:
-            raise InputError(f"not a usable response cache ({error})", path=self.path,
-                             fix="delete the file or pass another cache_path") from None
+            raise cache_error(error, self.path) from None
         missing = [name for name in _COLUMNS if name not in columns]
         if missing:
             self._db.close()
@@ -85,6 +123,7 @@ class ResponseCache:
                              f"{', '.join(missing)})", path=self.path,
                              fix="delete the file or pass another --cache; it was not written by this version")
 
+    @_guarded
     def get_many(self, keys: Sequence[str], *, unparsed: bool = True) -> dict[str, Response]:
         """Stored answers by key; ``unparsed=False`` leaves out those marked unparseable."""
         with self._lock:
@@ -106,6 +145,7 @@ class ResponseCache:
                                       seconds=seconds, cached=True, model=model, finish_reason=reason)
         return found
 
+    @_guarded
     def put_many(self, entries: Sequence[tuple[str, str, str, str, Response]]) -> None:
         """Store (key, kind, model, purpose, response) rows in one transaction.
 
@@ -127,27 +167,32 @@ class ResponseCache:
             self._db.executemany("INSERT INTO unparsed VALUES (?, ?)",
                                  [(e[0], now) for e in entries if unusable(e[4])])
 
+    @_guarded
     def note_identity(self, kind: str, model: str, provenance: str) -> None:
         """Remember that answers under this kind, model and provenance are stored here."""
         with self._lock, self._db:
             self._db.execute("INSERT OR IGNORE INTO identities VALUES (?, ?, ?)", (kind, model, provenance))
 
+    @_guarded
     def mark_unparsed(self, key: str) -> None:
         """Remember that the answer under ``key`` could not be parsed by the stage that asked."""
         with self._lock, self._db:
             self._db.execute("INSERT OR REPLACE INTO unparsed VALUES (?, ?)", (key, time.time()))
 
+    @_guarded
     def unparsed_count(self) -> int:
         with self._lock:
             return int(self._db.execute(
                 "SELECT COUNT(*) FROM unparsed WHERE key IN (SELECT key FROM responses)").fetchone()[0])
 
+    @_guarded
     def __len__(self) -> int:
         return int(self._db.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
 
     def __bool__(self) -> bool:  # never count the table (a full scan) to test a cache's presence
         return True
 
+    @_guarded
     def stats(self) -> CacheStats:
         total = self._db.execute(
             "SELECT COUNT(*), COALESCE(SUM(tokens_in),0), COALESCE(SUM(tokens_out),0), "

@@ -125,12 +125,12 @@ def derive_seed(seed: int, sample_index: int = 0, attempt: int = 0) -> int:
     return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
 
-def plain(value: Any) -> Any:
+def as_json_types(value: Any) -> Any:
     """Mappings and tuples as dicts and lists, so a schema serializes the same every time."""
     if isinstance(value, Mapping):
-        return {str(k): plain(v) for k, v in value.items()}
+        return {str(k): as_json_types(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
+        return [as_json_types(v) for v in value]
     return value
 
 
@@ -158,7 +158,7 @@ def cache_key(kind: str, model: str, request: Request, *, provenance: str = "") 
         "seed": int(request.seed),
         "sample_index": int(request.sample_index),
         "attempt": int(request.attempt),
-        "schema": plain(request.schema) if request.schema is not None else None,
+        "schema": as_json_types(request.schema) if request.schema is not None else None,
     }
     if provenance:
         payload["provenance"] = provenance

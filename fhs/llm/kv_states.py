@@ -33,7 +33,8 @@ class SavedState:
     size: int
 
 
-def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+def common_prefix(a: Sequence, b: Sequence) -> int:
+    """How many leading items (tokens, characters) ``a`` and ``b`` share."""
     n = 0
     for x, y in zip(a, b):
         if x != y:

@@ -27,7 +27,7 @@ tokens cannot change an answer.
 The one difference left is the order of tokens whose logits are exactly equal
 inside top-k's result (``std::partial_sort`` does not promise one), which could
 pick a different one of two equally likely tokens; greedy is exact even then.
-``fhs bench cpu --part sampling`` replays real requests both ways and reports
+``python -m dev.bench_cpu --part sampling`` replays real requests both ways and reports
 whether every reply is the same.
 """
 

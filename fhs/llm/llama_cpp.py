@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from fhs.core.errors import InputError
-from fhs.llm.contract import BackendError, Request, Response, chat_messages, derive_seed, plain
+from fhs.llm.contract import BackendError, Request, Response, as_json_types, chat_messages, derive_seed
 from fhs.llm.kv_states import PromptStates
 from fhs.llm.likeliest_first import install as install_likeliest_first
 from fhs.llm.models import MODELS
@@ -25,9 +25,42 @@ _TIGHT_STRING_CHAR = r'[^"\\\x00-\x1F\x7F]'
 
 def _import_llama_cpp() -> Any:
     try:
-        return importlib.import_module("llama_cpp")
+        llama_cpp = importlib.import_module("llama_cpp")
     except ImportError as error:
         raise BackendError(f"llama-cpp-python is not importable ({error}); {_CPU_EXTRA_HINT}") from None
+    _quiet_warnings(llama_cpp)
+    return llama_cpp
+
+
+_GGML_ERROR, _GGML_CONT = 4, 5  # ggml's log levels: none, debug, info, warn, error, continue
+_log_state: dict[str, Any] = {}
+
+
+def _quiet_warnings(llama_cpp: Any) -> None:
+    """Let only llama.cpp's errors reach stderr unless a model was loaded ``verbose``.
+
+    llama-cpp-python 0.3.36 maps ggml's levels as they were before ggml added a
+    debug level, so with ``verbose=False`` it still prints warnings, e.g. every
+    ``vocab_only`` load says "n_ctx_seq (512) > n_ctx_train (0)", which lands in
+    the middle of a command's one-line error.
+    """
+    if "callback" in _log_state:
+        return
+    import ctypes
+    import logging
+    import sys
+
+    verbose_logger = logging.getLogger("llama-cpp-python")
+
+    @llama_cpp.llama_log_callback
+    def callback(level: int, text: bytes, _user_data: Any) -> None:
+        shown = _log_state.get("shown", False) if level == _GGML_CONT else level >= _GGML_ERROR
+        _log_state["shown"] = shown
+        if shown or verbose_logger.level <= logging.DEBUG:
+            print(text.decode("utf-8", "replace"), end="", flush=True, file=sys.stderr)
+
+    _log_state["callback"] = callback  # ctypes calls it later: it must stay referenced
+    llama_cpp.llama_log_set(callback, ctypes.c_void_p(0))
 
 
 def json_schema_grammar(schema: Mapping[str, Any]) -> str:
@@ -43,7 +76,7 @@ def json_schema_grammar(schema: Mapping[str, Any]) -> str:
     _import_llama_cpp()
     from llama_cpp.llama_grammar import json_schema_to_gbnf
 
-    gbnf = json_schema_to_gbnf(json.dumps(plain(schema)))
+    gbnf = json_schema_to_gbnf(json.dumps(as_json_types(schema)))
     char_rules = [line for line in gbnf.splitlines() if line.startswith("char ::=")]
     if not char_rules:
         return gbnf  # no free-text strings in this schema (enums, numbers, booleans only)
@@ -72,12 +105,12 @@ class LlamaCppBackend:
     (``fhs/llm/kv_states.py``); 0 keeps only llama.cpp's own cache of the last call.
     Sixteen: with prompts ordered for prefix caching, consecutive calls are different
     stages, and the call that shares most with the next prompt is usually a few calls
-    back (``fhs bench kv``; book/deviations.md, "Prompt order and token budgets").
+    back (``python -m dev.bench_kv``; book/engineering.md, "Prompt order and prefix reuse").
     ``likeliest_first`` asks the grammar about the likeliest tokens before the rest
     (``fhs/llm/likeliest_first.py``): the same replies, with far less grammar work per token.
     A prompt is evaluated ``n_ubatch`` tokens at a time: 128 rather than llama.cpp's 512 keeps
     a step's activations in the CPU's cache, for the same replies a few percent sooner
-    (``fhs bench cpu --part llama``, rows ``ubatch``).
+    (``python -m dev.bench_cpu --part llama``, rows ``ubatch``).
     """
 
     def __init__(
@@ -132,7 +165,7 @@ class LlamaCppBackend:
         return self.n_ctx
 
     def grammar(self, schema: Mapping[str, Any]) -> Any:
-        key = json.dumps(plain(schema), sort_keys=True)
+        key = json.dumps(as_json_types(schema), sort_keys=True)
         if key not in self._grammars:
             self._grammars[key] = self._llama_cpp.LlamaGrammar.from_string(
                 json_schema_grammar(schema), verbose=False)

@@ -140,7 +140,7 @@ def requantized(source: Path, quant: str, cache_dir: str | os.PathLike | None = 
     llama.cpp's speed on a CPU depends on the tensor types: the shipped Q4_K_M file
     stores most of Qwen 0.5B's tensors as Q5_0 (its 896-wide rows do not fit the
     256-wide K-quant blocks), whose AVX2 kernels are slower than Q8_0's or Q4_0's.
-    ``fhs bench cpu`` compares them. The copy goes to ``cache_dir/models`` (default
+    ``python -m dev.bench_cpu`` compares them. The copy goes to ``cache_dir/models`` (default
     ``$FHS_CACHE``), written through a temporary file, and is remade if the source is newer.
     """
     import ctypes
@@ -233,8 +233,8 @@ MODELS: dict[str, ModelInfo] = {
 
 
 # The same checkpoint with Q4_0 tensors, whose AVX2 kernels (repacked 8x8 at load) evaluate
-# prompts 1.4 times as fast as the shipped file's Q5_0 ones on two cores (`fhs bench cpu
-# --part llama`); its answers differ, so the cpu profile keeps the shipped file
+# prompts faster than the shipped file's Q5_0 ones (`python -m dev.bench_cpu --part llama`
+# measures by how much); its answers differ, so the cpu profile keeps the shipped file
 # (`-p model=qwen2.5-0.5b-q4_0` runs a chapter on it).
 MODELS["qwen2.5-0.5b-q4_0"] = replace(
     MODELS["qwen2.5-0.5b"], name="qwen2.5-0.5b-q4_0", quantization="Q4_0", sha256=None,

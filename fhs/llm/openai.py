@@ -6,6 +6,7 @@ import asyncio
 import itertools
 import json
 import math
+import random
 import threading
 import time
 import weakref
@@ -13,7 +14,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fhs.core.errors import InputError, warn
-from fhs.llm.contract import BackendError, Request, RequestRefused, Response, chat_messages, derive_seed, plain
+from fhs.llm.contract import (BackendError, Request, RequestRefused, Response, as_json_types, chat_messages,
+                              derive_seed)
 from fhs.llm.inflight import DEFAULT_MAX_IN_FLIGHT, BackgroundLoop, server_gate
 from fhs.llm.llama_cpp import json_schema_grammar
 
@@ -23,9 +25,13 @@ from fhs.llm.llama_cpp import json_schema_grammar
 STRUCTURED_MODES = ("json_schema", "json_object", "gbnf", "none")
 _RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 # Each request names its stage (hypothesis, verifier, selector, ...) in this header, for a
-# server's logs and the simulator's request log (tests/sim_server.py); answers do not depend on it.
+# server's logs and the simulator's request log (fhs/plan/sim_server.py); answers do not depend on it.
 PURPOSE_HEADER = "X-FHS-Purpose"
 CONNECTIONS_PER_CLIENT = 16  # connections per httpx pool (see OpenAIBackend._http)
+DEFAULT_REQUEST_TIMEOUT_S = 600.0  # one attempt, from sending to the answer's last byte (--request-timeout)
+DEFAULT_GIVE_UP_S = 600.0  # a request stops after this long with no successful answer at all (--give-up-after)
+MAX_BACKOFF_S = 30.0  # the longest wait between two attempts, unless the server's Retry-After asks for more
+UNREACHABLE_TRIES = 5  # a server that never answered anything (nothing listens?) is named after this many tries
 
 
 def _chat_url(base_url: str) -> str:
@@ -44,15 +50,23 @@ class OpenAIBackend:
     tightened grammar of :func:`json_schema_grammar` in the ``grammar`` field
     that llama.cpp servers accept; needs llama-cpp-python on the client) or
     ``"none"`` (the prompt alone asks for JSON, as in the paper's code).
-    Connection errors, timeouts, 429 and 5xx are retried with exponential
-    backoff, each retry on the next server; other 4xx fail at once.
+    A busy server does not end a long run. Connection errors, resets, 429 and 5xx
+    are retried after the server's ``Retry-After`` where it sends one, else
+    with exponential backoff (at most ``MAX_BACKOFF_S``), each retry on the next server;
+    other 4xx fail at once. So is an attempt that reaches its deadline
+    (``timeout``), and the in-flight slot it held is freed then. A request gives
+    up only when the backend has had no successful answer at all for
+    ``give_up_s`` seconds (counted from the later of its own start and the
+    backend's last success), or after ``max_retries`` retries when that is set;
+    a server that never answered anything (nothing listening at the URL) is
+    named after ``UNREACHABLE_TRIES`` tries.
 
     One event loop and one ``httpx.AsyncClient`` per backend, started on first
     use, reuse their connections; ``complete`` blocks its caller only, so many
     threads (one per fact in flight) call it at once. Each server URL admits at
     most ``max_in_flight`` requests from the whole process (``fhs.llm.inflight``).
     ``timeout`` is the deadline of one request attempt from sending to the last
-    byte (a server that trickles bytes fails at the deadline, naming itself).
+    byte (a server that trickles bytes or never answers is cut off there).
     ``thinking`` sends ``chat_template_kwargs.enable_thinking`` whatever the
     model's name (the paper: off); ``None`` sends nothing.
     """
@@ -62,16 +76,17 @@ class OpenAIBackend:
         base_urls: Sequence[str],
         model: str,
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
-        timeout: float = 600.0,
+        timeout: float = DEFAULT_REQUEST_TIMEOUT_S,
         api_key: str | None = None,
         structured: str = "json_schema",
         *,
         thinking: bool | None = None,
         chat_template_kwargs: Mapping[str, Any] | None = None,
         extra_body: Mapping[str, Any] | None = None,
-        max_retries: int = 4,
+        max_retries: int | None = None,
         backoff_s: float = 1.0,
         any_server: bool = False,
+        give_up_s: float = DEFAULT_GIVE_UP_S,
     ) -> None:
         if isinstance(base_urls, str):
             base_urls = [base_urls]
@@ -83,8 +98,9 @@ class OpenAIBackend:
                              fix=f"use one of {', '.join(STRUCTURED_MODES)}")
         if isinstance(max_in_flight, bool) or not isinstance(max_in_flight, int) or max_in_flight < 1:
             raise InputError(f"must be a whole number of at least 1, got {max_in_flight!r}", field="max_in_flight")
-        if not (isinstance(timeout, (int, float)) and math.isfinite(timeout) and timeout > 0):
-            raise InputError(f"must be a number of seconds above 0, got {timeout!r}", field="timeout")
+        for name, value in (("timeout", timeout), ("give_up_s", give_up_s)):
+            if isinstance(value, bool) or not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+                raise InputError(f"must be a number of seconds above 0, got {value!r}", field=name)
         self.base_urls = [u.rstrip("/") for u in base_urls]
         self._endpoints = [_chat_url(u) for u in self.base_urls]
         self.model = model
@@ -98,6 +114,10 @@ class OpenAIBackend:
         self.extra_body = dict(extra_body or {})
         self.max_retries = max_retries
         self.backoff_s = backoff_s
+        self.give_up_s = float(give_up_s)
+        self._last_success: float | None = None  # time.monotonic() of the latest successful answer
+        self._answered = False  # whether any server of this backend ever sent an HTTP answer
+        self._jitter = random.Random()
         self.kind, self.name, self.provenance = openai_identity(model, self.base_urls, structured=structured,
                                                                 thinking=thinking, any_server=any_server)
         self._round_robin = itertools.count()
@@ -110,7 +130,7 @@ class OpenAIBackend:
         weakref.finalize(self, _shut_down, self._loop, self._client)
 
     def _grammar_text(self, schema: Mapping[str, Any]) -> str:
-        key = json.dumps(plain(schema), sort_keys=True)
+        key = json.dumps(as_json_types(schema), sort_keys=True)
         if key not in self._grammar_texts:
             self._grammar_texts[key] = json_schema_grammar(schema)
         return self._grammar_texts[key]
@@ -127,10 +147,10 @@ class OpenAIBackend:
         if request.schema is not None and self.structured == "json_schema":
             body["response_format"] = {
                 "type": "json_schema",
-                "json_schema": {"name": "response", "schema": plain(request.schema)},
+                "json_schema": {"name": "response", "schema": as_json_types(request.schema)},
             }
         elif request.schema is not None and self.structured == "json_object":
-            body["response_format"] = {"type": "json_object", "schema": plain(request.schema)}
+            body["response_format"] = {"type": "json_object", "schema": as_json_types(request.schema)}
         elif request.schema is not None and self.structured == "gbnf":
             body["grammar"] = self._grammar_text(request.schema)
         if self.chat_template_kwargs:
@@ -154,8 +174,8 @@ class OpenAIBackend:
         """A client for the next request, made on the backend's loop the first time (connections kept alive).
 
         httpcore's pool scans every connection for every queued request, so one pool of
-        128 connections cost about 3.5 times the CPU a request of pools of
-        :data:`CONNECTIONS_PER_CLIENT` taken in turn (``scripts/bench_serve.py --pool``).
+        128 connections costs several times the CPU a request of pools of
+        :data:`CONNECTIONS_PER_CLIENT` taken in turn (``python -m dev.bench_serve --pool`` measures it).
         """
         if not self._client:
             import httpx
@@ -186,31 +206,33 @@ class OpenAIBackend:
         body = self.payload(request)
         headers = {PURPOSE_HEADER: request.purpose} if request.purpose else {}
         tried: list[str] = []
-        last_problem = ""
-        for attempt in range(self.max_retries + 1):
-            index = (slot + attempt) % len(self._endpoints)
+        began = time.monotonic()
+        tries = 0
+        while True:
+            index = (slot + tries) % len(self._endpoints)
             url, gate = self._endpoints[index], self._gates[index]
             if url not in tried:
                 tried.append(url)
+            tries += 1
+            retry_after = 0.0
             try:
                 await gate.acquire()
-                try:
+                try:  # the slot is held for one attempt at most, and freed at its deadline
                     started = time.perf_counter()
                     reply = await asyncio.wait_for(self._post(self._http(), url, body, headers), self.timeout)
                     seconds = time.perf_counter() - started
                 finally:
                     gate.release()
-            except asyncio.TimeoutError:
-                raise BackendError(
-                    f"{url} sent no complete answer within the {self.timeout:g} s deadline of one request "
-                    f"(a stalled or overloaded server): check its log, or allow more time with "
-                    f"OpenAIBackend(timeout=...)") from None
+            except asyncio.TimeoutError:  # retried like a reset: a hung or trickling connection
+                last_problem = f"no complete answer within the {self.timeout:g} s deadline of one request"
+                unreachable = False
             except httpx.TransportError as error:
                 last_problem = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
-                unreachable = True
+                unreachable = isinstance(error, httpx.ConnectError)
             else:
-                unreachable = False
+                self._answered = True
                 if reply.status_code < 400:
+                    self._last_success = time.monotonic()
                     return self._response(url, reply, seconds)
                 if reply.status_code not in _RETRY_STATUS:
                     raise RequestRefused(
@@ -218,23 +240,34 @@ class OpenAIBackend:
                         f"{' '.join(reply.text[:300].split())}"
                     )
                 last_problem = f"HTTP {reply.status_code}: {' '.join(reply.text[:200].split())}"
-            if attempt < self.max_retries:
-                wait = self.backoff_s * (2**attempt)
-                if not unreachable:
-                    wait = max(wait, _retry_after(reply.headers.get("retry-after")))
-                await asyncio.sleep(wait)
-        where = ", ".join(tried)
+                unreachable = False
+                retry_after = _retry_after(reply.headers.get("retry-after"))
+            where = ", ".join(tried)
+            if self.max_retries is not None and tries > self.max_retries or \
+                    unreachable and not self._answered and tries >= UNREACHABLE_TRIES:
+                raise self._failed(where, tries, last_problem, unreachable)
+            quiet = time.monotonic() - max(began, self._last_success or began)
+            if quiet >= self.give_up_s:
+                raise BackendError(
+                    f"no successful answer from the model server at {where} for {quiet:,.0f} s, the give-up time "
+                    f"(the last problem: {last_problem}): it is down, stuck or overloaded; check its log, or "
+                    f"allow longer with --give-up-after SECONDS (or a longer --request-timeout)")
+            # the server's own Retry-After where it gives one; else exponential backoff, jittered so that
+            # requests refused together do not all come back together
+            wait = retry_after or min(self.backoff_s * 2 ** min(tries - 1, 30), MAX_BACKOFF_S) * \
+                (0.5 + self._jitter.random() / 2)
+            await asyncio.sleep(min(wait, self.give_up_s - quiet))
+
+    def _failed(self, where: str, tries: int, last_problem: str, unreachable: bool) -> BackendError:
+        """The error of a request that ran out of tries (``max_retries``, or a server never reached)."""
         if unreachable:
-            raise BackendError(
-                f"cannot reach the model server at {where} after {self.max_retries + 1} tries "
+            return BackendError(
+                f"cannot reach the model server at {where} after {tries} tries "
                 f"({last_problem}): is the server running? start it with "
                 f"`vllm serve {self.model} --port 8000` or "
                 f"`python -m llama_cpp.server --model <file.gguf> --port 8000`"
             )
-        raise BackendError(
-            f"the model server at {where} kept failing after {self.max_retries + 1} tries "
-            f"({last_problem})"
-        )
+        return BackendError(f"the model server at {where} kept failing after {tries} tries ({last_problem})")
 
     @staticmethod
     async def _post(client: Any, url: str, body: Mapping[str, Any], headers: Mapping[str, str]) -> Any:

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fhs.llm.batching import BatchCollector
-from fhs.llm.contract import BackendError, Request, Response, chat_messages, derive_seed, plain
+from fhs.llm.contract import BackendError, Request, Response, as_json_types, chat_messages, derive_seed
 
 
 PAPER_VLLM_ENGINE_ARGS: dict[str, Any] = {
@@ -37,7 +37,7 @@ def vllm_structured_kwargs(sampling_module: Any, schema: Mapping[str, Any]) -> d
     removed the older ``GuidedDecodingParams`` (``guided_decoding=``) that
     0.10 still needs.
     """
-    plain_schema = plain(schema)
+    plain_schema = as_json_types(schema)
     if hasattr(sampling_module, "StructuredOutputsParams"):
         return {"structured_outputs": sampling_module.StructuredOutputsParams(json=plain_schema)}
     if hasattr(sampling_module, "GuidedDecodingParams"):

@@ -24,6 +24,8 @@ dimensions with abstentions as non-support, zero fill; see book/deviations.md).
 from __future__ import annotations
 
 import dataclasses
+import math
+import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -120,7 +122,7 @@ class FHSConfig:
     # (prefix caching); "evidence-first": the authors' order (book/deviations.md).
     prompt_order: str = "shared-first"
     hypothesis_retries: int = 1
-    # Output formats (book/deviations.md, "Output formats"): the verifier answers one code
+    # Compact answers (book/deviations.md, "Verifier"): the verifier answers one code
     # letter per dimension per candidate and the selector leaves out the echoed id;
     # False restores the verbose JSON (an object with id and six words per candidate).
     compact_outputs: bool = True
@@ -143,6 +145,8 @@ class FHSConfig:
             raise ValueError(f"FHSConfig.renderings must be a non-empty subset of {RENDERINGS}, got {self.renderings!r}")
         for name in ("num_hypotheses", "k", "kappa", "k_v", "scan", "selector_candidates",
                      "generator_prompt_tokens", "verifier_prompt_tokens", "selector_prompt_tokens"):
+            if isinstance(getattr(self, name), bool) or not isinstance(getattr(self, name), numbers.Integral):
+                raise ValueError(f"FHSConfig.{name} must be a whole number, got {getattr(self, name)!r}")
             if getattr(self, name) < 1:
                 raise ValueError(f"FHSConfig.{name} must be at least 1, got {getattr(self, name)!r}")
         if self.only_hypothesis is not None and not 0 <= self.only_hypothesis < self.num_hypotheses:
@@ -150,6 +154,8 @@ class FHSConfig:
                              f"({self.num_hypotheses}), got {self.only_hypothesis!r}")
         if self.context_tokens is not None and self.context_tokens < 1:
             raise ValueError(f"FHSConfig.context_tokens must be at least 1 or None, got {self.context_tokens!r}")
+        if isinstance(self.beta, bool) or not isinstance(self.beta, numbers.Real) or not math.isfinite(self.beta):
+            raise ValueError(f"FHSConfig.beta must be a finite number, got {self.beta!r}")
         if self.beta < 0:
             raise ValueError(f"FHSConfig.beta must be >= 0, got {self.beta!r}")
 

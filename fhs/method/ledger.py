@@ -41,6 +41,7 @@ from fhs.core.errors import InputError
 from fhs.data.domain import Domain
 from fhs.data.facts import Fact
 from fhs.data.taxonomy import Concept
+from fhs.llm.cache import cache_error
 from fhs.method.config import FHSConfig
 from fhs.method.hypotheses import Hypothesis
 from fhs.method.prompting import load_template
@@ -172,7 +173,11 @@ class SqliteLedger:
             self._db.commit()
             columns = {row[1] for row in self._db.execute("PRAGMA table_info(verdicts)")}
         except sqlite3.DatabaseError as error:
-            raise InputError(f"not a usable verdict ledger ({error})", path=self.path, fix=fix) from None
+            problem = cache_error(error, self.path, "verdict ledger", "its verdicts are read again from the "
+                                  "response cache")
+            if isinstance(problem, InputError) and problem.problem.startswith("not a usable"):
+                problem = InputError(problem.problem, path=self.path, fix=fix)
+            raise problem from None
         missing = [name for name in _COLUMNS if name not in columns]
         if missing:
             self._db.close()
@@ -184,18 +189,27 @@ class SqliteLedger:
         if not wanted:
             return {}
         marks = ",".join("?" * len(wanted))
-        with self._lock:
-            rows = self._db.execute(
-                f"SELECT candidate, entry FROM verdicts WHERE scope=? AND fact=? AND hypothesis=? "
-                f"AND candidate IN ({marks})", [scope, fact_id, hypothesis, *wanted]).fetchall()
+        try:
+            with self._lock:
+                rows = self._db.execute(
+                    f"SELECT candidate, entry FROM verdicts WHERE scope=? AND fact=? AND hypothesis=? "
+                    f"AND candidate IN ({marks})", [scope, fact_id, hypothesis, *wanted]).fetchall()
+        except sqlite3.DatabaseError as error:
+            raise self._problem(error) from None
         return {cid: (json.loads(entry) if entry is not None else None) for cid, entry in rows}
 
     def record(self, scope, fact_id, hypothesis, entries):
         rows = [(scope, fact_id, hypothesis, cid, json.dumps(entry) if entry is not None else None)
                 for cid, entry in entries.items()]
-        with self._lock, self._db:
-            self._db.executemany(f"INSERT OR REPLACE INTO verdicts ({', '.join(_COLUMNS)}) VALUES (?, ?, ?, ?, ?)",
-                                 rows)
+        try:
+            with self._lock, self._db:
+                self._db.executemany(f"INSERT OR REPLACE INTO verdicts ({', '.join(_COLUMNS)}) "
+                                     f"VALUES (?, ?, ?, ?, ?)", rows)
+        except sqlite3.DatabaseError as error:
+            raise self._problem(error) from None
+
+    def _problem(self, error: sqlite3.DatabaseError) -> Exception:
+        return cache_error(error, self.path, "verdict ledger", "its verdicts are read again from the response cache")
 
     def __len__(self) -> int:
         with self._lock:

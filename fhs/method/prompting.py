@@ -5,13 +5,13 @@ model sees, and a prompt change shows up as a diff of a text file. They use
 ``$name`` placeholders (``string.Template``) because the templates themselves
 contain JSON braces.
 
-Order (book/deviations.md, "Prompt order and token budgets"): every stage's user
+Order (book/deviations.md, "Instructions first"; book/engineering.md): every stage's user
 message states the fixed instructions first (task, dimension glosses, rules,
 answer format: the same for every fact of a taxonomy), then the source context
 (the same for every fact of one table or document), then the located value's
 own fields, then what differs between calls (the hypothesis, the candidates,
 earlier readings). A server's prefix cache reuses whatever beginning requests
-share (``fhs/llm/prefix.py`` measures how much). ``prompt_order="evidence-first"``
+share (``dev/prefix_reuse.py`` measures how much). ``prompt_order="evidence-first"``
 restores the authors' order, the evidence before the task, from
 ``prompts/evidence_first/``.
 
@@ -35,7 +35,7 @@ from typing import Any
 
 from fhs.data.evidence import ORDERS
 from fhs.llm.contract import Message, RequestRefused
-from fhs.llm.lines import LineCounter
+from fhs.llm.line_tokens import LineCounter
 from fhs.llm.tokens import TokenCounter, count_messages, default_counter
 
 PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
@@ -100,7 +100,7 @@ _PROMPT_COUNTER: list[LineCounter] = []
 
 
 def prompt_counter() -> LineCounter:
-    """The counter budgets use: the served vocabulary (``default_counter``), line by line (``fhs.llm.lines``)."""
+    """The counter budgets use: the served vocabulary (``default_counter``), line by line (``fhs.llm.line_tokens``)."""
     if not _PROMPT_COUNTER:
         _PROMPT_COUNTER.append(LineCounter(default_counter()))
     return _PROMPT_COUNTER[0]

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from fhs.data.relocate.tasks import Relocation, RelocationTask, accept_span
+from fhs.data.relocate.contract import Relocation, RelocationTask, accept_span
 from fhs.llm.contract import LLM, Message, Request
 from fhs.llm.jsonout import parse_object
 from fhs.method.prompting import DEFAULT_ORDER, template_path

@@ -37,7 +37,7 @@ from fhs.core.files import atomic_write, cache_dir
 from fhs.core.text import tokenize
 from fhs.data.taxonomy import Taxonomy
 from fhs.retrieval.bm25 import Ranking, RetrievalConfig, Retriever, top_k_order
-from fhs.retrieval.encoders import DEFAULT_MODEL, Encoder, make_encoder
+from fhs.retrieval.encoders import DEFAULT_MODEL, Encoder, make_encoder, make_exact_encoder
 
 def concept_texts(taxonomy: Taxonomy) -> list[str]:
     """What is embedded for each concept: the BM25 document text, ``<id>. <label>. <definition>``."""
@@ -74,7 +74,7 @@ def build_processes(encoder: Encoder, chunks: int) -> int:
     """How many processes embed a build: one per core the encoder would use, at most one per chunk.
 
     Two one-thread processes embedded 1.19x as fast as one two-thread session on an AVX2-only
-    Zen 3 EPYC, 1.09x on an AVX-512 Xeon and 1.02x there under AVX2 kernels (``fhs bench cpu``,
+    Zen 3 EPYC, 1.09x on an AVX-512 Xeon and 1.02x there under AVX2 kernels (``python -m dev.bench_cpu``,
     rows ``p2``): ONNX Runtime's threads wait on each other at every operator. Where fork is
     missing, or the encoder cannot make a one-thread copy of itself (``single_threaded``),
     the build stays in this process.
@@ -227,6 +227,8 @@ class DenseRetriever:
             self._groups.setdefault(concept.datatype, []).append(position)
         self._lexical: Retriever | None = None  # only for label coverage (w_cov > 0)
         self._queries: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._exact_queries: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._exact = None  # fhs.retrieval.exact_dense.ExactVectors, made on the first exact search
         self._scores: OrderedDict[tuple[str, str | None], np.ndarray] = OrderedDict()
         self.scored = {"computed": 0, "reused": 0}
         self._query_cache_size = query_cache_size
@@ -324,15 +326,62 @@ class DenseRetriever:
                 self._scores.popitem(last=False)
         return part, cosine
 
-    def search(self, query: str, datatype: str | None = None, top_k: int | None = None) -> Ranking:
+    def search(self, query: str, datatype: str | None = None, top_k: int | None = None, *,
+               exact: bool = False) -> Ranking:
+        """The top ``top_k`` concepts by cosine; ``exact`` ranks by CPU-independent vectors
+        (``fhs.retrieval.exact_dense``: for lists a model reads), else by the fast ones."""
         k = self.config.top_k if top_k is None else top_k
         part, cosine = self.scores(query, datatype)
-        if self.config.w_cov <= 0:
-            order = top_k_order(cosine, k)
-            return Ranking(tuple(part.ids[i] for i in order), tuple(float(s) for s in _range(cosine[order])))
-        pool = top_k_order(cosine, k * self.config.pool_multiplier) if self.config.pool_multiplier > 0 \
-            else np.arange(cosine.size)
-        return with_coverage(self.lexical(), self.config.w_cov, datatype, query, pool, _range(cosine[pool]), part.ids, k)
+        covered = self.config.w_cov > 0
+        multiplier = self.config.pool_multiplier
+        want = k if not covered else k * multiplier if multiplier > 0 else cosine.size
+        if exact:
+            rows, values = self._exact_top(query, part, cosine, want)
+        else:
+            rows = top_k_order(cosine, want) if want < cosine.size or not covered else np.arange(cosine.size)
+            values = cosine[rows]
+        if not covered:
+            return Ranking(tuple(part.ids[i] for i in rows), tuple(float(s) for s in _range(values)))
+        return with_coverage(self.lexical(), self.config.w_cov, datatype, query, rows, _range(values), part.ids, k)
+
+    def _exact_top(self, query: str, part: _DensePartition, cosine: np.ndarray,
+                   want: int) -> tuple[np.ndarray, np.ndarray]:
+        """The ``want`` best partition rows by exact cosine (ties by taxonomy order), and those cosines."""
+        from fhs.retrieval import exact_dense
+
+        exact_query = self.exact_query_vector(query)
+        slack = exact_dense.margin(self.query_vector(query), exact_query)
+        rows = exact_dense.candidate_rows(cosine, want, slack)
+        positions = part.positions[rows]
+        vectors = self.exact_vectors().rows(positions, self.matrix[positions])
+        scores = exact_dense.exact_scores(vectors, exact_query)
+        order = np.lexsort((positions, -scores))[:want]
+        return rows[order], scores[order]
+
+    def exact_vectors(self):
+        """The taxonomy's exact concept vectors (``fhs.retrieval.exact_dense.ExactVectors``), made once."""
+        if self._exact is None:
+            from fhs.retrieval.exact_dense import ExactVectors
+
+            matrix = self.matrix
+            with self._lock:
+                if self._exact is None:
+                    encoder = make_exact_encoder(self.model)
+                    texts = concept_texts(self.taxonomy)
+                    path = embedding_cache_path(cache_dir(root=self.cache_root), self.taxonomy.name, encoder.key,
+                                                texts_hash(texts)).with_suffix(".sqlite") if self.use_cache else None
+                    self._exact = ExactVectors(texts, encoder, path, matrix.shape[1])
+        return self._exact
+
+    def exact_query_vector(self, query: str) -> np.ndarray:
+        vector = self._exact_queries.get(query)
+        if vector is None:
+            vector = self.exact_vectors().encoder.encode([query])[0]
+            with self._query_lock:
+                self._exact_queries[query] = vector
+                while len(self._exact_queries) > self._query_cache_size:
+                    self._exact_queries.popitem(last=False)
+        return vector
 
     def lexical(self) -> Retriever:
         if self._lexical is None:

@@ -23,6 +23,7 @@ from typing import Protocol
 import numpy as np
 
 from fhs.core.errors import InputError, choose
+from fhs.retrieval.batching import padded, token_batches
 
 EXTRA = "dense"
 THREADS_ENV = "FHS_DENSE_THREADS"  # intra-op threads of the embedding runtime (default: every core)
@@ -147,27 +148,6 @@ def _batches_by_length(texts: Sequence[str], batch_size: int):
         yield order[start:start + batch_size]
 
 
-def token_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
-    """Index batches in order of token count (ties by position), so a batch pads next to nothing.
-
-    Characters are a poor proxy: US-GAAP's concept texts sorted by characters still waste
-    16% of the encoder's work on padding at 64 word pieces, sorted by word pieces 0.1%.
-    The vectors stay the same: padding is masked out of attention and pooling."""
-    order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
-    return [order[start:start + batch_size] for start in range(0, len(order), batch_size)]
-
-
-def padded(rows: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
-    """Token ids padded with 0 to the longest row, and the attention mask."""
-    width = max((len(row) for row in rows), default=0)
-    ids = np.zeros((len(rows), width), dtype=np.int64)
-    mask = np.zeros((len(rows), width), dtype=np.int64)
-    for k, row in enumerate(rows):
-        ids[k, :len(row)] = row
-        mask[k, :len(row)] = 1
-    return ids, mask
-
-
 def _unit(rows: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(rows, axis=1, keepdims=True)
     return (rows / np.maximum(norms, 1e-12)).astype(np.float32)
@@ -203,7 +183,7 @@ class OnnxEncoder:
             else _tokenizer(Tokenizer, spec, spec.document_max_length)
         # ``streams`` batches run at once, each on threads // streams cores: the runtime lets go
         # of the GIL while it runs, and one thread per batch wastes no time handing work
-        # between threads (``fhs bench cpu``: s2). Every batch is computed alike either way.
+        # between threads (``python -m dev.bench_cpu``: s2). Every batch is computed alike either way.
         self.streams = max(1, streams)
         self.threads = _threads(threads)  # the cores it uses: a build splits between that many processes
         self.spinning = spinning
@@ -211,7 +191,7 @@ class OnnxEncoder:
         options.intra_op_num_threads = max(1, self.threads // self.streams)
         options.inter_op_num_threads = 1
         # Spinning keeps idle worker threads busy-waiting between operators (faster alone on
-        # the cores, wasteful when other work shares them); ``fhs bench cpu`` measures both.
+        # the cores, wasteful when other work shares them); ``python -m dev.bench_cpu`` measures both.
         options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
         self.session = onnxruntime.InferenceSession(str(locate(spec.weights)), options,
                                                     providers=["CPUExecutionProvider"])
@@ -286,3 +266,22 @@ class TorchEncoder:
 def make_encoder(model: str = DEFAULT_MODEL, *, threads: int | None = None) -> Encoder:
     spec = choose(MODELS, model, "dense model")
     return OnnxEncoder(spec, threads=threads) if spec.runtime == "onnx" else TorchEncoder(spec, threads=threads)
+
+
+def make_exact_encoder(model: str = DEFAULT_MODEL) -> Encoder:
+    """The same weights computed so that the vectors are the same bits on every CPU (``fhs.retrieval.minilm``)."""
+    spec = choose(MODELS, model, "dense model")
+    if spec.runtime != "onnx":
+        raise InputError(f"{spec.name}: exact vectors are computed from the int8 ONNX weights", field="dense model",
+                         fix=f"use one of {', '.join(name for name, s in MODELS.items() if s.runtime == 'onnx')}")
+    try:
+        from tokenizers import Tokenizer
+
+        from fhs.retrieval.minilm import ExactEncoder
+    except ImportError as error:
+        raise InputError(f"exact dense rankings need {error.name}", field="retriever",
+                         fix=f"pip install 'fhs[{EXTRA}]'") from error
+    tokenizer = _tokenizer(Tokenizer, spec, spec.max_length)
+    documents = tokenizer if not spec.document_max_length else _tokenizer(Tokenizer, spec, spec.document_max_length)
+    return ExactEncoder(spec, key=model_key(spec) + "-exact", weights=locate(spec.weights), tokenizer=tokenizer,
+                        document_tokenizer=documents)

@@ -55,9 +55,12 @@ class HybridRetriever:
     def partition_for(self, datatype: str | None):
         return self.dense.partition_for(datatype)
 
-    def search(self, query: str, datatype: str | None = None, top_k: int | None = None) -> Ranking:
+    def search(self, query: str, datatype: str | None = None, top_k: int | None = None, *,
+               exact: bool = False) -> Ranking:
+        """``exact``: the dense list ranked by CPU-independent vectors (``fhs.retrieval.exact_dense``)."""
         k = self.config.top_k if top_k is None else top_k
-        lists = [self.bm25.search(query, datatype, self.depth), self.dense.search(query, datatype, self.depth)]
+        lists = [self.bm25.search(query, datatype, self.depth),
+                 self.dense.search(query, datatype, self.depth, exact=exact)]
         fused = fuse(lists, kappa=self.kappa, k=None, ties="id").as_ranking()
         if self.config.w_cov <= 0:
             return Ranking(tuple(fused.ids[:k]), tuple(fused.scores[:k]))

@@ -46,15 +46,19 @@ def make_retriever(kind: str, taxonomy: Taxonomy, config: RetrievalConfig, **opt
 
 
 def retriever_kind(retriever: Searcher) -> str:
+    """``bm25``, ``dense`` or ``hybrid`` (an exact view reports its retriever's kind)."""
     return getattr(retriever, "kind", DEFAULT_RETRIEVER)
 
 
 def retriever_inputs(retriever: Searcher) -> dict[str, str]:
     """The embedding model's identity for a run's input stamp (empty for BM25, which reads only the taxonomy)."""
+    exact = getattr(retriever, "exact", False)
+    retriever = getattr(retriever, "inner", retriever)  # an ExactSearch view
     dense = retriever if isinstance(retriever, DenseRetriever) else getattr(retriever, "dense", None)
     if dense is None:
         return {}
     spec = MODELS[dense.model]
     return {"model": spec.name, "weights_sha256": spec.weights.sha256, "tokenizer_sha256": spec.tokenizer.sha256,
             "max_length": str(spec.max_length),
-            **({"document_max_length": str(spec.document_max_length)} if spec.document_max_length else {})}
+            **({"document_max_length": str(spec.document_max_length)} if spec.document_max_length else {}),
+            **({"ranking": "exact vectors (fhs.retrieval.exact_dense)"} if exact else {})}

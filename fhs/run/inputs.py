@@ -6,11 +6,12 @@ see the same facts, the same index and the same retrieval settings.
 
 from __future__ import annotations
 
+import math
 import threading
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
-from fhs.core.errors import InputError, warn
+from fhs.core.errors import InputError, shown, warn
 from fhs.core.files import cache_dir
 from fhs.data.datadir import data_dir
 from fhs.data.datasets import DatasetSpec, load_facts, resolve_dataset, taxonomy_dataset
@@ -21,8 +22,8 @@ from fhs.method.context import MethodContext
 from fhs.retrieval.bm25 import RetrievalConfig
 from fhs.retrieval.encoders import DEFAULT_MODEL
 from fhs.retrieval.kinds import DEFAULT_RETRIEVER, Searcher, make_retriever, retriever_inputs
+from fhs.run.digests import facts_digest, file_digest, files_digest, taxonomy_digest
 from fhs.run.profiles import RunProfile, get_profile
-from fhs.run.stamp import facts_digest, file_digest, files_digest, taxonomy_digest
 
 @dataclass
 class Experiment:
@@ -44,7 +45,7 @@ class Experiment:
         return chosen
 
     def fingerprint(self, *, llm: bool) -> dict[str, str]:
-        """SHA-256 digests of what a run reads (the run stamp's ``inputs``, see fhs/run/stamp.py)."""
+        """SHA-256 digests of what a run reads (the run stamp's ``inputs``, see fhs/run/digests.py)."""
         from fhs.data.domain import domain_path
         from fhs.method.prompting import EVIDENCE_FIRST_DIR, PROMPTS_DIR
 
@@ -100,8 +101,8 @@ def cached_retriever(taxonomy: Taxonomy, config: RetrievalConfig, kind: str = DE
 
     ``hybrid`` reuses the ``dense`` retriever of the same taxonomy, so the
     embedding matrix is read once, and a BM25 retriever without coverage, whose index
-    is the deployed one's on disk (coverage is a scoring term, not part of the index;
-    building ICD-10-CM's again took 17 s). ``cache_key`` (a digest of a user's taxonomy
+    is the deployed one's on disk (coverage is a scoring term, not part of the index,
+    and building ICD-10-CM's again takes seconds). ``cache_key`` (a digest of a user's taxonomy
     file) also keeps a BM25 index on disk across runs.
     """
     key = (id(taxonomy), config, kind, model if kind != "bm25" else None)
@@ -136,7 +137,7 @@ def retrieval_config(source: str | DatasetSpec, retriever: str = DEFAULT_RETRIEV
         expected = type(getattr(base, name))
         if isinstance(value, bool) != (expected is bool) or not isinstance(value, (int, float) if expected is float
                                                                                  else expected):
-            raise InputError(f"expected {_KINDS[expected]}, got {value!r}", path=spec.source,
+            raise InputError(f"expected {_KINDS[expected]}, got {shown(value)}", path=spec.source,
                              field=f"retrieval.{name}")
         base = replace(base, **{name: value})
     if retriever != DEFAULT_RETRIEVER:
@@ -236,6 +237,10 @@ class ModelChoice:
     max_in_flight: int | None = None  # requests in flight per server URL (None: the profile's)
     thinking: bool | None = None  # the chat template's thinking mode (None: the profile's)
     replay: Path | None = None  # an `fhs archive` file: every answer comes from it, no server is asked
+    # An OpenAI-compatible server's client (None: fhs.llm.openai's defaults): the deadline of one request
+    # attempt, and how long a request goes on with no successful answer from the server before it gives up
+    request_timeout: float | None = None
+    give_up_after: float | None = None
     _llm: object = field(default=None, compare=False, repr=False)
     _ledger: object = field(default=None, compare=False, repr=False)
 
@@ -244,14 +249,17 @@ class ModelChoice:
                 base_urls=None, seed: int = 0, cache: str | Path | None = None,
                 structured: str | None = None, replay_unparsed: bool = False,
                 any_server: bool = False, max_in_flight: int | None = None, thinking: bool | None = None,
-                replay: str | Path | None = None) -> "ModelChoice":
+                replay: str | Path | None = None, request_timeout: float | None = None,
+                give_up_after: float | None = None) -> "ModelChoice":
         chosen = get_profile(profile) if isinstance(profile, str) else profile
         urls = tuple(base_urls or ()) or (chosen.base_urls if (backend or chosen.backend) == "openai" else ())
         return cls(profile=chosen, backend=backend or chosen.backend, model=model or chosen.model,
                    base_urls=urls, seed=seed, cache_path=Path(cache) if cache else default_llm_cache(),
                    structured=structured, replay_unparsed=replay_unparsed, any_server=any_server,
                    max_in_flight=int(max_in_flight) if max_in_flight is not None else None,
-                   thinking=thinking, replay=Path(replay) if replay else None)
+                   thinking=thinking, replay=Path(replay) if replay else None,
+                   request_timeout=_seconds(request_timeout, "request_timeout"),
+                   give_up_after=_seconds(give_up_after, "give_up_after"))
 
     def thinking_mode(self) -> bool:
         return self.profile.thinking if self.thinking is None else bool(self.thinking)
@@ -266,7 +274,7 @@ class ModelChoice:
         if self._llm is None:
             key = (self.backend, self.model, self.base_urls, str(self.cache_path), self.structured,
                    self.replay_unparsed, self.any_server, self.max_in_flight, self.thinking_mode(),
-                   str(self.replay) if self.replay else None)
+                   str(self.replay) if self.replay else None, self.request_timeout, self.give_up_after)
             with _CLIENTS_LOCK:
                 if key not in _CLIENTS:
                     _CLIENTS[key] = self._make_llm()
@@ -291,6 +299,10 @@ class ModelChoice:
             options["any_server"] = True
         if self.backend == "openai":
             options["max_in_flight"] = self.max_in_flight or self.profile.max_in_flight
+            if self.request_timeout is not None:
+                options["timeout"] = self.request_timeout
+            if self.give_up_after is not None:
+                options["give_up_s"] = self.give_up_after
         if self.backend in ("openai", "vllm"):
             options["thinking"] = self.thinking_mode()
         return make_llm(self.backend, self.model, base_urls=list(self.base_urls) or None,
@@ -329,6 +341,19 @@ class ModelChoice:
         if self.backend in ("openai", "vllm") and self.thinking_mode():
             described["thinking"] = True  # off (the paper) leaves the description as it always was
         return described
+
+
+def _seconds(value: float | int | str | None, name: str) -> float | None:
+    """A duration in seconds above 0 (a chapter parameter or an option), or None for the default."""
+    if value is None:
+        return None
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        seconds = math.nan
+    if isinstance(value, bool) or not math.isfinite(seconds) or seconds <= 0:
+        raise InputError(f"must be a number of seconds above 0, got {shown(value)}", field=name)
+    return seconds
 
 
 _CLIENTS: dict[tuple, object] = {}  # model clients and verdict ledgers, shared by equal model choices

@@ -39,14 +39,14 @@ from fhs.retrieval.encoders import DEFAULT_MODEL
 # Facts at once on a server profile. Most stages of a fact have one or two requests in flight
 # (the selector one, the hypotheses J), so filling the in-flight limit (128) takes about as many
 # facts at once; with 8 the client never had more than 16 requests at a server
-# (scripts/bench_serve.py --fixed-latency 1). A worker holds one record, about 100 KB.
+# (dev/bench_serve.py --fixed-latency 1). A worker holds one record, about 100 KB.
 SERVER_WORKERS = 128
 
 
 @dataclass(frozen=True)
 class RunProfile:
     """How a profile runs: its model and backend, sample sizes, seeds and FHS budgets (the papermill
-    parameters of the same profile are ``fhs.book.chapters.ProfileParameters``)."""
+    parameters of the same profile are ``fhs.book.toc.ProfileParameters``)."""
 
     name: str
     backend: str  # "llama_cpp" | "openai" | "vllm"
@@ -96,7 +96,7 @@ class RunProfile:
 # Prompt budgets for 2 CPU cores: a shorter context and a shorter candidate list
 # keep one fact's FHS calls under a minute or two. Every other knob is the paper's.
 # The selector runs once per method and fact (ten times a fact in chapter 2), so its
-# list is the budget's biggest lever: 10 candidates, measured 19 s a call with 20.
+# list is the budget's biggest lever: 10 candidates.
 _CPU_BUDGET = {
     "context_chars": 2_000,
     "definition_chars": 160,
@@ -132,14 +132,14 @@ PROFILES: dict[str, RunProfile] = {
             name="cpu",
             backend="llama_cpp",
             model="qwen2.5-0.5b",
-            # ten methods cost about nine model-minutes a fact on two cores (measured with
-            # `fhs bench llm`), so the hour-long book affords a sample of two facts per dataset
+            # the ten methods cost minutes of model time a fact on two cores (`fhs bench llm`
+            # measures it), so the book affords a sample of two facts per dataset
             llm_facts=2,
             retrieval_facts=None,
             fhs_overrides=_CPU_BUDGET,
             # concept texts cut at 64 word pieces, ICD-10-CM's at 32: embedding its 72,621 codes
-            # whole takes about 26 minutes on two fast cores, over 40 on an AVX2-only CPU
-            # (book/deviations.md; --dense-model minilm-int8-d64 or minilm-int8)
+            # whole is the book's longest LLM-free step on two cores (book/deviations.md;
+            # --dense-model minilm-int8-d64 or minilm-int8)
             dense_model="minilm-int8-d64",
             dense_models={"icd-10-cm": "minilm-int8-d32"},
             description="the default book: Qwen2.5-Coder-0.5B-Instruct on the CPU, small context-level samples for LLM methods",
@@ -157,9 +157,9 @@ PROFILES: dict[str, RunProfile] = {
         ),
         _server_profile(
             name="gpu-sample",
-            # one night on one H100 by `fhs plan --profile gpu-sample`: about 9 hours at the published
-            # 2,149 tokens/s (300 facts per dataset would take 4 days: the 200-candidate selector
-            # prompt, asked for every method, seed and retriever, is 88% of the tokens)
+            # one night on one H100 by `fhs plan --profile gpu-sample` at the published throughput
+            # (fhs.plan.totals); the 200-candidate selector prompt, asked for every method, seed and
+            # retriever, is most of the tokens, so more facts soon take days
             llm_facts=30,
             description=("a GPU box, one night: vLLM serving Qwen3-32B on context-level samples of about "
                          "30 facts per dataset (FinCL, iXBRL test, CodiEsp, the pilot's iXBRL development "

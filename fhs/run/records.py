@@ -2,7 +2,7 @@
 
 A run directory holds ``records.jsonl`` (one JSON object per finished fact)
 and ``metrics.json`` (written atomically at the end), stamped by
-``run-config.json`` (settings and input digests, ``fhs.run.stamp``). Records
+``run-config.json`` (settings and input digests, ``fhs.run.digests``). Records
 are flushed to the operating system as they are written and fsynced at most
 once a second and on close: a killed process loses nothing, a power cut at
 most the last second. (One fsync per record cost chapter 1, which writes
@@ -24,8 +24,8 @@ from typing import Any, NamedTuple
 
 from fhs.core.errors import InputError, warn
 from fhs.core.files import atomic_write
+from fhs.run.digests import differences
 from fhs.run.lock import RunLock
-from fhs.run.stamp import differences
 from fhs.run.summary import summarize
 
 STAMP_NAME = "run-config.json"
@@ -133,7 +133,7 @@ class PackedSummaries:
 
     As one bytes object per fact they were small long-lived blocks made throughout a run
     between the facts' short-lived ones; here a fact costs its id's dict slot and eight
-    bytes of offset (``scripts/bench_memory.py`` saw no change beyond its noise at 3,000
+    bytes of offset (``dev/bench_memory.py`` saw no change beyond its noise at 3,000
     facts). A fact stored again (a failed fact retried) is appended anew and the id points
     at the newest.
     """

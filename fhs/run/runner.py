@@ -32,7 +32,7 @@ from typing import Any
 
 from tqdm import tqdm  # plain text bars: no ipywidgets warning inside notebooks
 
-from fhs.core.heap import limit_arenas, release_free_heap
+from fhs.core.glibc_heap import limit_arenas, release_free_heap
 from fhs.data.facts import Fact, gold_match_of, matches_gold
 from fhs.data.taxonomies.ids import unknown_gold
 from fhs.llm.contract import BackendError, RequestRefused
@@ -134,12 +134,12 @@ def _fact_tasks(jobs: Sequence[RunJob], writers: Sequence[RecordWriter]) -> list
     return list(tasks.values())
 
 
-# facts finished between two returns of the C heap's free pages (fhs.core.heap)
+# facts finished between two returns of the C heap's free pages (fhs.core.glibc_heap)
 TRIM_EVERY = 64
 # C heaps (glibc arenas) the facts' threads share; None leaves glibc's default (eight per core).
 # The threads run Python, which allocates holding the GIL, so more heaps buy little speed and
-# each keeps free pages of its own: one heap grew 10.8 KB a fact, two 12.0, glibc's 13.6
-# (scripts/bench_memory.py --arenas glibc,1,2; the 3,083-fact runs took 413 s against 396 s)
+# each keeps free pages of its own: one heap grows least per fact (dev/bench_memory.py
+# --arenas glibc,1,2 measures it)
 HEAP_ARENAS: int | None = 1
 
 

@@ -13,7 +13,7 @@ write the same ``run-config.json`` and resume, refuse and name runs alike.
 - ``model``: ``{"backend", "model", "structured"}``, or null for a run that asks no model;
 - ``seed``, ``fhs_configuration`` (the named configuration) and ``fhs`` (every ``FHSConfig``
   field as the run used it): null for a run that asks no model;
-- ``inputs``: SHA-256 digests of what the records were made from (``fhs.run.stamp``): the
+- ``inputs``: SHA-256 digests of what the records were made from (``fhs.run.digests``): the
   dataset's facts (all of them, not the sample, so a larger sample adds to the same run), the
   taxonomy, a dense retriever's model files and, with a model, the domain, the prompts and the model;
 - ``sources`` (optional): where a user's files were read from; not compared on resume.
@@ -48,6 +48,7 @@ from fhs.method.config import DEFAULT_CONFIG, NAMED_CONFIGS, FHSConfig
 from fhs.method.context import MethodContext
 from fhs.method.registry import LLM_METHODS, get_method
 from fhs.retrieval.encoders import DEFAULT_MODEL
+from fhs.retrieval.exact_dense import model_facing
 from fhs.retrieval.kinds import DEFAULT_RETRIEVER, Searcher, retriever_kind
 from fhs.run.evaluate import MISS, REFUSED
 from fhs.run.inputs import Experiment, ModelChoice, cached_retriever, retrieval_config
@@ -111,12 +112,14 @@ class RunSpec:
     # ---- what the run reads -----------------------------------------------------------------
     def searcher(self, experiment: Experiment) -> Searcher:
         """The retriever this run searches with: the experiment's own BM25 index when its settings are
-        this run's, else the process's index for these settings (``cached_retriever``)."""
+        this run's, else the process's index for these settings (``cached_retriever``). A run that asks
+        a model ranks dense candidates by exact vectors, so its lists are the same on every CPU."""
         config = retrieval_config(experiment.spec, self.retriever, w_cov=self.w_cov)
         own = experiment.retriever
         if self.retriever == DEFAULT_RETRIEVER and retriever_kind(own) == DEFAULT_RETRIEVER and own.config == config:
             return own
-        return cached_retriever(experiment.taxonomy, config, self.retriever, self.dense_model)
+        searcher = cached_retriever(experiment.taxonomy, config, self.retriever, self.dense_model)
+        return model_facing(searcher) if self.asks_model else searcher
 
     def fhs_config(self, searcher: Searcher) -> FHSConfig:
         """The FHS settings of the run: the profile's budgets, the named configuration, the overrides."""

@@ -34,11 +34,11 @@ from fhs.data.facts import Fact
 from fhs.data.relocate.align import ALIGN_METHODS, AlignConfig
 from fhs.data.relocate.alignments import AlignmentStore
 from fhs.data.relocate.cache import relocation_cache_path
+from fhs.data.relocate.contract import AlignedDocument, Relocation, RelocationTask, Relocator
+from fhs.data.relocate.deterministic import DeterministicRelocator
 from fhs.data.relocate.pieces import MAX_COVER_WORDS, relocate_mentions
 from fhs.data.relocate.pieces import Mention as PieceMention
-from fhs.data.relocate.deterministic import DeterministicRelocator
 from fhs.data.relocate.sentences import english_lines, split_spanish_sentences
-from fhs.data.relocate.tasks import AlignedDocument, Relocation, RelocationTask, Relocator
 from fhs.data.taxonomies.icd10cm import normalize_icd_code
 from fhs.data.taxonomies.ids import gold_known
 from fhs.data.taxonomy import Taxonomy

@@ -23,9 +23,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from fhs.core.errors import InputError
+from fhs.core.errors import InputError, shown
+from fhs.core.yamlfile import read_yaml_file
 from fhs.data.datasets import DATASETS, ORACLE_QUERIES, DatasetSpec, is_spec_file, taxonomy_dataset
 
 FIELDS = ("name", "facts", "taxonomy", "domain", "description", "retrieval", "oracle", "dev")
@@ -46,10 +45,7 @@ def read_spec_file(path: str | Path) -> DatasetSpec:
 @lru_cache(maxsize=None)
 def _read(path_text: str, _mtime: int, _size: int) -> DatasetSpec:
     path = Path(path_text)
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError) as error:
-        raise InputError(f"not valid YAML: {str(error).splitlines()[0]}", path=path) from None
+    raw = read_yaml_file(path)
     if not isinstance(raw, dict):
         raise InputError("expected a mapping of fields (name, facts, taxonomy, ...)", path=path,
                          fix=f"fields are {', '.join(FIELDS)}")
@@ -66,7 +62,7 @@ def _read(path_text: str, _mtime: int, _size: int) -> DatasetSpec:
     here = path.parent
     name = raw.get("name") or path.stem
     if not _NAME.match(name):
-        raise InputError(f"{name!r} is not a usable name", path=path, field="name",
+        raise InputError(f"{shown(name)} is not a usable name", path=path, field="name",
                          fix="letters, digits, '.', '_' and '-' (it names the runs' folder)")
     if name in DATASETS:
         raise InputError(f"{name!r} is a built-in dataset", path=path, field="name",
@@ -86,7 +82,7 @@ def _read(path_text: str, _mtime: int, _size: int) -> DatasetSpec:
 def _existing(here: Path, value: str, path: Path, field: str, problem: str) -> Path:
     target = (here / Path(value).expanduser()).resolve()
     if not target.is_file():
-        raise InputError(f"{problem} {value!r} (looked for {target})", path=path, field=field,
+        raise InputError(f"{problem} {shown(value)} (looked for {target})", path=path, field=field,
                          fix="paths are relative to the spec file")
     return target
 
@@ -98,7 +94,7 @@ def _taxonomy(here: Path, value: str, path: Path) -> tuple[str, Path | None]:
     if value in TAXONOMIES:
         return value, None
     if Path(value).suffix.lower() not in (".jsonl", ".ndjson", ".csv", ".tsv") and not (here / value).is_file():
-        raise InputError(f"unknown taxonomy {value!r}", path=path, field="taxonomy",
+        raise InputError(f"unknown taxonomy {shown(value)}", path=path, field="taxonomy",
                          fix=f"a built-in name ({', '.join(TAXONOMIES)}) or a concept file (.jsonl, .csv, .tsv)")
     concepts = _existing(here, value, path, "taxonomy", "no such concept file")
     return concepts.stem, concepts
@@ -110,7 +106,7 @@ def _domain(here: Path, value: str, path: Path) -> str:
     if value in available_domains():
         return value
     if Path(value).suffix.lower() not in (".yaml", ".yml"):
-        raise InputError(f"unknown domain {value!r}", path=path, field="domain",
+        raise InputError(f"unknown domain {shown(value)}", path=path, field="domain",
                          fix=f"one of {', '.join(available_domains())}, or a domain YAML file")
     return str(_existing(here, value, path, "domain", "no such domain file"))
 
@@ -119,7 +115,7 @@ def _oracle(value: str | None, own: DatasetSpec | None, path: Path) -> bool:
     if value is None:
         return own.oracle_with_id if own else False
     if value not in ORACLE_QUERIES:
-        raise InputError(f"unknown oracle query form {value!r}", path=path, field="oracle",
+        raise InputError(f"unknown oracle query form {shown(value)}", path=path, field="oracle",
                          fix=f"one of {', '.join(ORACLE_QUERIES)}")
     return ORACLE_QUERIES[value]
 
@@ -138,6 +134,6 @@ def _dev(here: Path, value: str | None, path: Path) -> str | None:
     if value is None or value in DATASETS:
         return value
     if not is_spec_file(value):
-        raise InputError(f"unknown development split {value!r}", path=path, field="dev",
+        raise InputError(f"unknown development split {shown(value)}", path=path, field="dev",
                          fix=f"a built-in dataset ({', '.join(DATASETS)}) or another spec file (.yaml)")
     return str(_existing(here, value, path, "dev", "no such spec file"))

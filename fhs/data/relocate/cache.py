@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from fhs.core.files import atomic_write, cache_dir
-from fhs.data.relocate.tasks import Relocation, RelocationTask, Relocator
+from fhs.data.relocate.contract import Relocation, RelocationTask, Relocator
 
 
 def relocation_cache_path(dataset: str, relocator: Relocator) -> Path:

@@ -11,9 +11,9 @@ from pathlib import Path
 
 from fhs.data.relocate import cognates, lexicon
 from fhs.data.relocate.cognates import MatchConfig, content_words, english_table, table_match, word_match, words
+from fhs.data.relocate.contract import Relocation, RelocationTask, accept_span
 from fhs.data.relocate.lexicon import ENGLISH_STOPWORDS, OPTIONAL_WORDS
 from fhs.data.relocate.sentences import strip_accents
-from fhs.data.relocate.tasks import Relocation, RelocationTask, accept_span
 from fhs.data.relocate.user_lexicon import lexicon_digest, read_lexicon_file
 
 

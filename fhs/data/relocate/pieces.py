@@ -26,8 +26,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from fhs.data.relocate.cache import relocate_cached
+from fhs.data.relocate.contract import Relocation, RelocationTask, Relocator
 from fhs.data.relocate.sentences import normalize_whitespace
-from fhs.data.relocate.tasks import Relocation, RelocationTask, Relocator
 
 PIECE_JOIN = " … "
 MAX_COVER_WORDS = 6

@@ -8,8 +8,8 @@ subcategory with no children, as the package defines it) and build the
 paper's documentation text for it, except the alphabetic-index
 paths, which the package does not carry.
 
-Parsing the package's XML costs about 1.5 s and walking 75k codes about as
-much again, so the finished concepts are cached on disk, keyed by the package
+Parsing the package's XML and walking its 75k codes take seconds, so the
+finished concepts are cached on disk, keyed by the package
 version and ``BUILD_VERSION`` (bump it whenever the text built here changes).
 """
 

@@ -1,0 +1,240 @@
+"""Chapter 02's tables (Tables 4, 5 and 19, the paired contrasts, the per-modality split) and its check values.
+
+``results`` maps ``(dataset, method)`` to the method's seeded runs and
+``oracle`` maps a dataset to its gold-query probe run, as the chapter runs them
+through ``fhs.book.study``. Every number is a mean over the seeded runs
+(``fhs.book.study.over_runs``) or a paired, context-clustered difference
+(``fhs.run.evaluate.paired_difference``); the paper's figure comes from
+``fhs.paper``, "—" where it gives none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from fhs.book.costs import purpose_costs
+from fhs.book.manifest import MAIN_ROWS
+from fhs.book.report import Estimate
+from fhs.book.study import Run, over_runs
+from fhs.paper import CALLS_PER_FACT, MODALITY_CONTRASTS, PAPER_BENCHMARK, modality_value, paper_value
+from fhs.run.evaluate import ACCURACY_BASES, accuracy_basis, paired_difference
+from fhs.run.tables.verdict_stats import VERDICTS, support_by_group, verdict_shares
+
+METRICS = ("recall@1", "recall@10", "recall@50", "recall@200", "mrr", "accuracy")
+CONTRAST_METRICS = ("recall@1", "recall@10", "recall@50", "mrr", "accuracy")
+Results = Mapping[tuple[str, str], Sequence[Run]]
+
+
+def main_methods(registered: Mapping[str, Any]) -> list[str]:
+    """The paper's row order (``fhs.book.manifest.MAIN_ROWS``, which ``fhs plan`` sizes), registered rows only."""
+    return [m for m in MAIN_ROWS if m in registered]
+
+
+def dash(value: Any) -> Any:
+    """A cell the paper does not give reads "—" (an empty cell would look like a missing result)."""
+    return "—" if value is None else value
+
+
+def mean_metric(runs: Sequence[Run], metric: str, interval: Mapping) -> float | None:
+    """The mean over seeded runs, computed exactly as the table's point estimate."""
+    return over_runs(list(runs), metric, **interval).estimate
+
+
+def main_table(results: Results, oracle: Mapping[str, Run], datasets: Sequence[str], methods: Sequence[str],
+               interval: Mapping) -> pd.DataFrame:
+    """Tables 4 and 5: each method's mean (± std, 95% interval) over its runs, the paper's row below it,
+    then the oracle (one run) and the paper's oracle."""
+    rows = []
+    for name in datasets:
+        for method in methods:
+            runs = list(results[(name, method)])
+            row: dict[str, Any] = {"dataset": name, "method": method, "facts": len(runs[0].summaries)}
+            for m in METRICS:
+                e = over_runs(runs, m, **interval)
+                row[m] = Estimate(e.estimate, e.low, e.high, e.std)
+            rows.append(row)
+            rows.append(paper_row(name, method, f"{method} (paper)"))
+        row = {"dataset": name, "method": "oracle (ceiling)", "facts": len(oracle[name].summaries)}
+        for m in METRICS[:-1]:
+            ci = oracle[name].interval(m, **interval)
+            row[m] = Estimate(oracle[name].metrics.get(m), ci.low, ci.high)
+        rows.append(row)
+        rows.append(paper_row(name, "oracle", "oracle (paper)"))
+    return pd.DataFrame(rows)
+
+
+def main_caption(results: Results, n_seeds: int) -> str:
+    """Tables 4 and 5's caption: what a value is, and which definition of Acc. the runs' records get."""
+    bases = sorted({accuracy_basis(run.summaries) for group in results.values() for run in group})
+    return ("Tables 4 and 5: ours (mean" + (" ± std across runs" if n_seeds > 1 else "")
+            + ", 95% interval) and the paper's (— where the paper gives no figure). "
+            + "; ".join(ACCURACY_BASES[b] for b in bases))
+
+
+def paper_row(dataset: str, method: str, label: str) -> dict[str, Any]:
+    return {"dataset": dataset, "method": label, "facts": dash(paper_value(dataset, method, "facts")),
+            **{m: dash(paper_value(dataset, method, m)) for m in METRICS}}
+
+
+def contrasts_table(results: Results, datasets: Sequence[str], baselines: Sequence[str],
+                    interval: Mapping) -> pd.DataFrame:
+    """FHS minus each baseline on the first seeded run, paired per fact, bootstrapped by context."""
+    rows = []
+    for name in datasets:
+        fhs_run = results[(name, "fhs")][0]
+        for baseline in baselines:
+            base_run = results[(name, baseline)][0]
+            row: dict[str, Any] = {"dataset": name, "contrast": f"fhs - {baseline}"}
+            for m in CONTRAST_METRICS:
+                d = paired_difference(fhs_run.summaries, base_run.summaries, m, **interval)
+                row[m] = Estimate(d.estimate, d.low, d.high)
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def modality_table(results: Results, datasets: Sequence[str], methods: Sequence[str]) -> pd.DataFrame:
+    """Per-modality metrics of each method's first run, with the paper's accuracy where it gives one."""
+    rows = []
+    for name in datasets:
+        for method in methods:
+            for modality, block in results[(name, method)][0].metrics["by_modality"].items():
+                rows.append({"dataset": name, "method": method, "modality": modality, "facts": block["n_facts"],
+                             "recall@1": block["recall@1"], "recall@50": block["recall@50"], "mrr": block["mrr"],
+                             "accuracy": block.get("accuracy"),
+                             "accuracy (paper)": dash(modality_value(name, method, modality, "accuracy"))})
+    return pd.DataFrame(rows)
+
+
+def modality_contrasts(results: Results, datasets: Sequence[str], methods: Sequence[str],
+                       interval: Mapping) -> list[dict[str, Any]]:
+    """Feedback refinement minus FHS per modality (first runs, paired); empty when either is not a row."""
+    if "feedback-refine" not in methods:
+        return []
+    rows = []
+    for name in datasets:
+        paper_rows = MODALITY_CONTRASTS.get((PAPER_BENCHMARK.get(name, name), "feedback-refine", "fhs"), {})
+        refine, fhs = results[(name, "feedback-refine")][0].summaries, results[(name, "fhs")][0].summaries
+        for modality in sorted({r["modality"] for r in fhs}):
+            a = [r for r in refine if r["modality"] == modality]
+            b = [r for r in fhs if r["modality"] == modality]
+            row: dict[str, Any] = {"dataset": name, "modality": modality, "facts": len(b)}
+            for m in ("recall@1", "recall@50", "mrr", "accuracy"):
+                d = paired_difference(a, b, m, **interval)
+                row[m] = Estimate(d.estimate, d.low, d.high)
+                p = paper_rows.get(modality, {}).get(m)
+                row[f"{m} (paper)"] = Estimate(*p) if p else "—"
+            rows.append(row)
+    return rows
+
+
+def cost_table(results: Results, datasets: Sequence[str], methods: Sequence[str]) -> pd.DataFrame:
+    """Table 19: per fact of each method's first run, its own calls and the selector's, as recorded."""
+    rows = []
+    for name in datasets:
+        for method in methods:
+            records = results[(name, method)][0].records
+            n = max(len(records), 1)
+            own, selector = purpose_costs(records, "selector")
+            rows.append({
+                "dataset": name, "method": method,
+                "calls / fact": own["calls"] / n, "calls (paper)": dash(CALLS_PER_FACT.get(method)),
+                "cached share": (own["calls"] - own["fresh"]) / max(own["calls"], 1),
+                "tokens in / fact": own["tokens_in"] / n,
+                "tokens out / fact": own["tokens_out"] / n,
+                "model s / fact": own["recorded_seconds"] / n,
+                "selector calls / fact": selector["calls"] / n,
+                "selector tokens in / fact": selector["tokens_in"] / n,
+                "selector s / fact": selector["recorded_seconds"] / n,
+                "wall s / fact": sum(r.get("wall_seconds", 0.0) for r in records) / n,
+                "parse failures / fact": sum(r.get("parse_failures", 0) for r in records) / n,
+            })
+    return pd.DataFrame(rows)
+
+
+def verdict_share_row(dataset: str, records: Sequence[Mapping], dimensions: Sequence[str]) -> dict[str, Any]:
+    """The share of support / contradict / abstain over every dimension verdict of a run's judged pairs.
+
+    Each judged pair carries one verdict per dimension, so the pooled share is the
+    mean of ``fhs.run.tables.verdict_stats.verdict_shares``'s per-dimension shares."""
+    pairs = sum(group["pairs"] for group in support_by_group(records, dimensions, lambda *_: "all").values())
+    by_dimension = verdict_shares(records, dimensions)
+    shares = {v: sum(by_dimension[d][v] for d in dimensions) / max(len(dimensions), 1) for v in VERDICTS}
+    return {"dataset": dataset, "verdicts": max(pairs * len(dimensions), 1), **shares}
+
+
+def checked_values(results: Results, oracle: Mapping[str, Run], sizes: Mapping[str, int], methods: Sequence[str],
+                   cost: pd.DataFrame, relocation: Mapping[str, float], interval: Mapping) -> dict[str, float]:
+    """What the chapter's closing check compares: facts, every method's metrics and calls, the oracle, relocation."""
+    checked: dict[str, float] = {}
+    for name, size in sizes.items():
+        checked[f"{name}/facts"] = size
+        for method in methods:
+            for m in METRICS:
+                value = mean_metric(results[(name, method)], m, interval)
+                if value is not None:
+                    checked[f"{name}/{method}/{m}"] = value
+            mine = cost[(cost.dataset == name) & (cost.method == method)].iloc[0]
+            checked[f"{name}/{method}/calls_per_fact"] = float(mine["calls / fact"] + mine["selector calls / fact"])
+        for m in METRICS[:-1]:
+            checked[f"{name}/oracle/{m}"] = oracle[name].metrics[m]
+    for relocator, rate in relocation.items():
+        checked[f"codiesp/relocation/{relocator}"] = rate
+    return checked
+
+
+# ---- figures ------------------------------------------------------------------------------
+
+def head_metrics_figure(results: Results, datasets: Sequence[str], methods: Sequence[str], interval: Mapping):
+    """Recall@1, MRR and Acc. per method as bars (ours), the paper's value as a black tick."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from fhs.book.report import NEUTRAL_COLOR, ORACLE_COLOR, OURS_COLOR
+
+    fig, axes = plt.subplots(1, len(datasets), figsize=(6.4 * len(datasets), 3.6), sharey=True, layout="constrained")
+    axes = np.atleast_1d(axes)
+    for ax, name in zip(axes, datasets):
+        x = np.arange(len(methods))
+        for offset, metric, color in ((-0.2, "recall@1", OURS_COLOR), (0.0, "mrr", NEUTRAL_COLOR),
+                                      (0.2, "accuracy", ORACLE_COLOR)):
+            ours = [mean_metric(results[(name, m)], metric, interval) or 0.0 for m in methods]
+            ax.bar(x + offset, ours, width=0.2, color=color, label=metric)
+            paper = [paper_value(name, m, metric) for m in methods]
+            ax.scatter(x + offset, [p if p is not None else np.nan for p in paper], marker="_", s=300,
+                       color="black", zorder=3, label="paper" if metric == "recall@1" else None)
+        ax.set_xticks(x, methods, rotation=45, ha="right")
+        ax.set_title(name)
+    axes[0].set_ylabel("score")
+    axes[0].legend(fontsize=8)
+    fig.suptitle("Head-of-list metrics per method (bars: ours; black ticks: the paper)")
+    return fig
+
+
+def head_depth_figure(results: Results, datasets: Sequence[str], methods: Sequence[str], interval: Mapping):
+    """Recall@50 (reach) against Recall@1 and MRR (position), one point per method, the paper's as crosses."""
+    import matplotlib.pyplot as plt
+
+    from fhs.book.report import NEUTRAL_COLOR, OURS_COLOR
+
+    fig, axes = plt.subplots(2, len(datasets), figsize=(5.4 * len(datasets), 6.4), layout="constrained",
+                             squeeze=False)
+    for col, name in enumerate(datasets):
+        for row, head in enumerate(("recall@1", "mrr")):
+            ax = axes[row, col]
+            for method in methods:
+                runs = results[(name, method)]
+                x, y = mean_metric(runs, "recall@50", interval), mean_metric(runs, head, interval)
+                ax.scatter([x], [y], color=OURS_COLOR if method == "fhs" else NEUTRAL_COLOR, s=40, zorder=3)
+                ax.annotate(method, (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
+                px, py = paper_value(name, method, "recall@50"), paper_value(name, method, head)
+                if px is not None and py is not None:
+                    ax.scatter([px], [py], marker="x", color="black", s=30, zorder=3)
+                    ax.annotate(f"{method} (paper)", (px, py), fontsize=7, xytext=(3, -9), textcoords="offset points")
+            ax.set_xlabel("Recall@50 (reach)")
+            ax.set_ylabel(f"{head} (position)")
+            ax.set_title(name)
+    fig.suptitle("Head against depth per method (dots: ours; crosses: the paper where it gives both)")
+    return fig

@@ -1,0 +1,106 @@
+"""``fhs data fetch | check | lock``: the data fetched from its publishers and verified against the lock."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from fhs.data.datadir import ENV_VAR, SOURCES
+from fhs.data.download.transfer import BASE_URL_ENV
+
+SHOWN = 20  # missing or different files listed by name before a count
+
+
+def add_data_parser(commands) -> None:
+    data = commands.add_parser("data", help="fetch the data from its publishers, or check a folder against the lock")
+    actions = data.add_subparsers(dest="data_command", required=True)
+    fetch = actions.add_parser(
+        "fetch", help="download what is missing into $FHS_DATA (or --to), verified against the lock",
+        description=f"Downloads every file of the lock that the data folder lacks, resuming interrupted downloads "
+                    f"and verifying each SHA-256 before it is moved into place. The folder is --to, else ${ENV_VAR}, "
+                    f"else a default under your data directory. ${BASE_URL_ENV}=URL fetches from a mirror laid "
+                    f"out as <URL>/<host>/<path>.")
+    fetch.add_argument("--only", action="append", metavar="SOURCE",
+                       help=f"only this source ({', '.join(SOURCES)}); repeatable")
+    fetch.add_argument("--to", default=None,
+                       help=f"the data folder (default: ${ENV_VAR}, else the user data directory)")
+    fetch.add_argument("--lock", default=None, help="a lock file other than the one shipped with fhs")
+    fetch.add_argument("--quiet", action="store_true", help="no progress bars")
+    check = actions.add_parser("check", help="verify a data folder against the lock: what is missing or different")
+    check.add_argument("--data", default=None,
+                       help=f"the data folder (default: ${ENV_VAR}, else the user data directory)")
+    check.add_argument("--only", action="append", metavar="SOURCE",
+                       help=f"only this source ({', '.join(SOURCES)}); repeatable")
+    check.add_argument("--lock", default=None, help="a lock file other than the one shipped with fhs")
+    lock = actions.add_parser("lock", help="write the lock from a complete data folder (maintainers)")
+    lock.add_argument("--from", dest="source", required=True, help="a complete data folder, e.g. ../shared/data")
+    lock.add_argument("--out", default=None, help="where to write it (default: the lock shipped with fhs)")
+
+
+def cmd_data(args: argparse.Namespace) -> int:
+    from fhs.data.download.lock import load_lock
+
+    if args.data_command == "lock":
+        return _lock(args)
+    from fhs.data.download.fetch import target_dir
+
+    root, why = target_dir(args.to if args.data_command == "fetch" else args.data)
+    print(f"data directory: {root} ({why})", flush=True)
+    lock = load_lock(args.lock)
+    if args.data_command == "fetch":
+        return _fetch(lock, root, args, defaulted=why.startswith("the default"))
+    return _check(lock, root, args.only)
+
+
+def _fetch(lock, root, args, defaulted: bool) -> int:
+    from fhs.data.download.fetch import fetch
+
+    report = fetch(lock, root, args.only, say=lambda line: print(line, flush=True), progress=not args.quiet)
+    total = report.present + report.fetched
+    if report.fetched:
+        print(f"fetched and verified {report.fetched:,} files ({report.bytes / 1e6:,.1f} MB received) in "
+              f"{report.seconds:.1f} s; {report.present:,} were already there")
+    else:
+        print(f"all {total:,} files of the lock are there; nothing to fetch (`fhs data check` verifies them)")
+    if defaulted:
+        print(f"the book and `fhs run` read ${ENV_VAR}: export {ENV_VAR}={root}")
+    return 0
+
+
+def _check(lock, root, only) -> int:
+    from fhs.core.errors import InputError
+    from fhs.data.download.check import check
+
+    if not root.is_dir():
+        raise InputError("data directory does not exist", path=root,
+                         fix=f"fetch the data with `fhs data fetch`, or point ${ENV_VAR} at a copy")
+    result = check(lock, root, only)
+    for name, (good, locked) in result.per_source.items():
+        print(f"{name}: {good:,} of {locked:,} files verified")
+    for path in result.missing[:SHOWN]:
+        print(f"missing: {path}")
+    for path, why in result.different[:SHOWN]:
+        print(f"different: {path}: {why}")
+    hidden = max(0, len(result.missing) - SHOWN) + max(0, len(result.different) - SHOWN)
+    if hidden:
+        print(f"... and {hidden:,} more")
+    if result.ok:
+        print(f"every file verified: {len(result.verified):,} files match the lock ({lock.path})")
+        return 0
+    print(f"{len(result.missing):,} missing, {len(result.different):,} different: `fhs data fetch` fetches the "
+          f"missing ones; delete a different file first to fetch it again", file=sys.stderr)
+    return 1
+
+
+def _lock(args) -> int:
+    from pathlib import Path
+
+    from fhs.core.files import write_text_atomic
+    from fhs.data.download.build import ABOUT, build_lock
+    from fhs.data.download.lock import LOCK_FILE, dump_lock
+
+    lock = build_lock(Path(args.source).expanduser())
+    out = Path(args.out) if args.out else LOCK_FILE
+    write_text_atomic(out, dump_lock(lock, ABOUT))
+    print(f"{out}: {len(lock.files):,} files of {len(lock.sources)} sources, {out.stat().st_size:,} bytes")
+    return 0

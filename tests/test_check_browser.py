@@ -1,0 +1,73 @@
+"""scripts/check_browser.py: headless Chromium, offline, fails a page on what a reader would see broken.
+
+The browser tests need Debian's chromium (``make check-browser`` says how to install it); where it is
+missing they are skipped with that reason. The page list and the URL rule need nothing.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+spec = importlib.util.spec_from_file_location("check_browser", ROOT / "scripts" / "check_browser.py")
+check_browser = importlib.util.module_from_spec(spec)
+sys.modules["check_browser"] = check_browser  # its dataclasses look it up
+spec.loader.exec_module(check_browser)
+
+MATHJAX = Path(sys.prefix) / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / \
+    "site-packages" / "sphinx-mathjax-offline" / "static" / "mathjax" / "tex-chtml.js"
+GIF = "data:image/gif;base64,R0lGODlhAQABAIAAAAAAAP///yH5BAEAAAAALAAAAAABAAEAAAIBRAA7"
+needs_chromium = pytest.mark.skipif(not any(shutil.which(c) for c in ("chromium", "chromium-browser")),
+                                    reason="no chromium on this machine (apt-get install chromium)")
+
+
+def page(path: Path, body: str, head: str = "") -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"<html><head>{head}</head><body>{body}</body></html>", encoding="utf-8")
+
+
+def test_pages_are_the_books_html_outside_its_asset_folders(tmp_path):
+    for name in ("index.html", "book/a.html", "_static/x.html", "_sources/y.html"):
+        page(tmp_path / name, "")
+    assert [p.relative_to(tmp_path).as_posix() for p in check_browser.pages(tmp_path)] == ["book/a.html",
+                                                                                         "index.html"]
+    with pytest.raises(check_browser.CannotCheck, match="no built book"):
+        check_browser.pages(tmp_path / "book")
+
+
+def test_only_local_schemes_stay_on_the_machine():
+    assert not check_browser.leaves_the_machine("file:///a/b.png")
+    assert not check_browser.leaves_the_machine(GIF)
+    assert check_browser.leaves_the_machine("https://cdn.jsdelivr.net/npm/mathjax@3/es5/tex-chtml.js")
+
+
+@pytest.mark.slow
+@needs_chromium
+def test_a_broken_page_fails_and_a_sound_one_passes(tmp_path):
+    book = tmp_path / "html"
+    page(book / "index.html", '', head='<meta http-equiv="Refresh" content="0; url=book/fine.html" />')
+    page(book / "book" / "fine.html", f'<h1>fine</h1><img src="{GIF}">')
+    page(book / "book" / "gone.html", '', head='<meta http-equiv="Refresh" content="0; url=nowhere.html" />')
+    page(book / "book" / "broken.html", '<img src="missing.png"><script>console.error("boom")</script>'
+                                        '<img src="https://example.com/logo.png">')
+    page(book / "book" / "no_mathjax.html", r'<span class="math">\(x^2\)</span>')
+    assert MATHJAX.is_file(), MATHJAX
+    shutil.copytree(MATHJAX.parent, book / "mathjax")  # the script and the fonts it loads
+    page(book / "book" / "math.html", r'<p><span class="math notranslate nohighlight">\(\beta\,\bar v\)</span></p>',
+         head='<script>window.MathJax = {options: {processHtmlClass: "math"}}</script>'
+              '<script defer src="../mathjax/tex-chtml.js"></script>')
+    results = {r.page: r for r in check_browser.check_book(book, check_browser.find_chromium(), tmp_path / "shots")}
+    assert results["index.html"].ok and results["book/fine.html"].ok and results["book/math.html"].ok, results
+    assert results["book/gone.html"].problems == ["redirects to a missing page: nowhere.html"]
+    assert results["book/math.html"].math == 1
+    broken = " | ".join(results["book/broken.html"].problems)
+    assert "console error: boom" in broken and "image did not load" in broken
+    assert "request leaving the machine: https://example.com/logo.png" in broken
+    assert "no MathJax" in " ".join(results["book/no_mathjax.html"].problems)
+    assert sorted(p.name for p in (tmp_path / "shots").iterdir()) == [
+        "book__broken.png", "book__fine.png", "book__math.png", "book__no_mathjax.png"]  # redirects are not loaded
