@@ -21,6 +21,7 @@ the rest, never a traceback.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -116,6 +117,15 @@ def _contains(cell: str, value: str) -> bool:
     return bool(value) and normalize_space(value) in normalize_space(cell)
 
 
+def split_row(line: str) -> list[str]:
+    """One flattened row back as cells: split at a ``|`` with space (or the line's end) on both sides,
+    so an empty cell written ``a | | b`` stays a cell rather than gluing ``| b`` onto the next one."""
+    return [cell.strip() for cell in _CELL_BAR.split(line)]
+
+
+_CELL_BAR = re.compile(r"(?:(?<=\s)|^)\|(?=\s|$)")
+
+
 def table_view(fact: Fact) -> dict[str, Any]:
     """The flattened table text (one line per row, cells ``" | "``) back as rows, the fact's cell marked.
 
@@ -123,7 +133,7 @@ def table_view(fact: Fact) -> dict[str, Any]:
     ends with (else the first cell holding the value); the page says so. Short
     rows are re-aligned under the value columns (``_aligned``).
     """
-    rows = [line.split(" | ") for line in fact.context.split("\n")]
+    rows = [split_row(line) for line in fact.context.split("\n")]
     row_header = normalize_space(fact.row_header).casefold()
     hits = [(r, c) for r, cells in enumerate(rows) for c, cell in enumerate(cells) if _contains(cell, fact.value)]
     labelled = [(r, c) for r, c in hits if rows[r][0].strip() and row_header.endswith(normalize_space(rows[r][0]).casefold())]

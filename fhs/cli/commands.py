@@ -76,6 +76,9 @@ def cmd_facts(args: argparse.Namespace) -> None:
     name = args.taxonomy
     taxonomy = None if name == "none" else load_taxonomy(name, args.data) if name in TAXONOMIES \
         else load_taxonomy_file(name)
+    if args.facts_command == "from-table":
+        _facts_from_tables(args, taxonomy)
+        return
     facts = []
     for filing, stem in _filing_stems(args.filings):
         facts.extend(load_filing(filing, taxonomy, keep_unreachable=args.keep_unreachable or taxonomy is None,
@@ -84,6 +87,24 @@ def cmd_facts(args: argparse.Namespace) -> None:
     tables = sum(f.modality == "table" for f in facts)
     print(f"{len(facts):,} located facts ({tables:,} table, {len(facts) - tables:,} text) "
           f"from {len(args.filings)} filing(s) -> {args.out}")
+
+
+def _facts_from_tables(args: argparse.Namespace, taxonomy) -> None:
+    from fhs.data.datasets.table_file import facts_from_table
+    from fhs.data.facts import write_facts
+
+    if args.cells and len(args.tables) > 1:
+        raise InputError("a cell map (--cells) tags one table file", field="cells", fix="give one table file")
+    facts = []
+    for path, stem in _filing_stems(args.tables):
+        stem = stem.removesuffix(".csv").removesuffix(".tsv")
+        facts.extend(facts_from_table(path, stem=stem, cell_map=args.cells, datatype=args.datatype,
+                                      taxonomy=taxonomy))
+    untyped = sum(not fact.datatype for fact in facts)
+    write_facts(facts, args.out)
+    print(f"{len(facts):,} located facts from {len(args.tables)} table file(s) -> {args.out}"
+          + (f" ({untyped:,} without a datatype: --datatype, a datatype column, or --taxonomy gives one)"
+             if untyped else ""))
 
 
 def _filing_stems(filings: list[str]) -> list[tuple[str, str]]:

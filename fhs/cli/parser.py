@@ -292,6 +292,20 @@ def build_parser() -> argparse.ArgumentParser:
     from_ixbrl.add_argument("--keep-unreachable", action="store_true",
                             help="keep facts whose gold concepts are all outside the taxonomy")
     from_ixbrl.add_argument("--data", default=None, help="data directory (default: $FHS_DATA)")
+    from_table = facts_commands.add_parser(
+        "from-table", help="the located facts of your own tables (CSV, TSV or HTML), serialised as from-ixbrl does")
+    from_table.add_argument("tables", nargs="+", help="CSV/TSV files (a 'gold' column tags each row's values) "
+                                                     "or HTML files (data-gold on a cell)")
+    from_table.add_argument("--out", required=True, help="the facts file (JSONL), for `fhs run --facts`")
+    from_table.add_argument("--cells", default=None,
+                            help="a cell map instead (CSV: row, column, gold[, datatype, table]; counted from 1); "
+                                 "only with one table file")
+    from_table.add_argument("--datatype", default="",
+                            help="datatype of a fact neither the taxonomy nor the table gives one")
+    from_table.add_argument("--taxonomy", default="none",
+                            help="take each fact's datatype from its gold concept here (a name or a concept file; "
+                                 "default none)")
+    from_table.add_argument("--data", default=None, help="data directory (default: $FHS_DATA)")
 
     add_data_parser(commands)
     return parser

@@ -98,9 +98,12 @@ def load_facts(name: str | DatasetSpec, data_dir: Path, taxonomy, **options):
     spec = resolve_dataset(name)
     if spec.facts_file is not None:
         from fhs.data.facts import read_facts
+        from fhs.data.taxonomies.datatypes import check_datatypes
         from fhs.data.taxonomies.ids import align_gold
 
-        return align_gold(read_facts(spec.facts_file), taxonomy)
+        facts = align_gold(read_facts(spec.facts_file), taxonomy)
+        check_datatypes(facts, taxonomy, spec.name)
+        return facts
     loader = getattr(importlib.import_module(spec.module), spec.function)
     accepted = inspect.signature(loader).parameters
     return loader(data_dir, taxonomy, **{k: v for k, v in options.items() if k in accepted})
