@@ -16,6 +16,9 @@ VENV ?= .venv## where the virtual environment lives
 PROFILE ?= cpu## smoke | cpu | paper (notebooks/profiles.yaml)
 ARGS ?= ## extra arguments for scripts/run_notebooks.py, e.g. "-p base_url=http://gpu:8000/v1" (a key of the chapters' server or sample mapping, notebooks/profiles.yaml)
 REPLAY ?= ## an `fhs archive` file: the chapters answer every model call from it, no server (PROFILE=paper REPLAY=paper.fhsa)
+DATASETS ?= ## dataset spec files (YAML) of your own: `make book DATASETS="my.yaml"` builds an adapter's book of the chapters that apply to them (book/adapting.md)
+CHAPTERS ?= 01_readiness_gap 02_main_results## the chapters an adapter's book considers (scripts/adapter_book.py)
+ADAPTER_BOOK ?= _build/adapter## where an adapter's book is executed and built (its HTML: ADAPTER_BOOK/_build/html)
 PYTEST_ARGS ?= -q## arguments for pytest
 PIP_FIND_LINKS ?= ## a folder of prebuilt wheels, e.g. /tmp/wh (llama-cpp-python builds from source without one)
 FHS_DATA ?= $(or $(wildcard $(abspath ../shared/data)),$(or $(XDG_DATA_HOME),$(HOME)/.local/share)/fhs/data)## the data directory: ../shared/data where it exists, else where `make data` fetches it
@@ -61,7 +64,7 @@ STAMP_BOOK := $(VENV)/.stamp-book
 STAMP_TEST := $(VENV)/.stamp-test
 STAMP_MODELS := $(VENV)/.stamp-models
 
-.PHONY: help book data notebooks html check-offline check-browser test venv install-book install-test models clean distclean \
+.PHONY: help book adapter-book data notebooks html check-offline check-browser test venv install-book install-test models clean distclean \
 	vllm-server vllm-stop test-vllm rehearsal
 
 help: ## list targets and variables
@@ -70,9 +73,11 @@ help: ## list targets and variables
 	@echo "Variables (make VAR=value ...):"
 	@awk 'BEGIN {FS = " [?]= "} /^[A-Z_]+ [?]= .*## / {split($$2, a, "## "); printf "  %-15s %s [default: %s]\n", $$1, a[2], a[1]}' $(MAKEFILE_LIST)
 
-book: ## everything: install, execute every chapter (PROFILE), build _build/html strictly
-	@$(MAKE) notebooks
-	@$(MAKE) html
+book: ## everything: install, execute every chapter (PROFILE), build _build/html strictly; with DATASETS, an adapter's book
+	@if [ -n "$(strip $(DATASETS))" ]; then $(MAKE) adapter-book; else $(MAKE) notebooks && $(MAKE) html; fi
+
+adapter-book: install-book models ## the chapters that apply to DATASETS, executed in ADAPTER_BOOK, strict offline HTML
+	$(PY) scripts/adapter_book.py $(DATASETS) --profile $(PROFILE) --chapters $(CHAPTERS) --out $(ADAPTER_BOOK) $(ARGS)
 
 notebooks: install-book models ## execute the chapters listed in _toc.yml with papermill (incremental)
 	$(BIN)/fhs data fetch

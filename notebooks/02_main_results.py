@@ -64,7 +64,8 @@ from fhs.book.chapters import main_results
 from fhs.book.chapters.relocation_rates import relocation_caption, relocation_comparison
 from fhs.book.fact_view import fact_tables, rank_line, telling_fact
 from fhs.book.page import dimension_names, open_page
-from fhs.book.report import profile_note, show, use_style
+from fhs.book.caveats import depth_caveats, interval_caveats
+from fhs.book.report import profile_note, show, show_notes, use_style
 from fhs.llm.models import display_name
 from fhs.method.config import NAMED_CONFIGS
 from fhs.method.registry import METHODS as REGISTERED
@@ -77,10 +78,11 @@ study, choices, seeds, interval = page.study, page.choices, page.seeds, page.int
 METHODS = main_results.main_methods(REGISTERED)  # the paper's row order; FHS-Seq joins when registered
 BASELINES = [m for m in METHODS if m != "fhs"]
 samples = {name: study.facts(name, llm=True) for name in datasets}
+shown = {name: study.dataset_name(name) for name in datasets}  # a spec file's `name`, never its path
 profile_note(profile, display_name(choices[0].model),  # the cell's last value: the page states its size
-             configurations={name: study.configuration(name) for name in datasets},
+             configurations={shown[name]: study.configuration(name) for name in datasets},
              descriptions={name: named.description for name, named in NAMED_CONFIGS.items()},
-             facts={name: len(facts) for name, facts in samples.items()}, seeds=seeds)
+             facts={shown[name]: len(facts) for name, facts in samples.items()}, seeds=seeds)
 
 # %% [markdown]
 # ## The runs
@@ -96,7 +98,8 @@ results = {(name, method): [study.run_llm(name, method, choice, facts=samples[na
            for name in datasets for method in METHODS}
 oracle = {name: study.run(name, "oracle", facts=samples[name]) for name in datasets}
 sizes = {name: len(samples[name]) for name in datasets}
-print("facts per dataset:", sizes, "| model:", choices[0].model, "| seeded runs:", len(seeds))
+print("facts per dataset:", {shown[name]: size for name, size in sizes.items()}, "| model:", choices[0].model,
+      "| seeded runs:", len(seeds))
 
 # %% [markdown]
 # ## Tables 4 and 5
@@ -112,8 +115,12 @@ print("facts per dataset:", sizes, "| model:", choices[0].model, "| seeded runs:
 # %%
 show(main_results.main_table(results, oracle, datasets, METHODS, interval),
      caption=main_results.main_caption(results, len(seeds)))
-print("the paper's best baseline accuracy:",
-      {name: BEST_BASELINE_ACCURACY.get(PAPER_BENCHMARK.get(name, name)) for name in datasets})
+show_notes(interval_caveats({shown[name]: facts for name, facts in samples.items()}) + depth_caveats(
+    {shown[name]: facts for name, facts in samples.items()},
+    {shown[name]: study.experiment(name).taxonomy for name in datasets}))
+if any(name in PAPER_BENCHMARK for name in datasets):
+    print("the paper's best baseline accuracy:",
+          {name: BEST_BASELINE_ACCURACY.get(PAPER_BENCHMARK[name]) for name in datasets if name in PAPER_BENCHMARK})
 
 # %% tags=["hide-input"]
 main_results.head_metrics_figure(results, datasets, METHODS, interval)
@@ -146,10 +153,10 @@ show(main_results.contrasts_table(results, datasets, BASELINES, interval),
 # ## Tables and text are not equally hard
 #
 # A narrative sentence often names its concept; a table cell's meaning is spread over
-# its row and column headers. The paper's direct accuracy is 0.339 on text against 0.117
-# on tables, and FHS gains most on tables (+0.129 accuracy). Feedback refinement is the
-# one row that leads on text; per modality, it reaches deeper than FHS (Recall@50) on
-# both, and on tables it is behind at Recall@1 and accuracy.
+# its row and column headers. On FinTagging the paper's direct accuracy is 0.339 on text
+# against 0.117 on tables, and FHS gains most on tables (+0.129 accuracy). In the paper,
+# feedback refinement is the one row that leads on text; per modality, it reaches deeper
+# than FHS (Recall@50) on both, and on tables it is behind at Recall@1 and accuracy.
 
 # %%
 show(main_results.modality_table(results, datasets, METHODS),
@@ -166,8 +173,10 @@ if modality_contrasts:
 # them; tokens and model seconds are what the calls took when they were made (a cached
 # replay costs nothing, but the table reports the original cost, and a call another
 # method already made, such as the refinements' first round, counts for both), and wall
-# seconds are the whole method on the fact, retrieval included, on its first run. The
-# paper reports calls per fact and CodiEsp wall-clock time on one B200 GPU.
+# seconds are the whole method on the fact, retrieval included, on its first run. "Answers
+# cut" counts replies that reached the profile's max_tokens cap (the smoke and cpu profiles
+# cap them to stay within minutes); a cut reply is parsed as far as it goes or falls back.
+# The paper reports calls per fact and CodiEsp wall-clock time on one B200 GPU.
 
 # %%
 cost = main_results.cost_table(results, datasets, METHODS)
@@ -195,10 +204,11 @@ print(rank_line(example))
 # reports that Qwen3-32B left about one dimension in seven unresolved.
 
 # %%
-show(pd.DataFrame([main_results.verdict_share_row(name, results[(name, "fhs")][0].records, dimension_names(study, name))
+show(pd.DataFrame([main_results.verdict_share_row(shown[name], results[(name, "fhs")][0].records,
+                                                  dimension_names(study, name))
                    for name in datasets]), caption="Share of the verifier's dimension verdicts (first run)")
 
-# %% [markdown]
+# %% [markdown] tags=["needs-codiesp"]
 # ## CodiEsp relocation: the deterministic relocator and the LLM relocator
 #
 # The paper asks its model to copy the English phrase that matches each Spanish mention

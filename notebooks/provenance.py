@@ -36,7 +36,7 @@ import pandas as pd
 
 from fhs.book.build_report import chapter_costs, table_rows
 from fhs.book.execute import git_commit
-from fhs.book.report import show
+from fhs.book.report import show, shown_path
 from fhs.run.cpu_info import cpu_record, llama_system_info
 
 # %% [markdown]
@@ -50,7 +50,8 @@ show(pd.DataFrame([
     {"item": "platform", "value": platform.platform()},
     {"item": "processor", "value": platform.machine()},
     {"item": "cpu cores", "value": str(os.cpu_count())},
-    {"item": "data directory", "value": os.environ.get("FHS_DATA", "(FHS_DATA not set)")},
+    {"item": "data directory", "value": shown_path(os.environ["FHS_DATA"]) if os.environ.get("FHS_DATA")
+     else "(FHS_DATA not set)"},
 ]))
 
 # %% [markdown]

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout even before `pip install -e .`
 
 from fhs.book.execute import run  # noqa: E402
-from fhs.book.toc import load_profiles, parse_assignment  # noqa: E402
+from fhs.book.toc import load_profiles, parse_assignment, parse_mapping  # noqa: E402
 from fhs.core.errors import InputError  # noqa: E402
 
 
@@ -37,6 +37,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="override a chapter parameter (value read as YAML); a key of the server or sample "
                              "mapping may be given alone (-p base_url=URL) or dotted (-p server.base_url=URL); "
                              "repeatable")
+    parser.add_argument("-y", "--yaml", action="append", default=[], metavar="YAML",
+                        help="override parameters with a YAML mapping, as papermill's -y does "
+                             "(-y 'datasets: [my.yaml]'); repeatable")
     parser.add_argument("--kernel", default="python3",
                         help="Jupyter kernel; must run this Python (default python3)")
     parser.add_argument("--timeout", type=int, default=None,
@@ -47,7 +50,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-progress", action="store_true", help="no per-cell progress bar")
     args = parser.parse_args(argv)
     try:
-        overrides = dict(parse_assignment(text) for text in args.parameter)
+        overrides = {}
+        for text in args.yaml:
+            overrides.update(parse_mapping(text))
+        overrides.update(parse_assignment(text) for text in args.parameter)
         if args.replay:
             overrides["replay"] = str(Path(args.replay).resolve())
         return run(ROOT, args.profile, only=args.only, force=args.force, overrides=overrides,

@@ -26,3 +26,14 @@ def test_a_taxonomy_without_datatypes_filters_nothing(capsys):
     plain = Taxonomy("plain", (Concept("Scope1", "Scope 1 emissions"),))
     assert not check_datatypes([fact(1, "monetary")], plain, "x")
     assert capsys.readouterr().err == ""
+
+
+def test_parse_failure_advice_names_the_model_in_process_and_the_server_otherwise(capsys):
+    from fhs.run.health import warn_about
+
+    stages = {"hypothesis": {"calls": 4, "parse_failures": 3, "fallbacks": 3, "truncations": 2}}
+    none = {"count": 0}
+    (local,) = warn_about(stages, none, 4, in_process=True)
+    (served,) = warn_about(stages, none, 4)
+    assert "server" not in local and "in-process model" in local
+    assert "check the server" in served

@@ -315,9 +315,37 @@ def execute(plan_item: Plan, *, kernel: str, root: Path, failed_dir: Path,
             f"--- the executed notebook up to the failure: {kept}"
         ) from None
     seconds = time.perf_counter() - started
+    datasets = plan_item.parameters.get("datasets")
+    if isinstance(datasets, list):
+        hide_absent_prose(partial, [str(name) for name in datasets])
     chapter.output.parent.mkdir(parents=True, exist_ok=True)
     partial.replace(chapter.output)
     return seconds
+
+
+NEEDS_TAG = "needs-"
+
+
+def hide_absent_prose(path: Path, datasets: list[str]) -> int:
+    """Remove from the page each Markdown cell tagged ``needs-X`` for a dataset X it did not run on.
+
+    A paragraph that states what the page shows on FinCL (tag ``needs-fincl``) is false on a
+    page without FinCL; the tag keeps it in the source and off such a page. A cell with several
+    such tags needs all of them. Returns how many cells were hidden."""
+    import nbformat
+
+    notebook = nbformat.read(path, as_version=4)
+    hidden = 0
+    for cell in notebook.cells:
+        tags = cell.get("metadata", {}).get("tags", [])
+        needs = [tag[len(NEEDS_TAG):] for tag in tags if tag.startswith(NEEDS_TAG)]
+        if cell.cell_type == "markdown" and needs and not all(need in datasets for need in needs) \
+                and "remove-cell" not in tags:
+            cell.metadata["tags"] = [*tags, "remove-cell"]
+            hidden += 1
+    if hidden:
+        nbformat.write(notebook, path)
+    return hidden
 
 
 def _strip_ansi(text: str) -> str:

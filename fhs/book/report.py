@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import html
 import math
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -174,6 +176,10 @@ def show(frame: pd.DataFrame, caption: str | None = None) -> None:
 
     Returns nothing, so a ``show(...)`` as a cell's last line is displayed once.
     """
+    if frame.empty:  # a table with no rows says so, in a sentence, instead of printing its headers alone
+        show_notes([f"{caption or 'This table'}: no row applies to this page's datasets, so there is nothing "
+                    "to show."])
+        return
     table = Table(frame, caption)
     try:
         from IPython import get_ipython
@@ -188,6 +194,23 @@ def show(frame: pd.DataFrame, caption: str | None = None) -> None:
 
 
 # ----------------------------------------------------------------------------- notes
+
+
+def show_notes(sentences: Sequence[str]) -> None:
+    """Sentences under a table (``fhs.book.caveats``): Markdown in the book, plain lines in a console."""
+    if not sentences:
+        return
+    text = "\n".join(f"- {sentence}" for sentence in sentences) if len(sentences) > 1 else sentences[0]
+    try:
+        from IPython import get_ipython
+        from IPython.display import Markdown, display
+    except ImportError:
+        print(text)
+        return
+    if get_ipython() is None:
+        print(text)
+    else:
+        display(Markdown(text))
 
 PROFILE_NOTES: dict[str, tuple[str, str]] = {
     # profile -> (admonition class, text); {model} is filled in
@@ -360,3 +383,13 @@ def paper_values(names: Iterable[str], values: Sequence[float | None]) -> dict[s
     if len(names) != len(values):
         raise ValueError(f"{len(names)} names but {len(values)} paper values")
     return dict(zip(names, values))
+
+
+def shown_path(path: str | os.PathLike) -> str:
+    """A path as a page may print it: relative to the working directory when inside it, ``~/...`` under
+    the home folder, else its last two parts; a page never names the machine's absolute paths."""
+    resolved = Path(path).expanduser().resolve()
+    for base, prefix in ((Path.cwd().resolve(), ""), (Path.home().resolve(), "~/")):
+        if resolved.is_relative_to(base):
+            return prefix + (str(resolved.relative_to(base)) or ".")
+    return "…/" + "/".join(resolved.parts[-2:])

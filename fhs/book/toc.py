@@ -203,3 +203,11 @@ def parse_assignment(text: str) -> tuple[str, Any]:
     if not sep or not name.strip():
         raise InputError(f"expected NAME=VALUE, got {text!r}", field="-p")
     return name.strip(), parse_yaml(value, field=f"-p {name.strip()}")
+
+
+def parse_mapping(text: str) -> dict[str, Any]:
+    """``-y 'name: value'`` from the command line: a YAML mapping of parameters, as papermill's ``-y`` takes."""
+    value = parse_yaml(text, field="-y")
+    if not isinstance(value, dict):
+        raise InputError(f"expected a YAML mapping such as 'datasets: [my.yaml]', got {text!r}", field="-y")
+    return {str(key): item for key, item in value.items()}

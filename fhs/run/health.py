@@ -80,16 +80,21 @@ def failed_facts(records: Sequence[Mapping]) -> dict[str, Any]:
 
 
 def warn_about(stages: Mapping[str, Mapping[str, int]], failures: Mapping[str, Any], n_records: int,
-               share: float = WARN_SHARE, refused: str = "miss") -> list[str]:
-    """Warnings on stderr for stages over ``share`` parse failures and for failed facts; returns them."""
+               share: float = WARN_SHARE, refused: str = "miss", in_process: bool = False) -> list[str]:
+    """Warnings on stderr for stages over ``share`` parse failures and for failed facts; returns them.
+
+    ``in_process``: the model runs inside this process (llama.cpp), so there is no server to check;
+    the advice is about the model and its token caps instead."""
     lines = []
+    advice = ("a small in-process model often misses the answer format; a larger model (--profile cpu) "
+              "or a higher max_tokens cap helps" if in_process else "check the server")
     for name, block in stages.items():
         if block["calls"] and block["parse_failures"] > share * block["calls"]:
             cut = block.get("truncations", 0)
             cut_text = f", {cut} of them cut at max_tokens" if cut else ""
             lines.append(f"{name}: {block['parse_failures']} of {block['calls']} answers could not be parsed"
                          f"{cut_text} ({block['fallbacks']} fallbacks taken); metrics partly measure the fallback, "
-                         f"not the method (check the server; parse_failures and truncations in metrics.json)")
+                         f"not the method ({advice}; parse_failures and truncations in metrics.json)")
     if failures["count"]:
         counted = "count as misses in" if refused == "miss" else "are left out of"
         lines.append(f"{failures['count']} of {n_records} facts failed and {counted} the metrics "

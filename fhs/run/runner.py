@@ -349,7 +349,8 @@ def _finish(job: RunJob, writer: RecordWriter, new: NewFacts, wall_seconds: floa
     result["failed_facts"] = failed_facts(summaries)
     unknown = unknown_gold(job.facts, job.ctx.taxonomy)
     result["unknown_gold"] = {"count": len(unknown), "ids": unknown[:50]}
-    warn_about(stages, result["failed_facts"], len(summaries), refused=job.refused)
+    warn_about(stages, result["failed_facts"], len(summaries), refused=job.refused,
+               in_process=_in_process(job.ctx.llm))
     if job.stamp:
         result["config"] = dict(job.stamp)
     if summaries and not n_ran:  # every fact failed: a recall of 0.0 would be a metric of nothing, not written
@@ -358,6 +359,17 @@ def _finish(job: RunJob, writer: RecordWriter, new: NewFacts, wall_seconds: floa
                              f"(e.g. {reasons['ids'][0]}: {reasons['reasons'][reasons['ids'][0]][:160]})", result)
     write_json_atomic(Path(job.out_dir) / "metrics.json", result)
     return RunOutcome(Path(job.out_dir), result, summaries)
+
+
+def _in_process(llm) -> bool:
+    """Whether the run's model is llama.cpp inside this process (under the response cache's wrapper)."""
+    for _ in range(4):
+        if llm is None:
+            return False
+        if type(llm).__module__.startswith("fhs.llm.llama_cpp"):
+            return True
+        llm = getattr(llm, "backend", None)
+    return False
 
 
 def run_method(

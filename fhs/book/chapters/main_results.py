@@ -21,6 +21,7 @@ from fhs.book.report import Estimate
 from fhs.book.study import Run, over_runs
 from fhs.paper import CALLS_PER_FACT, MODALITY_CONTRASTS, PAPER_BENCHMARK, modality_value, paper_value
 from fhs.run.evaluate import ACCURACY_BASES, accuracy_basis, paired_difference
+from fhs.run.health import record_health
 from fhs.run.tables.verdict_stats import VERDICTS, support_by_group, verdict_shares
 
 METRICS = ("recall@1", "recall@10", "recall@50", "recall@200", "mrr", "accuracy")
@@ -38,6 +39,17 @@ def dash(value: Any) -> Any:
     return "—" if value is None else value
 
 
+def shown_name(results: Results, name: str) -> str:
+    """The name a table gives a dataset: its runs' (a spec file's ``name``), never the path it was passed as."""
+    group = next((runs for (dataset, _), runs in results.items() if dataset == name and runs), None)
+    return group[0].dataset if group else name
+
+
+def paper_evaluated(name: str) -> bool:
+    """Whether the paper reports on this dataset (a "(paper)" row belongs under it)."""
+    return name in PAPER_BENCHMARK
+
+
 def mean_metric(runs: Sequence[Run], metric: str, interval: Mapping) -> float | None:
     """The mean over seeded runs, computed exactly as the table's point estimate."""
     return over_runs(list(runs), metric, **interval).estimate
@@ -49,20 +61,23 @@ def main_table(results: Results, oracle: Mapping[str, Run], datasets: Sequence[s
     then the oracle (one run) and the paper's oracle."""
     rows = []
     for name in datasets:
+        shown = shown_name(results, name)
         for method in methods:
             runs = list(results[(name, method)])
-            row: dict[str, Any] = {"dataset": name, "method": method, "facts": len(runs[0].summaries)}
+            row: dict[str, Any] = {"dataset": shown, "method": method, "facts": len(runs[0].summaries)}
             for m in METRICS:
                 e = over_runs(runs, m, **interval)
                 row[m] = Estimate(e.estimate, e.low, e.high, e.std)
             rows.append(row)
-            rows.append(paper_row(name, method, f"{method} (paper)"))
-        row = {"dataset": name, "method": "oracle (ceiling)", "facts": len(oracle[name].summaries)}
+            if paper_evaluated(name):
+                rows.append(paper_row(name, method, f"{method} (paper)"))
+        row = {"dataset": shown, "method": "oracle (ceiling)", "facts": len(oracle[name].summaries)}
         for m in METRICS[:-1]:
             ci = oracle[name].interval(m, **interval)
             row[m] = Estimate(oracle[name].metrics.get(m), ci.low, ci.high)
         rows.append(row)
-        rows.append(paper_row(name, "oracle", "oracle (paper)"))
+        if paper_evaluated(name):
+            rows.append(paper_row(name, "oracle", "oracle (paper)"))
     return pd.DataFrame(rows)
 
 
@@ -87,7 +102,7 @@ def contrasts_table(results: Results, datasets: Sequence[str], baselines: Sequen
         fhs_run = results[(name, "fhs")][0]
         for baseline in baselines:
             base_run = results[(name, baseline)][0]
-            row: dict[str, Any] = {"dataset": name, "contrast": f"fhs - {baseline}"}
+            row: dict[str, Any] = {"dataset": shown_name(results, name), "contrast": f"fhs - {baseline}"}
             for m in CONTRAST_METRICS:
                 d = paired_difference(fhs_run.summaries, base_run.summaries, m, **interval)
                 row[m] = Estimate(d.estimate, d.low, d.high)
@@ -101,10 +116,12 @@ def modality_table(results: Results, datasets: Sequence[str], methods: Sequence[
     for name in datasets:
         for method in methods:
             for modality, block in results[(name, method)][0].metrics["by_modality"].items():
-                rows.append({"dataset": name, "method": method, "modality": modality, "facts": block["n_facts"],
-                             "recall@1": block["recall@1"], "recall@50": block["recall@50"], "mrr": block["mrr"],
-                             "accuracy": block.get("accuracy"),
-                             "accuracy (paper)": dash(modality_value(name, method, modality, "accuracy"))})
+                row = {"dataset": shown_name(results, name), "method": method, "modality": modality,
+                       "facts": block["n_facts"], "recall@1": block["recall@1"], "recall@50": block["recall@50"],
+                       "mrr": block["mrr"], "accuracy": block.get("accuracy")}
+                if any(paper_evaluated(n) for n in datasets):
+                    row["accuracy (paper)"] = dash(modality_value(name, method, modality, "accuracy"))
+                rows.append(row)
     return pd.DataFrame(rows)
 
 
@@ -120,12 +137,13 @@ def modality_contrasts(results: Results, datasets: Sequence[str], methods: Seque
         for modality in sorted({r["modality"] for r in fhs}):
             a = [r for r in refine if r["modality"] == modality]
             b = [r for r in fhs if r["modality"] == modality]
-            row: dict[str, Any] = {"dataset": name, "modality": modality, "facts": len(b)}
+            row: dict[str, Any] = {"dataset": shown_name(results, name), "modality": modality, "facts": len(b)}
             for m in ("recall@1", "recall@50", "mrr", "accuracy"):
                 d = paired_difference(a, b, m, **interval)
                 row[m] = Estimate(d.estimate, d.low, d.high)
                 p = paper_rows.get(modality, {}).get(m)
-                row[f"{m} (paper)"] = Estimate(*p) if p else "—"
+                if any(paper_evaluated(n) for n in datasets):
+                    row[f"{m} (paper)"] = Estimate(*p) if p else "—"
             rows.append(row)
     return rows
 
@@ -139,7 +157,7 @@ def cost_table(results: Results, datasets: Sequence[str], methods: Sequence[str]
             n = max(len(records), 1)
             own, selector = purpose_costs(records, "selector")
             rows.append({
-                "dataset": name, "method": method,
+                "dataset": shown_name(results, name), "method": method,
                 "calls / fact": own["calls"] / n, "calls (paper)": dash(CALLS_PER_FACT.get(method)),
                 "cached share": (own["calls"] - own["fresh"]) / max(own["calls"], 1),
                 "tokens in / fact": own["tokens_in"] / n,
@@ -150,6 +168,8 @@ def cost_table(results: Results, datasets: Sequence[str], methods: Sequence[str]
                 "selector s / fact": selector["recorded_seconds"] / n,
                 "wall s / fact": sum(r.get("wall_seconds", 0.0) for r in records) / n,
                 "parse failures / fact": sum(r.get("parse_failures", 0) for r in records) / n,
+                # answers the profile's max_tokens cut off (the smoke profile's caps are small)
+                "answers cut / fact": sum(counts[2] for r in records for counts in record_health(r).values()) / n,
             })
     return pd.DataFrame(rows)
 
@@ -176,7 +196,7 @@ def checked_values(results: Results, oracle: Mapping[str, Run], sizes: Mapping[s
                 value = mean_metric(results[(name, method)], m, interval)
                 if value is not None:
                     checked[f"{name}/{method}/{m}"] = value
-            mine = cost[(cost.dataset == name) & (cost.method == method)].iloc[0]
+            mine = cost[(cost.dataset == shown_name(results, name)) & (cost.method == method)].iloc[0]
             checked[f"{name}/{method}/calls_per_fact"] = float(mine["calls / fact"] + mine["selector calls / fact"])
         for m in METRICS[:-1]:
             checked[f"{name}/oracle/{m}"] = oracle[name].metrics[m]
@@ -206,7 +226,7 @@ def head_metrics_figure(results: Results, datasets: Sequence[str], methods: Sequ
             ax.scatter(x + offset, [p if p is not None else np.nan for p in paper], marker="_", s=300,
                        color="black", zorder=3, label="paper" if metric == "recall@1" else None)
         ax.set_xticks(x, methods, rotation=45, ha="right")
-        ax.set_title(name)
+        ax.set_title(shown_name(results, name))
     axes[0].set_ylabel("score")
     axes[0].legend(fontsize=8)
     fig.suptitle("Head-of-list metrics per method (bars: ours; black ticks: the paper)")
@@ -235,6 +255,6 @@ def head_depth_figure(results: Results, datasets: Sequence[str], methods: Sequen
                     ax.annotate(f"{method} (paper)", (px, py), fontsize=7, xytext=(3, -9), textcoords="offset points")
             ax.set_xlabel("Recall@50 (reach)")
             ax.set_ylabel(f"{head} (position)")
-            ax.set_title(name)
+            ax.set_title(shown_name(results, name))
     fig.suptitle("Head against depth per method (dots: ours; crosses: the paper where it gives both)")
     return fig

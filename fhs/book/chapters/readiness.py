@@ -34,7 +34,7 @@ def data_rows(study: Study, datasets: Sequence[str]) -> list[dict[str, Any]]:
             "dataset": study.dataset_name(name), "facts": stats["n_facts"], "contexts": stats["n_contexts"],
             "table facts": stats["facts_by_modality"].get("table", 0),
             "text facts": stats["facts_by_modality"].get("text", 0),
-            "facts per table": round(stats["facts_per_table_context"]["mean"] or 0, 1),
+            "facts per table": f"{stats['facts_per_table_context']['mean'] or 0:.2f}",
             "gold concepts": stats["n_gold_concepts"],
             "taxonomy": f"{experiment.taxonomy.name} ({len(experiment.taxonomy):,})",
         })
@@ -171,3 +171,11 @@ def label_length_figure(panel_b: pd.DataFrame, datasets: Sequence[str]):
     axes[0].legend()
     fig.suptitle("The coverage term rescues short labels")
     return fig
+
+
+def own_dataset_lines(study: Study, datasets: Sequence[str]) -> list[str]:
+    """What each dataset of one's own is, in its spec's words (the prose above describes the paper's)."""
+    from fhs.data.datasets import is_spec_file
+
+    return [f"`{study.dataset_name(name)}`: {study.experiment(name).spec.description or 'no description in its spec'}."
+            for name in datasets if is_spec_file(name)]

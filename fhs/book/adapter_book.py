@@ -1,0 +1,171 @@
+"""An adapter's own book: the chapters that apply to one's dataset specs, and nothing else.
+
+``make book DATASETS="my.yaml"`` (``scripts/adapter_book.py``) executes, in a folder of
+its own (default ``_build/adapter``), the chapters whose needs the specs meet, each on
+the specs that meet them, then builds a strict offline Jupyter Book of those chapters
+plus the adapting, data and provenance pages. The book's own pages, saved values and
+runs stay untouched: every chapter runs with that folder as its working directory.
+
+This module decides and writes (which chapters, the TOC, the config, the index page);
+:mod:`fhs.book.execute` runs the notebooks.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fhs.core.errors import InputError
+from fhs.core.yamlfile import read_yaml_file
+
+# What each chapter needs of a dataset (fhs/run/dataset_offers.py), and what it says it needs.
+CHAPTER_NEEDS: dict[str, tuple[str, ...]] = {
+    "01_readiness_gap": (),
+    "02_main_results": ("domain",),
+    "03_ablations": ("domain", "dev"),
+    "04_verifier_diagnostics": ("domain",),
+    "05_retriever_swap": ("domain",),
+    "06_fhs_seq": ("domain",),
+}
+NEED_WORDS = {"domain": "a domain file (`domain:` in the spec; LLM methods need its dimensions)",
+              "dev": "a development split (`dev:` in the spec)"}
+# The chapters whose prose and tables are written for any dataset (issue 43); the others
+# still describe the paper's datasets in places, so they join only when named (CHAPTERS=...).
+DEFAULT_CHAPTERS = ("01_readiness_gap", "02_main_results")
+PAGES = ("adapting", "data")  # prose pages copied from book/; provenance is executed
+SUMMARY = "provenance"
+
+
+@dataclass(frozen=True)
+class BookDataset:
+    """One spec as the book shows it: its ``name``, its path relative to the book folder, what it offers."""
+
+    name: str
+    path: str  # relative to the adapter book's folder: what the chapters receive
+    description: str
+    offers: frozenset[str]
+
+
+@dataclass
+class BookPlan:
+    datasets: list[BookDataset]
+    chapters: dict[str, list[BookDataset]] = field(default_factory=dict)  # stem -> the datasets it runs on
+    left_out: dict[str, str] = field(default_factory=dict)  # stem -> why (a sentence)
+
+
+def book_dataset(spec_path: str | Path, book_dir: Path) -> BookDataset:
+    """A spec file read for the book: a name, a relative path and the needs it meets (``dev``, ``domain``)."""
+    from fhs.data.datasets.spec_file import read_spec_file
+
+    spec = read_spec_file(spec_path)
+    relative = os.path.relpath(Path(spec_path).expanduser().resolve(), book_dir.resolve())
+    offers = {need for need, present in (("dev", spec.dev is not None), ("domain", bool(spec.domain))) if present}
+    return BookDataset(spec.name, relative, spec.description, frozenset(offers))
+
+
+def plan_book(datasets: list[BookDataset], chapters: tuple[str, ...] = DEFAULT_CHAPTERS) -> BookPlan:
+    """Each chapter with the datasets that meet its needs; a chapter none of them meets is left out, with why."""
+    names = [d.name for d in datasets]
+    if len(set(names)) != len(names):
+        raise InputError(f"two dataset specs share a name: {', '.join(names)}", field="name",
+                         fix="give each spec its own `name:`; the pages and saved values are filed under it")
+    unknown = [stem for stem in chapters if stem not in CHAPTER_NEEDS]
+    if unknown:
+        raise InputError(f"not a chapter an adapter's book can hold: {', '.join(unknown)}", field="CHAPTERS",
+                         fix=f"choose from {', '.join(CHAPTER_NEEDS)}")
+    plan = BookPlan(list(datasets))
+    for stem in CHAPTER_NEEDS:
+        if stem not in chapters:
+            continue
+        needs = CHAPTER_NEEDS[stem]
+        fit = [d for d in datasets if all(need in d.offers for need in needs)]
+        if fit:
+            plan.chapters[stem] = fit
+        else:
+            lacking = sorted({need for d in datasets for need in needs if need not in d.offers})
+            plan.left_out[stem] = "it needs " + " and ".join(NEED_WORDS[n] for n in lacking) + \
+                ", which no dataset of this book has"
+    not_named = [stem for stem in CHAPTER_NEEDS if stem not in chapters]
+    for stem in not_named:
+        plan.left_out[stem] = ("its prose still speaks of the paper's datasets in places; add it with "
+                               f"`CHAPTERS=\"{' '.join((*chapters, stem))}\"`")
+    return plan
+
+
+def chapter_title(repo: Path, stem: str) -> str:
+    """The chapter's first Markdown heading in its Jupytext source."""
+    for line in (repo / "notebooks" / f"{stem}.py").read_text(encoding="utf-8").splitlines():
+        if line.startswith("# # "):
+            return line[4:].strip()
+    return stem
+
+
+_DOC = re.compile(r"\{doc\}`([^`<]+?)(?:\s*<([^>]+)>)?`")
+
+
+def keep_links_inside(text: str, present: set[str]) -> str:
+    """``{doc}`` references to pages this book lacks become plain words (a strict build fails on them)."""
+    def replace(match: re.Match) -> str:
+        title, target = match.group(1).strip(), (match.group(2) or match.group(1)).strip()
+        if Path(target).name in present:
+            return match.group(0)
+        return f"*{title}* (a page of the companion's full book)" if match.group(2) else \
+            f"the full book's *{Path(target).name}* page"
+    return _DOC.sub(replace, text)
+
+
+def index_page(plan: BookPlan, profile: str, repo: Path) -> str:
+    """The book's first page: its datasets, its chapters, and each chapter it left out with why."""
+    names = ", ".join(f"`{d.name}`" for d in plan.datasets)
+    lines = [f"# An adapter's book: {names}", "",
+             f"This book holds the companion's chapters executed on {len(plan.datasets)} dataset spec(s) of "
+             f"one's own, under the `{profile}` profile, built by `make book DATASETS=...` "
+             "({doc}`adapting` says how). Every table names a dataset by its spec's `name`.", "",
+             "| dataset | description | offers |", "| --- | --- | --- |"]
+    for d in plan.datasets:
+        offers = ", ".join(sorted(d.offers)) or "facts and a taxonomy only"
+        lines.append(f"| `{d.name}` | {d.description or '(no description in the spec)'} | {offers} |")
+    lines += ["", "## Chapters in this book", ""]
+    for stem, datasets in plan.chapters.items():
+        lines.append(f"- {{doc}}`{stem}`: on {', '.join(f'`{d.name}`' for d in datasets)}")
+    lines += ["- {doc}`provenance`: what produced these pages", ""]
+    if plan.left_out:
+        lines += ["## Chapters left out", ""]
+        for stem, why in plan.left_out.items():
+            lines.append(f"- *{chapter_title(repo, stem)}* ({stem}): {why}.")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def toc(plan: BookPlan) -> dict:
+    return {
+        "format": "jb-book",
+        "root": "book/index",
+        "parts": [
+            {"caption": "Chapters", "numbered": True,
+             "chapters": [{"file": f"book/{stem}"} for stem in plan.chapters]},
+            {"caption": "About", "numbered": False,
+             "chapters": [{"file": f"book/{page}"} for page in (*PAGES, SUMMARY)]},
+        ],
+    }
+
+
+def write_book_files(book_dir: Path, repo: Path, plan: BookPlan, profile: str) -> None:
+    """The TOC, the config, the index page and the copied prose pages of the adapter's book."""
+    import yaml
+
+    (book_dir / "book").mkdir(parents=True, exist_ok=True)
+    config = read_yaml_file(repo / "_config.yml")
+    config["title"] = "An adapter's book: " + ", ".join(d.name for d in plan.datasets)
+    (book_dir / "_config.yml").write_text(
+        "# written by scripts/adapter_book.py from the companion's _config.yml\n"
+        + yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    (book_dir / "_toc.yml").write_text("# written by scripts/adapter_book.py\n"
+                                       + yaml.safe_dump(toc(plan), sort_keys=False), encoding="utf-8")
+    present = {"index", *plan.chapters, *PAGES, SUMMARY}
+    for page in PAGES:
+        text = (repo / "book" / f"{page}.md").read_text(encoding="utf-8")
+        (book_dir / "book" / f"{page}.md").write_text(keep_links_inside(text, present), encoding="utf-8")
+    (book_dir / "book" / "index.md").write_text(index_page(plan, profile, repo), encoding="utf-8")
