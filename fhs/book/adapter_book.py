@@ -89,8 +89,9 @@ def plan_book(datasets: list[BookDataset], chapters: tuple[str, ...] = DEFAULT_C
                 ", which no dataset of this book has"
     not_named = [stem for stem in CHAPTER_NEEDS if stem not in chapters]
     for stem in not_named:
-        plan.left_out[stem] = ("its prose still speaks of the paper's datasets in places; add it with "
-                               f"`CHAPTERS=\"{' '.join((*chapters, stem))}\"`")
+        why = "not asked for" if stem in DEFAULT_CHAPTERS else \
+            "not written for any dataset yet (its prose still speaks of the paper's datasets in places)"
+        plan.left_out[stem] = f"{why}; add it with `CHAPTERS=\"{' '.join((*chapters, stem))}\"`"
     return plan
 
 
