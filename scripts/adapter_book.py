@@ -57,7 +57,8 @@ def build(args: argparse.Namespace) -> int:
     datasets = [book_dataset(path, out) for path in args.datasets]
     book = plan_book(datasets, tuple(args.chapters))
     write_book_files(out, ROOT, book, args.profile)
-    print(f"{len(book.chapters)} chapter(s) on {', '.join(d.name for d in datasets)} -> {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}")
+    where = out.relative_to(ROOT) if out.is_relative_to(ROOT) else out
+    print(f"{len(book.chapters)} chapter(s) on {', '.join(d.name for d in datasets)} -> {where}")
     for stem, why in book.left_out.items():
         print(f"  left out {stem}: {why}")
     profiles = load_profiles(ROOT / "notebooks" / "profiles.yaml")
