@@ -149,7 +149,9 @@ def modality_contrasts(results: Results, datasets: Sequence[str], methods: Seque
 
 
 def cost_table(results: Results, datasets: Sequence[str], methods: Sequence[str]) -> pd.DataFrame:
-    """Table 19: per fact of each method's first run, its own calls and the selector's, as recorded."""
+    """Table 19: per fact of each method's first run, its own calls and the selector's, as recorded
+    (the paper's calls per fact beside them when the page holds a dataset the paper evaluated)."""
+    paper_columns = any(map(paper_evaluated, datasets))
     rows = []
     for name in datasets:
         for method in methods:
@@ -158,7 +160,8 @@ def cost_table(results: Results, datasets: Sequence[str], methods: Sequence[str]
             own, selector = purpose_costs(records, "selector")
             rows.append({
                 "dataset": shown_name(results, name), "method": method,
-                "calls / fact": own["calls"] / n, "calls (paper)": dash(CALLS_PER_FACT.get(method)),
+                "calls / fact": own["calls"] / n,
+                **({"calls (paper)": dash(CALLS_PER_FACT.get(method))} if paper_columns else {}),
                 "cached share": (own["calls"] - own["fresh"]) / max(own["calls"], 1),
                 "tokens in / fact": own["tokens_in"] / n,
                 "tokens out / fact": own["tokens_out"] / n,
