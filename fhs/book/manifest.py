@@ -269,13 +269,14 @@ def plan_profile(profile: str, *, chapters: list[str] | None = None, sample: int
                  progress: bool = True, root: Path = ROOT, counter=None,
                  changes: Mapping[str, Any] | None = None,
                  overrides: Mapping[str, Any] | None = None,
-                 build_dense: bool = False) -> tuple[dict[str, Any], list]:
+                 build_dense: bool = False, server=None) -> tuple[dict[str, Any], list]:
     """``fhs plan``: the profile's chapters dry-run on the simulated model, sized to the profile.
 
     ``fraction`` plans a rehearsal on that share of every LLM sample (``make rehearsal``'s
     ``REHEARSAL_FRACTION``); ``changes`` are FHS settings changed for every run (a what-if,
     e.g. a shorter selector list); ``overrides`` are chapter parameters (e.g. :func:`dataset_parameters`);
-    ``build_dense`` embeds the taxonomies of dense and hybrid runs first (``fhs.plan.dry_run.dry_run``).
+    ``build_dense`` embeds the taxonomies of dense and hybrid runs first (``fhs.plan.dry_run.dry_run``);
+    ``server`` (``fhs.plan.server.Server``) adds the modelled server's prefill, decode, KV and floor.
     Returns the plan (what ``--json`` prints) and its rows.
     """
     import time
@@ -295,9 +296,14 @@ def plan_profile(profile: str, *, chapters: list[str] | None = None, sample: int
     counter = counter or default_counter()
     started = time.perf_counter()
     runs = chapter_runs(chosen, chapters, root, overrides)
+    stats: dict[str, Any] = {}
     rows = dry_run(runs, chosen, lambda name: load_inputs(name, data, root), sample=sample, counter=counter,
-                   data=data, progress=progress, build_dense=build_dense)
+                   data=data, progress=progress, build_dense=build_dense, stats=stats)
     summary = summarize(rows, throughput)
+    if server is not None:
+        from fhs.plan.server import model_time
+
+        summary["server"] = model_time(server, summary["purposes"], summary["total"], stats["prefix_share"])
     sampled: dict[str, int] = {}
     for row in rows:
         if row.run.asks_model and row.run.method != RELOCATOR:
