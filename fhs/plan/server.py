@@ -174,19 +174,20 @@ def model_time(server: Server, purposes: Mapping[str, Mapping[str, Any]], total:
     }
 
 
-def format_server(model: Mapping[str, Any]) -> list[str]:
-    """The modelled server as the plan's closing lines."""
+def format_server(model: Mapping[str, Any], estimated: bool = False) -> list[str]:
+    """The modelled server as the plan's closing lines; ``estimated`` marks the days as from estimated tokens."""
     floor = model["floor_days"]
+    mark = " (from estimated tokens)" if estimated else ""
     return [
         f"server: {model['server']}",
         f"  KV cache: {model['kv_tokens']:,} tokens ({model['kv_bytes_per_token'] // 1024} KiB a token); holds "
         f"{model['selector_prompts_held']:,} selector prompts or {model['mean_requests_held']:,} mean requests at "
         f"once (--max-num-seqs {model['max_num_seqs']})",
         f"  prefill: {model['prefill_days']:,.2f} days at {model['prefill_tps']:,.0f} tok/s "
-        f"({model['prefill_source']}), {model['prefix_share']:.1%} of prompt text served by the prefix cache",
+        f"({model['prefill_source']}), {model['prefix_share']:.1%} of prompt text served by the prefix cache{mark}",
         f"  decode: {model['decode_days']:,.2f} days at {model['decode_tps']:,.0f} tok/s "
-        f"({model['decode_source']}, batch {model['max_num_seqs']})",
+        f"({model['decode_source']}, batch {model['max_num_seqs']}){mark}",
         f"  compute floor: {' to '.join(f'{v:,.2f}' for v in sorted(floor.values()))} days at "
-        f"{' to '.join(sorted(floor, reverse=True))} MFU",
-        f"  range: {model['range_days'][0]:,.2f} to {model['range_days'][1]:,.2f} days",
+        f"{' to '.join(sorted(floor, reverse=True))} MFU{mark}",
+        f"  range: {model['range_days'][0]:,.2f} to {model['range_days'][1]:,.2f} days{mark}",
     ]
