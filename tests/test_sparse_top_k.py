@@ -88,3 +88,35 @@ def test_every_top_200_on_the_real_data_is_the_numpy_scorers(dataset):
                                                      retriever.config.pool_multiplier else 10))
     for query, datatype in real_queries(experiment, 100):
         assert_same(other, query, datatype)
+
+
+def assert_many_same(retriever: Retriever, queries, datatypes, top_k=None):
+    """search_many against one search per query (itself held to the numpy scorer above)."""
+    many = retriever.search_many(queries, datatypes, top_k)
+    assert len(many) == len(queries)
+    for query, datatype, batched in zip(queries, datatypes, many):
+        single = retriever.search(query, datatype, top_k)
+        assert batched.ids == single.ids and batched.scores == single.scores, query
+
+
+@pytest.mark.parametrize("config", [
+    RetrievalConfig(top_k=20), RetrievalConfig(top_k=7, pool_multiplier=10), RetrievalConfig(top_k=500),
+    RetrievalConfig(top_k=20, w_cov=0.0), RetrievalConfig(top_k=20, w_cov=0.37, type_filter=False)])
+def test_search_many_gives_every_query_its_own_ranking(config):
+    retriever = Retriever(toy_taxonomy(5, 300, vocab=25), config)
+    rng = random.Random(5)
+    queries = ["", "zzz unknown", "w1", "w1 w1 w2"] + [
+        " ".join("w%d" % rng.randrange(30) for _ in range(rng.randint(1, 8))) for _ in range(60)]
+    datatypes = [rng.choice(["a", "b", None]) for _ in queries]
+    assert_many_same(retriever, queries, datatypes)
+    assert_many_same(retriever, queries[:5], ["a"] * 5, top_k=0)
+    assert retriever.search_many([], []) == []
+
+
+@pytest.mark.data
+@pytest.mark.slow
+@pytest.mark.parametrize("dataset", ["codiesp", "fincl"])
+def test_search_many_on_the_real_data_is_search(dataset):
+    experiment = load_experiment(dataset, limit=300, progress=False)
+    queries, datatypes = zip(*real_queries(experiment, 300))
+    assert_many_same(experiment.retriever, list(queries), list(datatypes))

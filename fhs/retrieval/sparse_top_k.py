@@ -310,3 +310,35 @@ def eq6_top_k(w_indptr, w_indices, w_data, terms, l_indptr, l_indices, label_ter
             out[filled:] = rest[: k - filled]
     _reset(touched, n_all, bm25, hits, seen)
     return out, scores
+
+
+@njit(cache=True, nogil=True)
+def bm25_top_k_many(indptr, indices, data, terms, term_ends, k, sums, hits, seen, touched):
+    """:func:`bm25_top_k` for many queries in one call: query ``q``'s terms are
+    ``terms[term_ends[q - 1]:term_ends[q]]``. Rows of documents and of scores, one per query."""
+    k = min(k, sums.size)
+    out = np.empty((term_ends.size, k), dtype=np.int64)
+    scores = np.empty((term_ends.size, k))
+    start = 0
+    for q in range(term_ends.size):
+        out[q], scores[q] = bm25_top_k(indptr, indices, data, terms[start:term_ends[q]], k, sums, hits, seen, touched)
+        start = term_ends[q]
+    return out, scores
+
+
+@njit(cache=True, nogil=True)
+def eq6_top_k_many(w_indptr, w_indices, w_data, terms, term_ends, l_indptr, l_indices, label_terms, label_ends,
+                   label_sizes, id_rank, by_id, n_query, k, pool_size, w_cov, bm25, hits, seen, touched):
+    """:func:`eq6_top_k` for many queries in one call (terms and label terms cut as in
+    :func:`bm25_top_k_many`; ``n_query`` per query). Rows of documents and of scores."""
+    n_pool = bm25.size if pool_size == 0 else min(pool_size, bm25.size)
+    k = min(k, n_pool)
+    out = np.empty((term_ends.size, k), dtype=np.int64)
+    scores = np.empty((term_ends.size, k))
+    start = label_start = 0
+    for q in range(term_ends.size):
+        out[q], scores[q] = eq6_top_k(w_indptr, w_indices, w_data, terms[start:term_ends[q]], l_indptr, l_indices,
+                                      label_terms[label_start:label_ends[q]], label_sizes, id_rank, by_id,
+                                      n_query[q], k, pool_size, w_cov, bm25, hits, seen, touched)
+        start, label_start = term_ends[q], label_ends[q]
+    return out, scores
