@@ -84,7 +84,8 @@ def bench_retrieval(dataset: str, *, data: str | Path | None = None, limit: int 
     queries, deduplicated) over the dataset's largest datatype index; the timed runs are
     interleaved ``repeats`` times and the medians reported. The deployed search is
     ``Retriever.search_tokens`` with the dataset's own retrieval setting (Eq. 6 over the
-    type-filtered pool); ``qps_deployed_numpy`` is the numpy scorer it replaced, and every one
+    type-filtered pool); ``qps_deployed_batched`` the same through ``search_tokens_many`` (an
+    LLM-free run's path); ``qps_deployed_numpy`` is the numpy scorer it replaced, and every one
     of its lists must be the deployed search's.
     """
     from fhs.run.inputs import load_experiment
@@ -119,7 +120,9 @@ def bench_retrieval(dataset: str, *, data: str | Path | None = None, limit: int 
     timed_build("deployed", full.warm_up)
     part = full.partition_for(datatype)
     bm25s_top_k(numba_model, queries[:2], k)  # compile bm25s's kernels outside the timing
-    ours.top_k(queries[0], k), full.search_tokens(set(queries[0]), datatype)  # and ours (cached)
+    token_sets = [set(q) for q in queries]
+    ours.top_k(queries[0], k), full.search_tokens(token_sets[0], datatype)  # and ours (cached)
+    full.search_tokens_many(token_sets[:2], [datatype] * 2)
 
     runs: dict[str, list[float]] = {}
     results: dict[str, list] = {}
@@ -132,8 +135,10 @@ def bench_retrieval(dataset: str, *, data: str | Path | None = None, limit: int 
     ref_queries = queries[:n_reference]
     for _ in range(repeats):  # interleaved, so a noisy neighbour slows every scorer alike
         timed("bm25", lambda: [ours.top_k(q, k) for q in queries])
-        timed("deployed", lambda: [full.search_tokens(set(q), datatype) for q in queries])
+        timed("deployed", lambda: [full.search_tokens(q, datatype) for q in token_sets])
         timed("deployed_with_tokenizing", lambda: [full.search(t, datatype) for t in texts])
+        timed("deployed_batched", lambda: full.search_tokens_many(token_sets, [datatype] * len(token_sets)))
+        timed("deployed_batched_with_tokenizing", lambda: full.search_many(texts, [datatype] * len(texts)))
         timed("bm25s_numba", lambda: bm25s_top_k(numba_model, queries, k))
         timed("bm25s_numpy", lambda: bm25s_top_k(numpy_model, queries, k))
         timed("deployed_numpy", lambda: [full.search_numpy(t, datatype) for t in texts])
@@ -147,7 +152,8 @@ def bench_retrieval(dataset: str, *, data: str | Path | None = None, limit: int 
     bm25s_same = [np.array_equal(o, t) for (o, _), t in zip(our_lists, their.documents)]
     bm25s_ties = [same or _ties_only(o, s, t, ts, 1.0 / scale)
                   for same, (o, s), t, ts in zip(bm25s_same, our_lists, their.documents, their.scores)]
-    deployed_same = [a == b for a, b in zip(results["deployed"], results["deployed_numpy"])]
+    deployed_same = [a == b == c for a, b, c in zip(results["deployed"], results["deployed_numpy"],
+                                                   results["deployed_batched"])]
     rank_same = [list(our_lists[i][0]) == results["rank_bm25"][i] for i in range(len(ref_queries))]
     return {
         "dataset": dataset,
@@ -159,6 +165,8 @@ def bench_retrieval(dataset: str, *, data: str | Path | None = None, limit: int 
         "repeats": repeats,
         "qps_deployed": round(qps["deployed"], 1),
         "qps_deployed_with_tokenizing": round(qps["deployed_with_tokenizing"], 1),
+        "qps_deployed_batched": round(qps["deployed_batched"], 1),
+        "qps_deployed_batched_with_tokenizing": round(qps["deployed_batched_with_tokenizing"], 1),
         "qps_deployed_numpy": round(qps["deployed_numpy"], 1),
         "qps_bm25": round(qps["bm25"], 1),
         "qps_bm25_numpy": round(qps["bm25_numpy"], 1),
@@ -166,6 +174,7 @@ def bench_retrieval(dataset: str, *, data: str | Path | None = None, limit: int 
         "qps_bm25s_numpy": round(qps["bm25s_numpy"], 1),
         "qps_rank_bm25": round(qps["rank_bm25"], 2),
         "deployed_over_bm25s_numba": round(qps["deployed"] / qps["bm25s_numba"], 2),
+        "deployed_batched_over_bm25s_numba": round(qps["deployed_batched"] / qps["bm25s_numba"], 2),
         "bm25_over_rank_bm25": round(qps["bm25"] / qps["rank_bm25"], 1),
         "build_seconds_ours": round(builds["ours"][0], 3),
         "build_seconds_bm25s": round(builds["bm25s"][0], 3),

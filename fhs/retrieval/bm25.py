@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import sparse
 
-from fhs.core.text import tokenize
+from fhs.core.text import token_set, tokenize
 from fhs.data.taxonomy import Taxonomy
 from fhs.retrieval.index_cache import index_path, read_arrays, write_arrays
 from fhs.retrieval.sparse_top_k import Scratch, bm25_top_k, bm25_top_k_many, eq6_top_k, eq6_top_k_many
@@ -319,9 +319,9 @@ class Retriever:
 
     def search(self, query: str, datatype: str | None = None, top_k: int | None = None) -> Ranking:
         """The top-k concepts for one query string, searched in ``datatype``'s index."""
-        return self.search_tokens(set(tokenize(query)), datatype, top_k)
+        return self.search_tokens(token_set(query), datatype, top_k)
 
-    def search_tokens(self, tokens: set[str], datatype: str | None = None, top_k: int | None = None) -> Ranking:
+    def search_tokens(self, tokens: set[str] | frozenset[str], datatype: str | None = None, top_k: int | None = None) -> Ranking:
         """:meth:`search` for an already tokenized query, by the compiled kernels (``sparse_top_k``)."""
         k = self.config.top_k if top_k is None else top_k
         part = self.partition_for(datatype)
@@ -341,9 +341,9 @@ class Retriever:
         """:meth:`search` for many queries (an LLM-free run's every fact): one compiled call per
         datatype index instead of one per query, the same rankings."""
         kinds = [None] * len(queries) if datatypes is None else list(datatypes)
-        return self.search_tokens_many([set(tokenize(query)) for query in queries], kinds, top_k)
+        return self.search_tokens_many([token_set(query) for query in queries], kinds, top_k)
 
-    def search_tokens_many(self, token_sets: Sequence[set[str]], datatypes: Sequence[str | None],
+    def search_tokens_many(self, token_sets: Sequence[set[str] | frozenset[str]], datatypes: Sequence[str | None],
                            top_k: int | None = None) -> list[Ranking]:
         """:meth:`search_tokens` for many tokenized queries, grouped by the index each searches."""
         k = self.config.top_k if top_k is None else top_k
