@@ -85,6 +85,7 @@ notebooks: install-book models ## execute the chapters listed in _toc.yml with p
 
 html: install-book ## build the HTML from the executed notebooks (-W -n --keep-going), check it is offline
 	$(PY) -m dev.measurements
+	$(PY) -m dev.serving_table
 	$(BIN)/jupyter-book build . -W -n --keep-going
 	$(PY) -m fhs.book.offline _build/html
 

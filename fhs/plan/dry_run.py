@@ -292,11 +292,12 @@ class DryRun:
 
 def dry_run(runs: Sequence[PlannedRun], profile: RunProfile, inputs: Callable[[str], Experiment], *,
             sample: int = 20, counter: TokenCounter | None = None, data: Any = None,
-            progress: bool = True, build_dense: bool = False) -> list[Row]:
+            progress: bool = True, build_dense: bool = False, stats: dict | None = None) -> list[Row]:
     """Every run on the plan's sample, in order, through one cache and ledger; figures at the profile's scale.
 
     ``build_dense``: embed the taxonomies of the dense and hybrid runs (once; the chapters reuse
-    them) rather than let BM25 stand in where they are not built yet."""
+    them) rather than let BM25 stand in where they are not built yet. ``stats``, when given, gets
+    ``prefix_share``: the share of prompt text a prefix cache could serve (``meter.PrefixShare``)."""
     machine = DryRun(profile, inputs, sample, counter=counter, data=data, build_dense=build_dense)
     loading = tqdm(runs, desc="loading datasets", unit="run", disable=not progress, leave=False)
     total = sum(machine.work(run) for run in loading)
@@ -307,4 +308,6 @@ def dry_run(runs: Sequence[PlannedRun], profile: RunProfile, inputs: Callable[[s
             bar.set_postfix_str(f"{run.chapter} {run.dataset} {run.label} seed {run.seed}", refresh=False)
             rows.append(machine.run(run, bar))
     machine.llm.cache.close()
+    if stats is not None:
+        stats["prefix_share"] = machine.meter.prefix.share
     return rows

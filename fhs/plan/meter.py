@@ -57,6 +57,34 @@ class LineMemo:
         return self._pieces(text)
 
 
+class PrefixShare:
+    """The share of prompt text a server's prefix cache could serve: blocks of ``BLOCK`` characters,
+    hashed in a chain as vLLM hashes its blocks of tokens, counted when an earlier prompt held the
+    same chain. Measured in characters (counting tokens per block would cost the plan minutes) and
+    with an unbounded cache: an upper bound on what a server that evicts blocks reuses."""
+
+    BLOCK = 64  # characters, about vLLM's 16 tokens
+
+    def __init__(self) -> None:
+        self.seen: set[int] = set()
+        self.shared = self.total = 0
+
+    def add(self, request: Request) -> None:
+        text = "".join(f"<|{m.role}|>{m.content}" for m in request.messages)
+        chain, whole = 0, len(text) - len(text) % self.BLOCK
+        self.total += len(text)
+        for start in range(0, whole, self.BLOCK):
+            chain = hash((chain, text[start:start + self.BLOCK]))
+            if chain in self.seen:
+                self.shared += self.BLOCK
+            else:
+                self.seen.add(chain)
+
+    @property
+    def share(self) -> float:
+        return self.shared / self.total if self.total else 0.0
+
+
 class Meter:
     """The simulated model behind the plan's cache: every request reaching it is one a server answers."""
 
@@ -64,8 +92,11 @@ class Meter:
         self.backend = backend
         self.kind, self.model, self.name = backend.kind, backend.model, backend.name
         self.calls: list[tuple[str, int, int]] = []  # (purpose, prompt tokens, output tokens)
+        self.prefix = PrefixShare()
 
     def complete(self, requests: Sequence[Request]) -> list[Response]:
         answers = self.backend.complete(requests)
         self.calls += [(r.purpose or "other", a.tokens_in, a.tokens_out) for r, a in zip(requests, answers)]
+        for request in requests:
+            self.prefix.add(request)
         return answers

@@ -4,7 +4,8 @@ Seeded runs of one method are summed on one line (the ``runs`` column); runs
 that ask nothing new (replays of an earlier run's calls, LLM-free runs) are
 counted on one line per chapter. A request count marked ``=`` is exact; ``~``
 marks a figure estimated from the plan's sample (see :mod:`fhs.plan.dry_run`).
-Token counts are always estimates.
+Token counts are always estimates; where the Qwen tokenizer could not load they are
+counted by characters, and the totals' and days' lines say so and what to install.
 """
 
 from __future__ import annotations
@@ -35,6 +36,12 @@ def _tokens(n: float) -> str:
     return f"{n / 1e6:,.1f}M" if n >= 1e5 else f"{n:,.0f}"
 
 
+def estimated_mark(plan: Mapping[str, Any]) -> str:
+    """What a token figure carries on its line when the exact tokenizer could not load: '' otherwise."""
+    fix = plan.get("tokens_exact_with")
+    return f" (estimated: {plan['tokenizer']}; exact with the Qwen tokenizer: {fix})" if fix else ""
+
+
 def format_plan(plan: Mapping[str, Any], rows: Sequence[Row]) -> str:
     """The plan as text: the table, the totals per chapter and per stage, the wall time."""
     lines = [f"fhs plan --profile {plan['profile']}: {plan['description']}"
@@ -42,7 +49,11 @@ def format_plan(plan: Mapping[str, Any], rows: Sequence[Row]) -> str:
              f"seeds {', '.join(map(str, plan['seeds']))}; facts sent to the model: "
              + ", ".join(f"{d} {n:,}" for d, n in plan["facts"].items()),
              f"dry run: the simulated model on {', '.join(f'{d} {n}' for d, n in plan['sample'].items())} "
-             f"sampled facts; tokens counted with {plan['tokenizer']}; {plan['seconds']:.0f} s", ""]
+             f"sampled facts; tokens counted with {plan['tokenizer']}; {plan['seconds']:.0f} s"]
+    lines += [f"left out: {left['chapter']} (needs the {left['extra']} extra: {left['install']})"
+              for left in plan.get("left_out", ())]
+    lines.append("")
+    estimated = estimated_mark(plan)
     header = f"{'chapter':<24}{'dataset':<11}{'method':<32}{'runs':>5}{'facts':>8}{'requests':>13}" \
              f"{'prompt tok':>12}{'output tok':>12}"
     lines += [header, "-" * len(header)]
@@ -73,12 +84,17 @@ def format_plan(plan: Mapping[str, Any], rows: Sequence[Row]) -> str:
                      f"{shape['mean_output_tokens']:>5,} out  (output: {shape['output_source']})")
     total = plan["total"]
     lines += ["", f"total: {total['requests']:,} requests, {_tokens(total['prompt_tokens'])} prompt tokens, "
-                  f"{_tokens(total['output_tokens'])} output tokens",
-              f"wall time at {plan['throughput_text']}: {plan['hours']:,.1f} h = {plan['days']:,.2f} days",
+                  f"{_tokens(total['output_tokens'])} output tokens{estimated}",
+              f"wall time at {plan['throughput_text']}: {plan['hours']:,.1f} h = {plan['days']:,.2f} days"
+              + (" (from estimated tokens)" if estimated else ""),
               "", "= exact request count; ~ estimated from the sample (variable rounds, replays, a stand-in "
                   "retriever); tokens are estimates (prompts rendered from real facts and counted exactly on "
                   "the sample, then scaled; outputs from the simulator unless marked measured)",
               f"measure your own server with this shape: {plan['bench_command']}"]
+    if plan.get("server"):
+        from fhs.plan.server import format_server
+
+        lines += ["", *format_server(plan["server"], estimated=bool(estimated))]
     if plan.get("stand_in_retrievers"):
         lines.append(f"BM25 stood in for: {', '.join(plan['stand_in_retrievers'])} (their concept embeddings are "
                      "not built yet; --build-dense embeds them first, and plans those runs on the real retrievers)")

@@ -22,9 +22,10 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import sparse
 
-from fhs.core.text import tokenize
+from fhs.core.text import token_set, tokenize
 from fhs.data.taxonomy import Taxonomy
 from fhs.retrieval.index_cache import index_path, read_arrays, write_arrays
+from fhs.retrieval.sparse_top_k import Scratch, bm25_top_k, bm25_top_k_many, eq6_top_k, eq6_top_k_many
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,18 @@ class BM25Index:
             return np.zeros(self.n_docs)
         return column_sums(self.weights, terms)
 
+    def scratch(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """This thread's scratch arrays for the compiled kernels (``sparse_top_k``)."""
+        held = self.__dict__.get("_scratch")  # set lazily: ``_Partition.from_parts`` skips __init__
+        if held is None:
+            held = self._scratch = Scratch()
+        return held.arrays(self.n_docs)
+
+    def top_k(self, tokens: Iterable[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+        """``top_k_order(self.scores(tokens), k)`` and those scores, from the query's postings alone."""
+        w = self.weights
+        return bm25_top_k(w.indptr, w.indices, w.data, self.term_ids(tokens), k, *self.scratch())
+
 
 def column_sums(matrix: sparse.csc_matrix, columns: np.ndarray) -> np.ndarray:
     """Row sums of ``matrix[:, columns]``, bit for bit, without building the slice.
@@ -157,6 +170,16 @@ class _Partition:
     label_sizes: np.ndarray
     label_vocabulary: dict[str, int]
     id_rank: np.ndarray  # position of each document's id in sorted id order (the last tie-break)
+
+    def __post_init__(self) -> None:
+        self.by_id = np.argsort(self.id_rank, kind="stable")  # documents in id order
+        self.id_array = np.empty(len(self.ids), dtype=object)  # ids by document, taken many rows at once
+        self.id_array[:] = self.ids
+
+    def label_term_ids(self, tokens: Iterable[str]) -> np.ndarray:
+        """The query's tokens that occur in some label, as label-vocabulary columns."""
+        ids = [self.label_vocabulary[t] for t in tokens if t in self.label_vocabulary]
+        return np.asarray(ids, dtype=np.int64)
 
     def to_parts(self) -> tuple[dict[str, np.ndarray], dict]:
         """Numeric arrays and a JSON document that :meth:`from_parts` reads back (``index_cache``)."""
@@ -296,6 +319,66 @@ class Retriever:
 
     def search(self, query: str, datatype: str | None = None, top_k: int | None = None) -> Ranking:
         """The top-k concepts for one query string, searched in ``datatype``'s index."""
+        return self.search_tokens(token_set(query), datatype, top_k)
+
+    def search_tokens(self, tokens: set[str] | frozenset[str], datatype: str | None = None, top_k: int | None = None) -> Ranking:
+        """:meth:`search` for an already tokenized query, by the compiled kernels (``sparse_top_k``)."""
+        k = self.config.top_k if top_k is None else top_k
+        part = self.partition_for(datatype)
+        if self.config.w_cov <= 0:
+            order, scores = part.index.top_k(tokens, k)
+        else:
+            weights, labels = part.index.weights, part.labels
+            order, scores = eq6_top_k(weights.indptr, weights.indices, weights.data, part.index.term_ids(tokens),
+                                      labels.indptr, labels.indices, part.label_term_ids(tokens),
+                                      part.label_sizes, part.id_rank, part.by_id, len(tokens), k,
+                                      k * self.config.pool_multiplier, float(self.config.w_cov),
+                                      *part.index.scratch())
+        return _ranking(part.ids, order, scores)
+
+    def search_many(self, queries: Sequence[str], datatypes: Sequence[str | None] | None = None,
+                    top_k: int | None = None) -> list[Ranking]:
+        """:meth:`search` for many queries (an LLM-free run's every fact): one compiled call per
+        datatype index instead of one per query, the same rankings."""
+        kinds = [None] * len(queries) if datatypes is None else list(datatypes)
+        return self.search_tokens_many([token_set(query) for query in queries], kinds, top_k)
+
+    def search_tokens_many(self, token_sets: Sequence[set[str] | frozenset[str]], datatypes: Sequence[str | None],
+                           top_k: int | None = None) -> list[Ranking]:
+        """:meth:`search_tokens` for many tokenized queries, grouped by the index each searches."""
+        k = self.config.top_k if top_k is None else top_k
+        groups: dict[int, tuple[_Partition, list[int]]] = {}
+        for i, datatype in enumerate(datatypes):
+            part = self.partition_for(datatype)
+            groups.setdefault(id(part), (part, []))[1].append(i)
+        out: list[Ranking | None] = [None] * len(token_sets)
+        for part, members in groups.values():
+            index, terms, ends, label_terms, label_ends = part.index, [], [], [], []
+            for i in members:
+                terms += sorted({index.vocabulary[t] for t in token_sets[i] if t in index.vocabulary})
+                ends.append(len(terms))
+                label_terms += [part.label_vocabulary[t] for t in token_sets[i] if t in part.label_vocabulary]
+                label_ends.append(len(label_terms))
+            w = index.weights
+            as_array = (np.asarray(terms, dtype=np.int64), np.asarray(ends, dtype=np.int64))
+            if self.config.w_cov <= 0:
+                order, scores = bm25_top_k_many(w.indptr, w.indices, w.data, *as_array, k, *index.scratch())
+            else:
+                labels = part.labels
+                sizes = np.asarray([len(token_sets[i]) for i in members], dtype=np.int64)
+                order, scores = eq6_top_k_many(w.indptr, w.indices, w.data, *as_array, labels.indptr,
+                                               labels.indices, np.asarray(label_terms, dtype=np.int64),
+                                               np.asarray(label_ends, dtype=np.int64), part.label_sizes,
+                                               part.id_rank, part.by_id, sizes, k,
+                                               k * self.config.pool_multiplier, float(self.config.w_cov),
+                                               *index.scratch())
+            for i, ids, row in zip(members, part.id_array[order].tolist(), scores.tolist()):
+                out[i] = Ranking(tuple(ids), tuple(row))
+        return out  # type: ignore[return-value]
+
+    def search_numpy(self, query: str, datatype: str | None = None, top_k: int | None = None) -> Ranking:
+        """The same ranking by plain numpy over the whole index: the readable reference that
+        ``tests/test_sparse_top_k.py`` holds the kernels to, and the benchmark's earlier scorer."""
         k = self.config.top_k if top_k is None else top_k
         part = self.partition_for(datatype)
         tokens = set(tokenize(query))

@@ -1,0 +1,122 @@
+"""The compiled search against the numpy scorer it replaced: the same lists, the same score bits."""
+
+import random
+from dataclasses import replace
+
+import pytest
+
+from fhs.data.evidence import direct_query
+from fhs.data.taxonomy import Concept, Taxonomy
+from fhs.retrieval.bm25 import RetrievalConfig, Retriever
+from fhs.run.inputs import load_experiment
+
+
+def assert_same(retriever: Retriever, query: str, datatype, top_k=None):
+    fast, slow = retriever.search(query, datatype, top_k), retriever.search_numpy(query, datatype, top_k)
+    assert fast.ids == slow.ids, query
+    assert fast.scores == slow.scores, query  # Python floats compared exactly: the same bits
+
+
+def toy_taxonomy(seed: int, n: int, vocab: int) -> Taxonomy:
+    rng = random.Random(seed)
+    words = [f"w{i}" for i in range(vocab)]
+    concepts = []
+    for i in range(n):
+        doc = [rng.choice(words) for _ in range(rng.randint(1, 12))]
+        label = " ".join(doc[: rng.randint(0, 3)]) or ("" if i % 7 else "")
+        # some labels hold a word the index text lacks, so label hits without BM25 score occur
+        if i % 5 == 0:
+            label = (label + " " + rng.choice(words)).strip()
+        concepts.append(Concept(id=f"c{rng.randrange(10**6):06d}-{i}", label=label, datatype=rng.choice("ab"),
+                                definition=" ".join(doc) if i % 5 else ""))
+    return Taxonomy("toy", concepts)
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("config", [
+    RetrievalConfig(top_k=20),
+    RetrievalConfig(top_k=20, pool_multiplier=2),
+    RetrievalConfig(top_k=7, pool_multiplier=10),  # a pool larger than the index
+    RetrievalConfig(top_k=500),  # k larger than the index: every document, the untouched in id order
+    RetrievalConfig(top_k=20, w_cov=0.0),  # BM25 alone
+    RetrievalConfig(top_k=300, w_cov=0.0),
+    RetrievalConfig(top_k=20, w_cov=0.37, type_filter=False),
+])
+def test_the_kernels_rank_toy_indexes_as_numpy_does(seed, config):
+    taxonomy = toy_taxonomy(seed, 300, vocab=25)  # a small vocabulary: many tied scores
+    retriever = Retriever(taxonomy, config)
+    rng = random.Random(seed)
+    queries = ["", "zzz unknown", "w1", "w1 w1 w2"] + [
+        " ".join(rng.choice(["w%d" % rng.randrange(30) for _ in range(8)]) for _ in range(rng.randint(1, 6)))
+        for _ in range(40)]
+    for query in queries:
+        for datatype in ("a", "b", None):
+            assert_same(retriever, query, datatype)
+    assert_same(retriever, "w3 w4", "a", top_k=0)
+
+
+def test_threads_do_not_share_scratch():
+    from concurrent.futures import ThreadPoolExecutor
+
+    retriever = Retriever(toy_taxonomy(9, 400, vocab=40), RetrievalConfig(top_k=30))
+    queries = [f"w{i} w{(i * 7) % 40} w{(i * 3) % 40}" for i in range(200)]
+    expected = [retriever.search_numpy(q, "a") for q in queries]
+    with ThreadPoolExecutor(4) as pool:
+        assert list(pool.map(lambda q: retriever.search(q, "a"), queries)) == expected
+
+
+def real_queries(experiment, n: int):
+    """Direct queries of the first facts and, for each, its gold concept's own text (the oracle's kind)."""
+    by_id = {c.id: c for c in experiment.taxonomy.concepts}
+    for fact in experiment.facts[:n]:
+        yield direct_query(fact), fact.datatype
+        gold = next((by_id[g] for g in fact.gold if g in by_id), None)
+        if gold is not None:
+            yield f"{gold.label}. {gold.definition}", fact.datatype
+
+
+@pytest.mark.data
+@pytest.mark.slow
+@pytest.mark.parametrize("dataset", ["codiesp", "fincl", "ixbrl"])
+def test_every_top_200_on_the_real_data_is_the_numpy_scorers(dataset):
+    experiment = load_experiment(dataset, limit=300, progress=False)
+    retriever = experiment.retriever
+    for query, datatype in real_queries(experiment, 300):
+        assert_same(retriever, query, datatype)
+    # the other pool setting on the same taxonomy
+    other = Retriever(experiment.taxonomy, replace(retriever.config, pool_multiplier=0 if
+                                                     retriever.config.pool_multiplier else 10))
+    for query, datatype in real_queries(experiment, 100):
+        assert_same(other, query, datatype)
+
+
+def assert_many_same(retriever: Retriever, queries, datatypes, top_k=None):
+    """search_many against one search per query (itself held to the numpy scorer above)."""
+    many = retriever.search_many(queries, datatypes, top_k)
+    assert len(many) == len(queries)
+    for query, datatype, batched in zip(queries, datatypes, many):
+        single = retriever.search(query, datatype, top_k)
+        assert batched.ids == single.ids and batched.scores == single.scores, query
+
+
+@pytest.mark.parametrize("config", [
+    RetrievalConfig(top_k=20), RetrievalConfig(top_k=7, pool_multiplier=10), RetrievalConfig(top_k=500),
+    RetrievalConfig(top_k=20, w_cov=0.0), RetrievalConfig(top_k=20, w_cov=0.37, type_filter=False)])
+def test_search_many_gives_every_query_its_own_ranking(config):
+    retriever = Retriever(toy_taxonomy(5, 300, vocab=25), config)
+    rng = random.Random(5)
+    queries = ["", "zzz unknown", "w1", "w1 w1 w2"] + [
+        " ".join("w%d" % rng.randrange(30) for _ in range(rng.randint(1, 8))) for _ in range(60)]
+    datatypes = [rng.choice(["a", "b", None]) for _ in queries]
+    assert_many_same(retriever, queries, datatypes)
+    assert_many_same(retriever, queries[:5], ["a"] * 5, top_k=0)
+    assert retriever.search_many([], []) == []
+
+
+@pytest.mark.data
+@pytest.mark.slow
+@pytest.mark.parametrize("dataset", ["codiesp", "fincl"])
+def test_search_many_on_the_real_data_is_search(dataset):
+    experiment = load_experiment(dataset, limit=300, progress=False)
+    queries, datatypes = zip(*real_queries(experiment, 300))
+    assert_many_same(experiment.retriever, list(queries), list(datatypes))
