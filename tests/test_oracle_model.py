@@ -103,7 +103,8 @@ def test_noise_is_seeded_nested_and_changes_the_run_folder(spec_file, tmp_path):
     for fid in clean:
         for j, h in enumerate(clean[fid]["hypotheses"]):
             for name, value in h["dimensions"].items():
-                half, full = some[fid]["hypotheses"][j]["dimensions"][name], every[fid]["hypotheses"][j]["dimensions"][name]
+                half = some[fid]["hypotheses"][j]["dimensions"][name]
+                full = every[fid]["hypotheses"][j]["dimensions"][name]
                 if half != value:  # what is corrupted at 0.5 is corrupted, the same way, at 1
                     assert full == half
                 changed[0.5] += half != value
