@@ -36,8 +36,8 @@
 profile = "cpu"  # smoke | cpu | paper | gpu-sample | paper-full: the oracle runs alike under every one
 runs_dir = "runs"  # where run records are cached; a rebuild reads them back
 datasets = ["fincl", "ixbrl", "codiesp"]  # or the path of your dataset spec file (book/adapting.md)
-hypothesis_noise = [0.25, 0.5, 0.75, 1.0]  # levels P besides 0 (fhs run --oracle-noise, "hypotheses")
-verdict_noise = [0.25, 0.5, 1.0]  # levels Q besides 0 (fhs run --oracle-noise, "verdicts")
+hypothesis_noise = [0.25, 0.5, 0.75, 0.9, 1.0]  # levels P besides 0 (fhs run --oracle-noise, "hypotheses")
+verdict_noise = [0.1, 0.25, 0.5, 1.0]  # levels Q besides 0 (fhs run --oracle-noise, "verdicts")
 sample = {}  # seed, bootstrap_resamples (fhs/book/page.py); {} takes the defaults
 
 # %% tags=["hide-input"]
@@ -95,8 +95,8 @@ method_seconds = sum(r["seconds"] for key, rows in rows_by_run.items() if key[1]
                      for r in rows)
 print(f"{len(distinct)} oracle runs: {requests:,} stage requests answered by the oracle, {tokens} model tokens; "
       f"FHS took {method_seconds / 60:.1f} min over their facts when the records were written.\n"
-      f"This execution, with {len(baselines)} LLM-free runs beside them: {time.perf_counter() - started:.0f} s "
-      "(records already written are read back).")
+      f"This page's runs, with {len(baselines)} LLM-free runs beside them: {time.perf_counter() - started:.0f} s "
+      "(a rebuild reads the records back).")
 
 # %% [markdown]
 # ## Stage ceilings
@@ -116,16 +116,18 @@ show(stage_ceilings.ceiling_table(study, datasets, baselines, stages, interval),
 print("\n".join(stage_ceilings.ceiling_lines(labels, stages, baselines)))
 
 # %% [markdown]
-# Two readings follow from the rows above. The selector's ceiling is Recall@200 of the
+# Three readings follow from the rows above. The selector's ceiling is Recall@200 of the
 # final list, the reach of retrieval and fusion: a perfect selector picks whatever the pool
-# holds. The pool's Recall@1 sits below the probe although its definition query *is* the
-# probe's: the label form rendered from the oracle's values (category names such as
-# "liabilities, current") is a generic query, and summed RRF gives its ranking as much
-# weight as the definition form's, so concepts that match the generic label climb above
-# the gold. A model's own ROLE and EVENT values would make the label form more specific,
-# so on US-GAAP this row is a floor for perfect hypotheses *as the profiles define them*,
-# not for a perfect reader. The verifier recovers part of that loss: the gold agrees with
-# itself on every profiled dimension, but so does every candidate with the same profile.
+# holds. Where the pool's Recall@1 sits well below the probe's although its definition
+# query *is* the probe's text, the label form is why. Table facts also issue a label-style
+# query rendered from the oracle's values, category names such as "liabilities, current",
+# which is generic; summed RRF gives its ranking as much weight as the definition form's,
+# so concepts that match the generic label climb above the gold. Text facts (all of
+# CodiEsp) issue the definition form only, and their pool stays near the probe. A model's
+# own ROLE and EVENT values would make the label form more specific, so on US-GAAP this
+# row is a floor for hypotheses as precise as the domain's profiles, not for a perfect
+# reader. The verifier recovers part of that loss, not all of it: the gold agrees with
+# itself on every profiled dimension, but so does every candidate that shares its profile.
 
 # %% [markdown]
 # ## How much noise FHS tolerates
@@ -155,10 +157,13 @@ print("\n".join(stage_ceilings.crossing_lines(crossings)))
 
 # %% [markdown]
 # Hypothesis noise corrupts each item independently, so at P the share of hypotheses whose
-# definition query still names the gold is 1 − P and both samples miss it with probability
-# P². The verdicts are perfect on these curves and only reorder the pool, so where the
-# gold has left the pool no verifier brings it back: the fused pool's reach bounds every
-# later stage.
+# definition query still names the gold is 1 − P, and both samples miss it with probability
+# P². The verdicts are perfect on those curves and only reorder the pool, so where the gold
+# has left the pool no verifier brings it back: the fused pool's reach bounds every later
+# stage. Verdict noise is the harsher test. The verifier adds β·v̄ to scores that fusion
+# has range-normalised to [0, 1], so a handful of flipped verdicts can lift a wrong
+# candidate over the gold; where the verifier "stops helping" above, FHS with noisy
+# verdicts ranks worse than the same hypotheses without any verifier.
 
 # %% [markdown]
 # ## Check against recorded values

@@ -30,8 +30,8 @@ from fhs.run.inputs import ModelChoice
 from fhs.run.profiles import ORACLE, get_profile
 
 ORACLE_PROFILE = "paper"
-HYPOTHESIS_NOISE = (0.25, 0.5, 0.75, 1.0)
-VERDICT_NOISE = (0.25, 0.5, 1.0)
+HYPOTHESIS_NOISE = (0.25, 0.5, 0.75, 0.9, 1.0)
+VERDICT_NOISE = (0.1, 0.25, 0.5, 1.0)
 METRICS = ("recall@1", "recall@10", "recall@200", "mrr")
 STAGES = {"pool_rank": "perfect hypotheses only (fused pool)", "rank": "+ perfect verifier (Eq. 3)",
           "correct": "+ perfect selector (Acc.)"}
@@ -145,15 +145,19 @@ def crossing(levels: Sequence[float], values: Sequence[float], baseline: float) 
 
 def crossing_rows(curve_frames: Mapping[tuple[str, str], pd.DataFrame],
                   direct: Mapping[str, Mapping[str, float]]) -> pd.DataFrame:
-    """Per dataset, noise kind and metric: the level at which FHS (and the fused pool alone) fall to direct."""
+    """Per dataset, noise kind and metric: the level at which FHS (and the fused pool alone) fall to direct;
+    under verdict noise, also the level at which the verifier stops helping (FHS falls to its own fused pool,
+    which verdicts do not change)."""
     rows = []
     for (name, kind), frame in curve_frames.items():
+        levels = list(frame["noise"])
         for metric in ("recall@1", "mrr"):
-            base = direct[name][metric]
+            base, pool = direct[name][metric], list(frame[f"{metric}, pool"])
             rows.append({"dataset": name, "noise on": kind, "metric": metric, "direct": base,
-                         "FHS falls to direct at": crossing(list(frame["noise"]), list(frame[metric]), base),
-                         "fused pool alone falls at": crossing(list(frame["noise"]), list(frame[f"{metric}, pool"]),
-                                                               base)})
+                         "FHS falls to direct at": crossing(levels, list(frame[metric]), base),
+                         "fused pool alone falls at": crossing(levels, pool, base) if kind == "hypotheses" else None,
+                         "verifier stops helping at": crossing(levels, list(frame[metric]), pool[0])
+                         if kind == "verdicts" else None})
     return pd.DataFrame(rows)
 
 
@@ -171,14 +175,21 @@ def ceiling_lines(labels: Mapping[str, str], stages: Mapping[str, Sequence[Mappi
 
 
 def crossing_lines(crossings: pd.DataFrame) -> list[str]:
-    """One sentence per dataset: where Recall@1 under hypothesis noise falls to direct retrieval's."""
-    def level(x: float | None) -> str:
-        return "no level measured" if x is None or pd.isna(x) else f"P = {x:.2f}"
+    """One sentence per dataset: where Recall@1 falls to direct retrieval's under hypothesis noise, and where
+    the verifier stops helping under verdict noise."""
+    def level(x: float | None, name: str) -> str:
+        return "no level measured" if x is None or pd.isna(x) else f"{name} = {x:.2f}"
 
-    chosen = crossings[(crossings["noise on"] == "hypotheses") & (crossings["metric"] == "recall@1")]
-    return [f"- {row['dataset']}: with perfect verdicts, FHS's Recall@1 falls to direct retrieval's "
-            f"({row['direct']:.3f}) at {level(row['FHS falls to direct at'])}; the fused pool alone at "
-            f"{level(row['fused pool alone falls at'])}" for _, row in chosen.iterrows()]
+    recall = crossings[crossings["metric"] == "recall@1"]
+    lines = []
+    for dataset in dict.fromkeys(recall["dataset"]):
+        mine = recall[recall["dataset"] == dataset].set_index("noise on")
+        h, v = mine.loc["hypotheses"], mine.loc["verdicts"]
+        lines.append(f"- {dataset}: with perfect verdicts, FHS's Recall@1 falls to direct retrieval's "
+                     f"({h['direct']:.3f}) at {level(h['FHS falls to direct at'], 'P')}, the fused pool alone at "
+                     f"{level(h['fused pool alone falls at'], 'P')}; with perfect hypotheses, the verifier stops "
+                     f"helping (FHS falls below its own fused pool) at {level(v['verifier stops helping at'], 'Q')}.")
+    return lines
 
 
 def noise_figure(curve_frames: Mapping[tuple[str, str], pd.DataFrame], direct: Mapping[str, Mapping[str, float]],
