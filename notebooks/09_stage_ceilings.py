@@ -89,8 +89,8 @@ baselines = {(name, method): study.run(name, method, facts=facts[name])
              for name in datasets for method in ("direct", "oracle")}
 rows_by_run = {key: stage_ceilings.stage_rows(run) for key, run in runs.items()}
 distinct = {id(run): run for run in runs.values()}.values()  # noise level 0 is one run under two keys
-requests = sum(run.metrics["llm_calls"] + run.metrics["cache_hits"] for run in distinct)
-tokens = sum(run.metrics["tokens_in"] + run.metrics["tokens_out"] for run in distinct)
+requests = sum(fact["cost"]["calls"] for run in distinct for fact in run.summaries)
+tokens = sum(fact["cost"]["tokens_in"] + fact["cost"]["tokens_out"] for run in distinct for fact in run.summaries)
 method_seconds = sum(r["seconds"] for key, rows in rows_by_run.items() if key[1] != "verdicts" or key[2] > 0
                      for r in rows)
 print(f"{len(distinct)} oracle runs: {requests:,} stage requests answered by the oracle, {tokens} model tokens; "

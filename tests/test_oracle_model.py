@@ -180,3 +180,12 @@ def test_recall_at_1_falls_as_hypothesis_noise_rises_on_fincl(tmp_path):
                                    progress=False).metrics["recall@1"])
     assert recall == sorted(recall, reverse=True) and len(set(recall)) == 4, recall
     assert recall[-1] < 0.05  # hypotheses about random concepts almost never put the gold first
+
+
+def test_what_a_request_is_about_leaves_its_cache_key_alone():
+    """Served models answer from the prompt: naming the fact and the listed concepts changes no key."""
+    from fhs.llm.contract import Message, cache_key
+
+    bare = Request(messages=(Message("user", "judge these"),), purpose="verifier")
+    about = Request(messages=bare.messages, purpose="verifier", fact_id="a1", shown=("Revenues", "CostOfRevenue"))
+    assert cache_key("openai", "m", bare) == cache_key("openai", "m", about)
