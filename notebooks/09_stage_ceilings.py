@@ -138,7 +138,8 @@ print("\n".join(stage_ceilings.ceiling_lines(labels, stages, baselines)))
 # the verdicts stay perfect. Verdict noise Q flips each support or contradict verdict
 # with probability Q (abstentions stay); the hypotheses stay perfect. Draws are seeded
 # and nested: whatever is corrupted at one level is corrupted, the same way, at every
-# higher one. Dashed lines are direct retrieval; dotted ones the fused pool alone.
+# higher one. Dashed lines are direct retrieval; dotted ones the fused pool alone, which
+# verdict noise leaves as it is.
 
 # %% tags=["hide-input"]
 frames = {(label, kind): stage_ceilings.curves(rows_by_run, name, kind) for name, label in labels.items()

@@ -36,6 +36,11 @@ def test_the_chapter_runs_on_a_spec_file(spec_file, tmp_path):  # noqa: F811
     frames = {("small", kind): stage_ceilings.curves(rows, name, kind) for kind in ("hypotheses", "verdicts")}
     assert list(frames[("small", "hypotheses")]["noise"]) == [0.0, 1.0]
     assert frames[("small", "hypotheses")]["recall@1"].iloc[1] < frames[("small", "hypotheses")]["recall@1"].iloc[0]
+    direct = {"small": baselines[(name, "direct")].metrics}
+    crossings = stage_ceilings.crossing_rows(frames, direct)
+    assert len(crossings) == 4 and len(stage_ceilings.crossing_lines(crossings)) == 1
+    figure = stage_ceilings.noise_figure(frames, direct, ["small"])
+    assert len(figure.axes) == 2 and len(figure.axes[1].lines) == 6  # 2 curves, 2 direct, 2 fused-pool lines
     results = stage_ceilings.checked_values(labels, stages, baselines, frames)
     assert results["small/facts"] == 5 and results["small/selected/accuracy"] == 1.0
     assert "small/hypotheses-1/recall@1" in results and not any(math.isnan(v) for v in results.values())

@@ -194,7 +194,8 @@ def crossing_lines(crossings: pd.DataFrame) -> list[str]:
 
 def noise_figure(curve_frames: Mapping[tuple[str, str], pd.DataFrame], direct: Mapping[str, Mapping[str, float]],
                  datasets: Sequence[str]) -> plt.Figure:
-    """Recall@1 and MRR against hypothesis noise (top) and verdict noise (bottom), direct retrieval as lines."""
+    """Recall@1 and MRR against hypothesis noise (top) and verdict noise (bottom), direct retrieval as dashed
+    lines, the fused pool alone dotted (a line under verdict noise, which does not change it)."""
     fig, axes = plt.subplots(2, len(datasets), figsize=(3.4 * len(datasets), 5.6), squeeze=False, sharey=True)
     for col, name in enumerate(datasets):
         for row, kind in enumerate(("hypotheses", "verdicts")):
@@ -204,6 +205,8 @@ def noise_figure(curve_frames: Mapping[tuple[str, str], pd.DataFrame], direct: M
                 if kind == "hypotheses":
                     ax.plot(frame["noise"], frame[f"{metric}, pool"], "o:", color=colour, alpha=0.6,
                             label=f"fused pool {metric}")
+                else:  # verdicts leave the pool as it is: below this line the verifier costs more than it adds
+                    ax.axhline(frame[f"{metric}, pool"].iloc[0], color=colour, ls=":", lw=1, alpha=0.6)
                 ax.axhline(direct[name][metric], color=colour, ls="--", lw=1, label=f"direct {metric}")
             ax.set_title(name if row == 0 else "")
             ax.set_xlabel(f"{kind} noise ({'P' if kind == 'hypotheses' else 'Q'})")
