@@ -34,7 +34,7 @@ def code_cells(path: Path) -> list[list[str]]:
 
 
 def test_every_chapter_is_found():
-    assert len(CHAPTERS) == 8
+    assert len(CHAPTERS) == 9
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)

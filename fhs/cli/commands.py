@@ -143,7 +143,7 @@ def cmd_run(args: argparse.Namespace) -> dict:
     from fhs.data.taxonomies.ids import check_gold
     from fhs.method.knobs import knob_overrides
     from fhs.run.inputs import ModelChoice
-    from fhs.run.profiles import default_profile
+    from fhs.run.profiles import ORACLE, default_profile
     from fhs.run.runner import AllFactsFailed
     from fhs.run.spec import RunSpec
 
@@ -163,7 +163,11 @@ def cmd_run(args: argparse.Namespace) -> dict:
             base_urls=args.base_url, seed=args.seed, cache=args.cache, structured=args.structured,
             replay_unparsed=args.replay_unparsed, any_server=args.replay_from_any_server,
             max_in_flight=args.max_in_flight, thinking={"on": True, "off": False}.get(args.thinking),
-            replay=args.replay, request_timeout=args.request_timeout, give_up_after=args.give_up_after))
+            replay=args.replay, request_timeout=args.request_timeout, give_up_after=args.give_up_after,
+            oracle_noise=args.oracle_noise))
+    elif args.oracle_noise is not None:
+        raise InputError(f"--method {args.method} asks no model, so the oracle has nothing to answer",
+                         field="oracle-noise", fix="leave --oracle-noise out, or run an LLM method")
     experiment = _experiment(args)
     _check_out(args.out, args.data)  # the inputs are named first, then where the run would write
     spec = replace(spec, dataset=experiment.spec.name)
@@ -183,7 +187,9 @@ def cmd_run(args: argparse.Namespace) -> dict:
         taxonomy = args.taxonomy if args.taxonomy in TAXONOMIES else str(Path(args.taxonomy).resolve())
         sources = {"facts": str(Path(args.facts).resolve()), "taxonomy": taxonomy,
                    "domain": args.domain or experiment.spec.domain}
-    workers = args.workers or (spec.model.profile.workers if spec.model is not None else 1)
+    # a server profile's workers keep a server busy; the oracle and no model are one process's work
+    asks_server = spec.model is not None and spec.model.backend != ORACLE
+    workers = args.workers or (spec.model.profile.workers if asks_server else 1)
     try:
         outcome = spec.execute(experiment, facts, out_dir=args.out, fresh=args.fresh, refused=args.refused,
                                sources=sources, workers=workers, progress=not args.quiet)

@@ -22,7 +22,7 @@ from fhs.method.registry import METHODS
 from fhs.retrieval.encoders import DEFAULT_MODEL, MODELS
 from fhs.retrieval.kinds import DEFAULT_RETRIEVER, RETRIEVERS
 from fhs.run.evaluate import MISS, REFUSED
-from fhs.run.profiles import PROFILES
+from fhs.run.profiles import ORACLE, PROFILES
 
 
 MIN_TOKENS_PER_S = 0.01  # fhs plan: a slower rate plans a run no one would wait for
@@ -143,7 +143,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--profile", default=None,
                      help=f"{names(PROFILES)}: backend, model and sample size (default: paper with "
                           f"--backend openai or vllm, else cpu)")
-    run.add_argument("--backend", default=None, help=f"{names(BACKENDS)} (default: the profile's)")
+    run.add_argument("--backend", default=None,
+                     help=f"{names(BACKENDS)} (default: the profile's); {ORACLE}: no model, every stage answered "
+                          "from the fact's gold concept, an analysis tool (fhs/method/oracle_model.py)")
+    run.add_argument("--oracle-noise", default=None, metavar="hypotheses=P,verdicts=Q",
+                     help=f"with --backend {ORACLE}: corrupt each hypothesis value and query with probability P "
+                          "and flip each verdict with probability Q, seeded by --seed (default no noise)")
     run.add_argument("--model", default=None, help="model name (default: the profile's)")
     run.add_argument("--base-url", action="append", default=None,
                      help="OpenAI-compatible server URL; repeat to spread requests over several servers")

@@ -36,6 +36,11 @@ class Request:
     seed, so a retry is a new sample instead of a replay of the cached failure,
     and it cannot collide with another sample's key as a shifted
     ``sample_index`` or ``seed`` could.
+    ``fact_id`` and ``shown`` say what the prompt is about: the fact, and the
+    concept ids it lists in order (the verifier's window, the selector's list).
+    They are labels like ``purpose``, not part of the key, and no served model
+    reads them; the oracle (``fhs.method.oracle_model``) answers from them and
+    the experiment's gold, which it is given, never from the prompt.
     """
 
     messages: tuple[Message, ...]
@@ -48,6 +53,8 @@ class Request:
     purpose: str = ""
     attempt: int = 0
     shortened: Mapping[str, Any] | None = None
+    fact_id: str = ""
+    shown: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -256,7 +256,7 @@ def hypothesis_requests(fact: Fact, config: FHSConfig, domain: Domain) -> list[R
     return [
         Request(messages=fitted.messages, temperature=config.temperature, top_p=config.top_p,
                 max_tokens=config.max_tokens_hypothesis, seed=config.seed, sample_index=j,
-                schema=schema, purpose=PURPOSE, shortened=fitted.shortened)
+                schema=schema, purpose=PURPOSE, shortened=fitted.shortened, fact_id=fact.id)
         for j in range(config.num_hypotheses)
     ]
 

@@ -88,7 +88,7 @@ def selector_request(fact: Fact, ids: Sequence[str], taxonomy: Taxonomy | None, 
         temperature=0.0, top_p=1.0, max_tokens=config.max_tokens_selector, seed=config.seed,
         schema=selector_schema(len(shown), config.selector_max_ranked, config.compact_outputs)
         if config.json_schema else None,
-        purpose=PURPOSE, shortened=fitted.shortened,
+        purpose=PURPOSE, shortened=fitted.shortened, fact_id=fact.id, shown=tuple(shown),
     )
     return request, fitted
 

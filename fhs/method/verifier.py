@@ -229,7 +229,7 @@ def verifier_request(fact: Fact, hypothesis: Hypothesis, window: Window, taxonom
         messages=fitted.messages,
         temperature=0.0, top_p=1.0, seed=config.seed, max_tokens=max_tokens,
         schema=verifier_schema(domain, window.ids, compact) if config.json_schema else None, purpose=PURPOSE,
-        shortened=fitted.shortened,
+        shortened=fitted.shortened, fact_id=fact.id, shown=tuple(window.ids),
     )
 
 

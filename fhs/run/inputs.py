@@ -23,7 +23,7 @@ from fhs.retrieval.bm25 import RetrievalConfig
 from fhs.retrieval.encoders import DEFAULT_MODEL
 from fhs.retrieval.kinds import DEFAULT_RETRIEVER, Searcher, make_retriever, retriever_inputs
 from fhs.run.digests import facts_digest, file_digest, files_digest, taxonomy_digest
-from fhs.run.profiles import RunProfile, get_profile
+from fhs.run.profiles import ORACLE, RunProfile, get_profile
 
 @dataclass
 class Experiment:
@@ -69,6 +69,13 @@ class Experiment:
         config = (config or model.profile.fhs_config()).replace(
             k=self.retriever.config.top_k, w_cov=self.retriever.config.w_cov,
             seed=model.seed if seed is None else seed)
+        if model.backend == ORACLE:  # answers from this experiment's gold: no cache, no ledger, no model
+            from fhs.method.oracle_model import oracle_for
+
+            domain = load_domain(self.domain_name())
+            kw.setdefault("ledger", None)
+            return self.method_context(llm=oracle_for(self.facts, self.taxonomy, domain, model.oracle_noise),
+                                       domain=domain, config=config, **kw)
         llm = model.llm()
         # prompt budgets stay within the model's context: the server's or engine's, else the profile's
         config = config.replace(context_tokens=context_window(llm) or config.context_tokens)
@@ -241,6 +248,8 @@ class ModelChoice:
     # attempt, and how long a request goes on with no successful answer from the server before it gives up
     request_timeout: float | None = None
     give_up_after: float | None = None
+    # backend "oracle" only: "hypotheses=P,verdicts=Q" (fhs.method.oracle_model.OracleNoise); None is no noise
+    oracle_noise: str | None = None
     _llm: object = field(default=None, compare=False, repr=False)
     _ledger: object = field(default=None, compare=False, repr=False)
 
@@ -250,8 +259,15 @@ class ModelChoice:
                 structured: str | None = None, replay_unparsed: bool = False,
                 any_server: bool = False, max_in_flight: int | None = None, thinking: bool | None = None,
                 replay: str | Path | None = None, request_timeout: float | None = None,
-                give_up_after: float | None = None) -> "ModelChoice":
+                give_up_after: float | None = None, oracle_noise: str | None = None) -> "ModelChoice":
         chosen = get_profile(profile) if isinstance(profile, str) else profile
+        if oracle_noise is not None and backend != ORACLE:
+            raise InputError("oracle noise is for the oracle backend only", field="oracle-noise",
+                             fix=f"pass --backend {ORACLE} with it, or leave it out")
+        if backend == ORACLE:  # checked and written one way, so equal noise is one run folder
+            from fhs.method.oracle_model import OracleNoise
+
+            oracle_noise = str(OracleNoise.parse(oracle_noise))
         urls = tuple(base_urls or ()) or (chosen.base_urls if (backend or chosen.backend) == "openai" else ())
         return cls(profile=chosen, backend=backend or chosen.backend, model=model or chosen.model,
                    base_urls=urls, seed=seed, cache_path=Path(cache) if cache else default_llm_cache(),
@@ -259,7 +275,7 @@ class ModelChoice:
                    max_in_flight=int(max_in_flight) if max_in_flight is not None else None,
                    thinking=thinking, replay=Path(replay) if replay else None,
                    request_timeout=_seconds(request_timeout, "request_timeout"),
-                   give_up_after=_seconds(give_up_after, "give_up_after"))
+                   give_up_after=_seconds(give_up_after, "give_up_after"), oracle_noise=oracle_noise)
 
     def thinking_mode(self) -> bool:
         return self.profile.thinking if self.thinking is None else bool(self.thinking)
@@ -282,6 +298,9 @@ class ModelChoice:
         return self._llm
 
     def _make_llm(self):
+        if self.backend == ORACLE:
+            raise InputError(f"the {ORACLE} model answers from a dataset's gold: it is built with the "
+                             "dataset (Experiment.llm_context), not on its own", field="backend")
         if self.replay is not None:
             from fhs.llm.factory import backend_identity
             from fhs.llm.replay import ReplayLLM
@@ -317,6 +336,8 @@ class ModelChoice:
             return {"sha256": info.sha256 if info and info.sha256 else _gguf_digest(model_path(self.model))}
         if self.backend == "openai":
             return {"model": self.model, "base_urls": list(self.base_urls)}
+        if self.backend == ORACLE:
+            return {"model": ORACLE}
         return {"model": self.model}
 
     def ledger(self):
@@ -340,6 +361,8 @@ class ModelChoice:
         described = {"backend": self.backend, "model": self.model, "structured": self.structured}
         if self.backend in ("openai", "vllm") and self.thinking_mode():
             described["thinking"] = True  # off (the paper) leaves the description as it always was
+        if self.backend == ORACLE:
+            described.update(model=ORACLE, noise=self.oracle_noise)
         return described
 
 

@@ -36,6 +36,9 @@ from fhs.method.config import FHSConfig
 from fhs.retrieval.encoders import DEFAULT_MODEL
 
 
+# The oracle model (fhs.method.oracle_model): answers from the gold, so only ever named for one run
+ORACLE = "oracle"
+
 # Facts at once on a server profile. Most stages of a fact have one or two requests in flight
 # (the selector one, the hypotheses J), so filling the in-flight limit (128) takes about as many
 # facts at once; with 8 the client never had more than 16 requests at a server
@@ -69,6 +72,11 @@ class RunProfile:
     dataset_facts: Mapping[str, int | None] = field(default_factory=dict)
     # a share of every LLM sample (a rehearsal of this profile on a fraction of its facts); None = all of it
     llm_fraction: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.backend == ORACLE:
+            raise ValueError(f"profile {self.name!r}: the {ORACLE} backend answers from the gold and is never "
+                             "a profile's model (name it with --backend for an analysis run)")
 
     def dense_model_for(self, taxonomy: str) -> str:
         """The encoder that embeds ``taxonomy``'s concepts (by its name) under this profile."""
@@ -190,6 +198,7 @@ def default_profile(backend: str | None) -> str:
     """The profile of a run that names none: a GPU backend gets the paper's settings, else ``cpu``.
 
     A server run without ``--profile`` means the paper's run (every fact, the
-    paper's prompt budgets), not the laptop's two-fact sample.
+    paper's prompt budgets), not the laptop's two-fact sample; so does an oracle run,
+    which costs no model time.
     """
-    return "paper" if backend in SERVER_BACKENDS else "cpu"
+    return "paper" if backend in SERVER_BACKENDS or backend == ORACLE else "cpu"
