@@ -51,7 +51,7 @@ def main() -> None:
         for line in (config_path.parent / "records.jsonl").read_text().splitlines():
             record = json.loads(line)
             for query, ids in recorded_lists(record):
-                datatype = datatypes[record["fact_id"]]
+                datatype = datatypes[record["id"]]
                 again = list(retriever.search(query, datatype, len(ids), exact=True).ids)
                 if again != ids:
                     raise SystemExit(f"{config_path.parent.name}: the list of {query[:60]!r} is not the exact search's")
