@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from fhs.book.check import REGRESSIONS_DIR, load_regression
-from fhs.paper import paper_value, relocation_rate
+from fhs.paper import lookup, paper_value, relocation_rate
 
 REGRESSION_FILES = sorted(Path(REGRESSIONS_DIR).glob("*.yaml"))
 
@@ -29,7 +29,7 @@ def paper_entries():
     for path in REGRESSION_FILES:
         for name, metric in load_regression(path.stem).metrics.items():
             if metric.paper is not None:
-                yield pytest.param(name, metric.paper, id=f"{path.stem}:{name}")
+                yield pytest.param(name, metric, id=f"{path.stem}:{name}")
 
 
 def test_there_are_regression_files():
@@ -39,6 +39,9 @@ def test_there_are_regression_files():
 @pytest.mark.parametrize("metric, recorded", list(paper_entries()))
 def test_regression_paper_values_match_fhs_paper(metric, recorded):
     expected = paper_number(metric)
+    if expected is None and recorded.paper_note:  # a different row on purpose (chapter 9: the paper's
+        expected = lookup(recorded.paper_reference)  # FHS beside an oracle), which its note must say
+    recorded = recorded.paper
     assert expected is not None, f"{metric}: the regression file quotes a paper value fhs/paper.py does not hold"
     assert recorded == pytest.approx(expected, abs=5e-5), (
         f"{metric}: regression file says {recorded}, fhs/paper.py says {expected}")
