@@ -24,7 +24,7 @@ def toy_taxonomy(seed: int, n: int, vocab: int) -> Taxonomy:
     for i in range(n):
         doc = [rng.choice(words) for _ in range(rng.randint(1, 12))]
         label = " ".join(doc[: rng.randint(0, 3)]) or ("" if i % 7 else "")
-        # some labels hold a word the index text lacks, so label hits without BM25 score occur
+        # the index text holds the label (Concept.index_text): with_foreign_label_words breaks that
         if i % 5 == 0:
             label = (label + " " + rng.choice(words)).strip()
         concepts.append(Concept(id=f"c{rng.randrange(10**6):06d}-{i}", label=label, datatype=rng.choice("ab"),
@@ -120,3 +120,75 @@ def test_search_many_on_the_real_data_is_search(dataset):
     experiment = load_experiment(dataset, limit=300, progress=False)
     queries, datatypes = zip(*real_queries(experiment, 300))
     assert_many_same(experiment.retriever, list(queries), list(datatypes))
+
+
+def with_foreign_label_words(retriever: Retriever, datatype: str, seed: int) -> None:
+    """Give some labels of ``datatype``'s index words their document's text lacks (a taxonomy whose
+    label is not part of its indexed text), so the kernels' extra label postings are used."""
+    import dataclasses
+
+    import numpy as np
+    from scipy import sparse
+
+    part = retriever.partition_for(datatype)
+    rng = np.random.default_rng(seed)
+    vocabulary = dict(part.label_vocabulary)
+    for word in ("w3", "w11", "foreign"):
+        vocabulary.setdefault(word, len(vocabulary))
+    rows = rng.integers(0, part.labels.shape[0], 60)
+    columns = rng.integers(0, len(vocabulary), 60)
+    labels = sparse.lil_matrix((part.labels.shape[0], len(vocabulary)))
+    labels[:, : part.labels.shape[1]] = part.labels
+    labels[rows, columns] = 1.0
+    labels = labels.tocsc()
+    retriever._partitions[datatype] = dataclasses.replace(
+        part, labels=labels, label_vocabulary=vocabulary, label_sizes=np.asarray(labels.sum(axis=1)).ravel())
+
+
+def test_label_flags_and_extra_postings_hold_every_label_word_once():
+    """Each label word of a document is counted once: by its posting's flag where the document's
+    text has the word, else by the extra postings."""
+    import numpy as np
+
+    retriever = Retriever(toy_taxonomy(3, 300, vocab=25))
+    with_foreign_label_words(retriever, "a", seed=3)
+    part = retriever.partition_for("a")
+    columns = np.repeat(np.arange(part.index.weights.shape[1]), np.diff(part.index.weights.indptr))
+    terms = {i: t for t, i in part.index.vocabulary.items()}
+    label_terms = {i: t for t, i in part.label_vocabulary.items()}
+    flagged = {(int(d), terms[int(c)]) for d, c, f in zip(part.index.weights.indices, columns, part.in_label) if f}
+    extra = part.label_extra.tocoo()
+    added = {(int(d), label_terms[int(c)]) for d, c in zip(extra.row, extra.col)}
+    labels = part.labels.tocoo()
+    expected = {(int(d), label_terms[int(c)]) for d, c in zip(labels.row, labels.col)}
+    assert flagged | added == expected and not flagged & added
+    assert flagged and added  # both paths are exercised
+
+
+@pytest.mark.parametrize("config", [RetrievalConfig(top_k=20), RetrievalConfig(top_k=20, pool_multiplier=2),
+                                    RetrievalConfig(top_k=500)])
+def test_label_words_missing_from_the_text_rank_as_numpy_does(config):
+    retriever = Retriever(toy_taxonomy(4, 300, vocab=25), config)
+    with_foreign_label_words(retriever, "a", seed=4)
+    rng = random.Random(4)
+    queries = ["foreign", "w3 foreign", "zzz"] + [
+        " ".join("w%d" % rng.randrange(30) for _ in range(rng.randint(1, 40))) + " foreign" * (i % 2)
+        for i in range(40)]
+    for query in queries:
+        assert_same(retriever, query, "a")
+    assert_many_same(retriever, queries, ["a"] * len(queries))
+
+
+def test_query_columns_of_a_batch_are_each_querys_own():
+    import numpy as np
+
+    from fhs.retrieval.bm25 import query_columns
+
+    vocabulary = {f"w{i}": (7 * i) % 20 for i in range(20)}
+    rng = random.Random(2)
+    queries = [set(), {"zzz"}] + [{f"w{rng.randrange(25)}" for _ in range(rng.randint(1, 9))} for _ in range(30)]
+    columns, ends = query_columns(vocabulary, queries)
+    starts = np.r_[0, ends[:-1]]
+    for query, start, end in zip(queries, starts, ends):
+        assert columns[start:end].tolist() == sorted(vocabulary[t] for t in query if t in vocabulary)
+    assert query_columns(vocabulary, [])[0].size == 0

@@ -16,6 +16,7 @@ default) or the BM25 top ``top_k * pool_multiplier`` (the CodiEsp setting).
 from __future__ import annotations
 
 import threading
+from itertools import chain, repeat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -153,6 +154,52 @@ def top_k_order(scores: np.ndarray, k: int) -> np.ndarray:
     return candidates[order[:k]]
 
 
+_NO_COLUMNS = np.zeros(0, dtype=np.int64)
+
+
+def query_columns(vocabulary: dict[str, int], token_sets: Sequence[Iterable[str]]) -> tuple[np.ndarray, np.ndarray]:
+    """Each query's known terms as columns, ascending (the order the kernels add them in), all
+    queries end to end, and where each query's end: one sort for the batch, not one a query."""
+    lengths = np.fromiter(map(len, token_sets), dtype=np.int64, count=len(token_sets))
+    columns = np.fromiter(map(vocabulary.get, chain.from_iterable(token_sets), repeat(-1)), dtype=np.int64,
+                          count=int(lengths.sum()))
+    query = np.repeat(np.arange(len(token_sets), dtype=np.int64), lengths)
+    known = columns >= 0
+    width = max(len(vocabulary), 1)
+    keys = np.sort(query[known] * width + columns[known])  # by query, then column
+    keys = keys[np.r_[True, keys[1:] != keys[:-1]]] if keys.size else keys  # a term twice counts once
+    return keys % width, np.cumsum(np.bincount(keys // width, minlength=len(token_sets)))
+
+
+def label_postings(index: BM25Index, labels: sparse.csc_matrix,
+                   label_vocabulary: dict[str, int]) -> tuple[np.ndarray, sparse.csc_matrix]:
+    """Eq. 6's label hits folded into the BM25 postings, so one pass over a query's postings counts
+    both: a flag per posting of ``index.weights`` (1 where the term is in the document's label),
+    and the label postings whose term the document's own text lacks (``labels``' columns; in the
+    shipped taxonomies none), which the kernels add apart."""
+    weights, shape = index.weights, index.weights.shape
+    to_index = np.full(len(label_vocabulary), -1, dtype=np.int64)  # label column -> index column
+    for term, column in label_vocabulary.items():
+        to_index[column] = index.vocabulary.get(term, -1)
+    label = labels.tocoo()
+    known = np.flatnonzero(to_index[label.col] >= 0)
+
+    def numbered(numbers: np.ndarray, rows: np.ndarray, columns: np.ndarray) -> sparse.csc_matrix:
+        """A matrix whose entries carry their number (from 1) through an elementwise product."""
+        return sparse.csc_matrix((numbers.astype(np.float64) + 1.0, (rows, columns)), shape=shape)
+
+    label_in_index = numbered(known, label.row[known], to_index[label.col[known]])
+    postings = sparse.csc_matrix((np.arange(1, weights.nnz + 1, dtype=np.float64), weights.indices,
+                                  weights.indptr), shape=shape)
+    in_label = np.zeros(weights.nnz, dtype=np.uint8)
+    in_label[postings.multiply(label_in_index.sign()).tocsc().data.astype(np.int64) - 1] = 1
+    missing = np.ones(labels.nnz, dtype=bool)
+    missing[label_in_index.multiply(postings.sign()).tocsc().data.astype(np.int64) - 1] = False
+    extra = sparse.csc_matrix((np.ones(int(missing.sum())), (label.row[missing], label.col[missing])),
+                              shape=labels.shape)
+    return in_label, extra
+
+
 def _ranking(ids: Sequence[str], positions: np.ndarray, scores: np.ndarray) -> Ranking:
     """A Ranking of ``ids[positions]`` with ``scores``, converted in bulk: the same Python floats as
     one ``float()`` per element, without a Python loop over numpy scalars."""
@@ -175,6 +222,11 @@ class _Partition:
         self.by_id = np.argsort(self.id_rank, kind="stable")  # documents in id order
         self.id_array = np.empty(len(self.ids), dtype=object)  # ids by document, taken many rows at once
         self.id_array[:] = self.ids
+        self.in_label, self.label_extra = label_postings(self.index, self.labels, self.label_vocabulary)
+
+    def label_columns(self, tokens: Iterable[str]) -> np.ndarray:
+        """The query's columns of ``label_extra``: none to look up when no label word is missing from its text."""
+        return self.label_term_ids(tokens) if self.label_extra.nnz else _NO_COLUMNS
 
     def label_term_ids(self, tokens: Iterable[str]) -> np.ndarray:
         """The query's tokens that occur in some label, as label-vocabulary columns."""
@@ -328,10 +380,11 @@ class Retriever:
         if self.config.w_cov <= 0:
             order, scores = part.index.top_k(tokens, k)
         else:
-            weights, labels = part.index.weights, part.labels
-            order, scores = eq6_top_k(weights.indptr, weights.indices, weights.data, part.index.term_ids(tokens),
-                                      labels.indptr, labels.indices, part.label_term_ids(tokens),
-                                      part.label_sizes, part.id_rank, part.by_id, len(tokens), k,
+            weights, extra = part.index.weights, part.label_extra
+            order, scores = eq6_top_k(weights.indptr, weights.indices, weights.data, part.in_label,
+                                      part.index.term_ids(tokens), extra.indptr, extra.indices,
+                                      part.label_columns(tokens), part.label_sizes, part.id_rank, part.by_id,
+                                      len(tokens), k,
                                       k * self.config.pool_multiplier, float(self.config.w_cov),
                                       *part.index.scratch())
         return _ranking(part.ids, order, scores)
@@ -353,22 +406,19 @@ class Retriever:
             groups.setdefault(id(part), (part, []))[1].append(i)
         out: list[Ranking | None] = [None] * len(token_sets)
         for part, members in groups.values():
-            index, terms, ends, label_terms, label_ends = part.index, [], [], [], []
-            for i in members:
-                terms += sorted({index.vocabulary[t] for t in token_sets[i] if t in index.vocabulary})
-                ends.append(len(terms))
-                label_terms += [part.label_vocabulary[t] for t in token_sets[i] if t in part.label_vocabulary]
-                label_ends.append(len(label_terms))
+            index, mine = part.index, [token_sets[i] for i in members]
+            as_array = query_columns(index.vocabulary, mine)
             w = index.weights
-            as_array = (np.asarray(terms, dtype=np.int64), np.asarray(ends, dtype=np.int64))
             if self.config.w_cov <= 0:
                 order, scores = bm25_top_k_many(w.indptr, w.indices, w.data, *as_array, k, *index.scratch())
             else:
-                labels = part.labels
-                sizes = np.asarray([len(token_sets[i]) for i in members], dtype=np.int64)
-                order, scores = eq6_top_k_many(w.indptr, w.indices, w.data, *as_array, labels.indptr,
-                                               labels.indices, np.asarray(label_terms, dtype=np.int64),
-                                               np.asarray(label_ends, dtype=np.int64), part.label_sizes,
+                extra = part.label_extra
+                sizes = np.fromiter(map(len, mine), dtype=np.int64, count=len(mine))
+                no_extra = (_NO_COLUMNS, np.zeros(len(mine), dtype=np.int64))
+                order, scores = eq6_top_k_many(w.indptr, w.indices, w.data, part.in_label, *as_array, extra.indptr,
+                                               extra.indices,
+                                               *(query_columns(part.label_vocabulary, mine) if extra.nnz else no_extra),
+                                               part.label_sizes,
                                                part.id_rank, part.by_id, sizes, k,
                                                k * self.config.pool_multiplier, float(self.config.w_cov),
                                                *index.scratch())

@@ -33,22 +33,8 @@ class Scratch(threading.local):
 
 
 @njit(cache=True, nogil=True)
-def _accumulate(indptr, indices, data, columns, sums, seen, touched, n_touched, mark):
-    """Add the columns' postings into ``sums`` in column order; record each new document once."""
-    for c in columns:
-        for p in range(indptr[c], indptr[c + 1]):
-            d = indices[p]
-            if seen[d] == 0:
-                seen[d] = mark
-                touched[n_touched] = d
-                n_touched += 1
-            sums[d] += data[p]
-    return n_touched
-
-
-@njit(cache=True, nogil=True)
 def _ones(indptr, indices, columns, sums, seen, touched, n_touched, mark):
-    """As :func:`_accumulate` for a binary matrix: add 1.0 per posting."""
+    """Add 1.0 per posting of the columns into ``sums``; record each new document once."""
     for c in columns:
         for p in range(indptr[c], indptr[c + 1]):
             d = indices[p]
@@ -69,24 +55,45 @@ def _postings(indptr, columns):
 
 
 @njit(cache=True, nogil=True)
-def _gather(w_indptr, w_indices, w_data, terms, l_indptr, l_indices, label_terms, bm25, hits, seen, touched):
+def _gather(w_indptr, w_indices, w_data, w_label, terms, x_indptr, x_indices, x_terms, with_labels,
+            bm25, hits, seen, touched):
     """BM25 sums and label hits of the documents a query touches: ``touched[:n_bm25]`` have a BM25
     score (``seen`` 1), ``touched[n_bm25:n_all]`` label hits only (``seen`` 2). Returns both counts.
 
-    A query with postings for a good share of the index adds them without bookkeeping and finds
-    the touched documents in one pass over the index (BM25 weights are positive, so a score
-    above 0 means a shared term); a query with few postings records each new document as it goes.
+    Label hits come with the BM25 postings: ``w_label[p]`` is 1 where posting p's term is in its
+    document's label (``with_labels``), so one pass over the postings gives both sums; ``x_*``
+    holds the label terms a document's own text lacks (usually none). A query with postings for a
+    good share of the index adds them without bookkeeping and finds the touched documents in one
+    pass over the index (BM25 weights are positive, so a score above 0 means a shared term); a
+    query with few postings records each new document as it goes.
     """
     n_docs = bm25.size
-    if 8 * (_postings(w_indptr, terms) + _postings(l_indptr, label_terms)) < n_docs:
-        n_bm25 = _accumulate(w_indptr, w_indices, w_data, terms, bm25, seen, touched, 0, 1)
-        return n_bm25, _ones(l_indptr, l_indices, label_terms, hits, seen, touched, n_bm25, 2)
-    for c in terms:
-        for p in range(w_indptr[c], w_indptr[c + 1]):
-            bm25[w_indices[p]] += w_data[p]
-    for c in label_terms:
-        for p in range(l_indptr[c], l_indptr[c + 1]):
-            hits[l_indices[p]] += 1.0
+    if 8 * (_postings(w_indptr, terms) + _postings(x_indptr, x_terms)) < n_docs:
+        n = 0
+        for c in terms:
+            for p in range(w_indptr[c], w_indptr[c + 1]):
+                d = w_indices[p]
+                if seen[d] == 0:
+                    seen[d] = 1
+                    touched[n] = d
+                    n += 1
+                bm25[d] += w_data[p]
+                if with_labels:
+                    hits[d] += w_label[p]
+        return n, _ones(x_indptr, x_indices, x_terms, hits, seen, touched, n, 2)
+    if with_labels:
+        for c in terms:
+            for p in range(w_indptr[c], w_indptr[c + 1]):
+                d = w_indices[p]
+                bm25[d] += w_data[p]
+                hits[d] += w_label[p]
+    else:
+        for c in terms:
+            for p in range(w_indptr[c], w_indptr[c + 1]):
+                bm25[w_indices[p]] += w_data[p]
+    for c in x_terms:
+        for p in range(x_indptr[c], x_indptr[c + 1]):
+            hits[x_indices[p]] += 1.0
     n = 0
     for d in range(n_docs):
         if bm25[d] > 0.0:
@@ -127,15 +134,22 @@ def _sift_down(heap, size, at, keys, last):
 
 
 @njit(cache=True, nogil=True)
+def _low_high(values, n):
+    """The smallest and the largest of ``values[:n]`` (n at least 1)."""
+    low = values[0]
+    high = low
+    for i in range(1, n):
+        low = min(low, values[i])
+        high = max(high, values[i])
+    return low, high
+
+
+@njit(cache=True, nogil=True)
 def _candidates(first, n, k):
     """Rows whose first key may be among the k largest: those in or above the histogram bin that
     holds the k-th largest (the binning is monotone, so no row of the top k is left out)."""
     bins = 1024
-    low = first[0]
-    high = low
-    for i in range(1, n):
-        low = min(low, first[i])
-        high = max(high, first[i])
+    low, high = _low_high(first, n)
     if not high > low:
         return np.arange(n)
     scale = (bins - 1) / (high - low)
@@ -199,7 +213,8 @@ def bm25_top_k(indptr, indices, data, terms, k, sums, hits, seen, touched):
     """``bm25.top_k_order(BM25Index.scores(...), k)`` and the scores, from the postings alone."""
     n_docs = sums.size
     k = min(k, n_docs)
-    n, _ = _gather(indptr, indices, data, terms, indptr, indices, terms[:0], sums, hits, seen, touched)
+    no_labels = np.empty(0, dtype=np.uint8)
+    n, _ = _gather(indptr, indices, data, no_labels, terms, indptr, indices, terms[:0], False, sums, hits, seen, touched)
     keys = np.empty((1, n))
     for i in range(n):
         keys[0, i] = sums[touched[i]]
@@ -218,17 +233,146 @@ def bm25_top_k(indptr, indices, data, terms, k, sums, hits, seen, touched):
     return out, scores
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _eq6(raw, hit, label_size, n_query, with_cov, low, high, w_cov):
+    """Eq. 6 for one pool member: range-normalised BM25 plus w_cov times the two coverages."""
+    cov_label = hit / label_size if label_size > 0 else 0.0
+    cov_query = hit / n_query if with_cov else 0.0
+    bm25_hat = (raw - low) / (high - low) if high > low else 1.0
+    return bm25_hat + w_cov * (cov_label + cov_query)
+
+
 @njit(cache=True, nogil=True)
-def eq6_top_k(w_indptr, w_indices, w_data, terms, l_indptr, l_indices, label_terms, label_sizes,
+def _top_set(values, last, k):
+    """The k rows that rank first by ``values`` descending, then ``last`` ascending, in no order:
+    every row of a histogram bin above the one that holds the k-th value, and the best of that bin
+    (sorted by both keys; only that bin is sorted)."""
+    n = values.size
+    if k >= n:
+        return np.arange(n)
+    bins = 1024
+    low, high = _low_high(values, n)
+    if not high > low:  # all tied: the k first by ``last``
+        return np.argsort(last, kind="mergesort")[:k]
+    scale = (bins - 1) / (high - low)
+    slot = np.empty(n, dtype=np.int64)
+    counts = np.zeros(bins, dtype=np.int64)
+    for i in range(n):
+        slot[i] = int((values[i] - low) * scale)
+        counts[slot[i]] += 1
+    cut = bins - 1
+    above = 0
+    while above + counts[cut] < k:
+        above += counts[cut]
+        cut -= 1
+    out = np.empty(k, dtype=np.int64)
+    edge = np.empty(counts[cut], dtype=np.int64)
+    j = e = 0
+    for i in range(n):
+        if slot[i] > cut:
+            out[j] = i
+            j += 1
+        elif slot[i] == cut:
+            edge[e] = i
+            e += 1
+    edge = edge[np.argsort(last[edge], kind="mergesort")]
+    edge = edge[np.argsort(-values[edge], kind="mergesort")]
+    out[j:] = edge[: k - j]
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _sorted_rows(keys, last, k):
+    """The k rows of ``keys`` that rank first, in rank order, for a few hundred rows: one sort on
+    the first key, then each run of equal first keys put in order by all keys (insertion sort for
+    a short run, stable sorts key by key for a long one: ties of the untouched documents)."""
+    m = keys.shape[1]
+    order = np.argsort(-keys[0])  # the first key descending; within a run of ties, any order yet
+    i = 0
+    while i < min(k, m):
+        j = i + 1
+        while j < m and keys[0, order[j]] == keys[0, order[i]]:
+            j += 1
+        if j - i > 32:
+            run = order[i:j].copy()
+            run = run[np.argsort(last[run], kind="mergesort")]
+            for row in range(keys.shape[0] - 1, 0, -1):
+                run = run[np.argsort(-keys[row, run], kind="mergesort")]
+            order[i:j] = run
+        else:
+            for a in range(i + 1, j):
+                held = order[a]
+                b = a - 1
+                while b >= i and _before(keys, last, held, order[b]):
+                    order[b + 1] = order[b]
+                    b -= 1
+                order[b + 1] = held
+        i = j
+    return order[:k]
+
+
+@njit(cache=True, nogil=True)
+def _ranked_rows(score, members, hits, bm25, label_sizes, n_query, id_rank, k):
+    """The k members that rank first by Eq. 6's ``score`` (one per member), then |Q∩L|/|L|, |Q∩L|/|Q|,
+    raw BM25 and id: the tie-break keys are built only for the rows a histogram of the score leaves in."""
+    n = members.size
+    rows = _candidates(score, n, k) if n > 2 * k else np.arange(n)
+    m = rows.size
+    keys = np.empty((4, m))
+    last = np.empty(m, dtype=np.int64)
+    for j in range(m):
+        d = members[rows[j]]
+        keys[0, j] = score[rows[j]]
+        keys[1, j] = hits[d] / label_sizes[d] if label_sizes[d] > 0 else 0.0
+        keys[2, j] = hits[d] / n_query if n_query > 0 else 0.0
+        keys[3, j] = bm25[d]
+        last[j] = id_rank[d]
+    top = _sorted_rows(keys, last, min(k, m))
+    return members[rows[top]], keys[0, top]
+
+
+@njit(cache=True, nogil=True)
+def _eq6_whole_index(w_indptr, w_indices, w_data, w_label, terms, x_indptr, x_indices, x_terms, label_sizes,
+                     id_rank, n_query, k, w_cov, bm25, hits):
+    """:func:`eq6_top_k` over the whole index for a query whose postings cover much of it: dense
+    sums and one branch-free pass of Eq. 6 over every document, no list of touched ones. A document
+    the query misses scores (0 - low) / (high - low) like every other, the value the sparse path
+    gives the pool's untouched members, and falls to id order by the same keys."""
+    n_docs = bm25.size
+    for c in terms:
+        for p in range(w_indptr[c], w_indptr[c + 1]):
+            d = w_indices[p]
+            bm25[d] += w_data[p]
+            hits[d] += w_label[p]
+    for c in x_terms:
+        for p in range(x_indptr[c], x_indptr[c + 1]):
+            hits[x_indices[p]] += 1.0
+    low, high = _low_high(bm25, n_docs)
+    score = np.empty(n_docs)
+    for d in range(n_docs):
+        score[d] = _eq6(bm25[d], hits[d], label_sizes[d], n_query, n_query > 0, low, high, w_cov)
+    out, scores = _ranked_rows(score, np.arange(n_docs), hits, bm25, label_sizes, n_query, id_rank, min(k, n_docs))
+    bm25[:] = 0.0
+    hits[:] = 0.0
+    return out, scores
+
+
+@njit(cache=True, nogil=True)
+def eq6_top_k(w_indptr, w_indices, w_data, w_label, terms, x_indptr, x_indices, x_terms, label_sizes,
               id_rank, by_id, n_query, k, pool_size, w_cov, bm25, hits, seen, touched):
     """Eq. 6's top k over the pool, as ``Retriever._rescore_with_coverage`` ranks it.
 
+    ``w_label``: 1 where a posting's term is in its document's label; ``x_*``: the label postings
+    the documents' text lacks, and the query's columns of them (see :func:`_gather`).
     ``pool_size`` 0: the pool is the whole index; otherwise the BM25 top ``pool_size`` (ties by
     document order, documents without a query term after in document order). ``by_id``: the
     documents in id order (``argsort(id_rank)``). Returns document numbers and scores.
     """
     n_docs = bm25.size
-    n_bm25, n_all = _gather(w_indptr, w_indices, w_data, terms, l_indptr, l_indices, label_terms,
+    if pool_size == 0 and n_docs > 0 and 8 * (_postings(w_indptr, terms) + _postings(x_indptr, x_terms)) >= n_docs:
+        return _eq6_whole_index(w_indptr, w_indices, w_data, w_label, terms, x_indptr, x_indices, x_terms,
+                                label_sizes, id_rank, n_query, k, w_cov, bm25, hits)
+    n_bm25, n_all = _gather(w_indptr, w_indices, w_data, w_label, terms, x_indptr, x_indices, x_terms, True,
                             bm25, hits, seen, touched)
     positive = touched[:n_bm25]
 
@@ -239,10 +383,10 @@ def eq6_top_k(w_indptr, w_indices, w_data, terms, l_indptr, l_indices, label_ter
     else:
         n_pool = min(pool_size, n_docs)
         if n_bm25 >= n_pool:
-            keys = np.empty((1, n_bm25))
+            values = np.empty(n_bm25)
             for i in range(n_bm25):
-                keys[0, i] = bm25[positive[i]]
-            members = positive[_top_rows(keys, positive, n_bm25, n_pool, False)]
+                values[i] = bm25[positive[i]]
+            members = positive[_top_set(values, positive, n_pool)]
         else:  # every positive, then the first documents without BM25 score in document order
             zeros = np.empty(n_pool - n_bm25, dtype=np.int64)
             filled = 0
@@ -269,30 +413,18 @@ def eq6_top_k(w_indptr, w_indices, w_data, terms, l_indptr, l_indices, label_ter
     if n < n_pool:  # the pool holds documents of BM25 score 0
         low = min(low, 0.0)
         high = max(high, 0.0)
-    with_cov = n_query > 0 and label_terms.size > 0
-    # rows: Eq. 6's score, |Q∩L|/|L|, |Q∩L|/|Q|, raw BM25 -- the sort keys, most significant first
-    keys = np.empty((4, n))
-    last = np.empty(n, dtype=np.int64)
+    with_cov = n_query > 0  # an empty query covers nothing (and divides by nothing)
+    score = np.empty(n)
     for i in range(n):
-        d = members[i]
-        raw = bm25[d]
-        cov_label = hits[d] / label_sizes[d] if label_sizes[d] > 0 else 0.0
-        cov_query = hits[d] / n_query if with_cov else 0.0
-        bm25_hat = (raw - low) / (high - low) if high > low else 1.0
-        keys[0, i] = bm25_hat + w_cov * (cov_label + cov_query)
-        keys[1, i] = cov_label
-        keys[2, i] = cov_query
-        keys[3, i] = raw
-        last[i] = id_rank[d]
-
+        score[i] = _eq6(bm25[members[i]], hits[members[i]], label_sizes[members[i]], n_query, with_cov,
+                        low, high, w_cov)
     k = min(k, n_pool)
-    rows = _top_rows(keys, last, n, k, True)
+    ranked, ranked_scores = _ranked_rows(score, members, hits, bm25, label_sizes, n_query, id_rank, k)
     out = np.empty(k, dtype=np.int64)
     scores = np.empty(k)
-    for i in range(rows.size):
-        out[i] = members[rows[i]]
-        scores[i] = keys[0, rows[i]]
-    filled = rows.size
+    out[: ranked.size] = ranked
+    scores[: ranked.size] = ranked_scores
+    filled = ranked.size
     if filled < k:
         # Pool members without a query term: BM25 0, coverage 0, all one score below every
         # touched member's, so they follow in id order.
@@ -327,7 +459,7 @@ def bm25_top_k_many(indptr, indices, data, terms, term_ends, k, sums, hits, seen
 
 
 @njit(cache=True, nogil=True)
-def eq6_top_k_many(w_indptr, w_indices, w_data, terms, term_ends, l_indptr, l_indices, label_terms, label_ends,
+def eq6_top_k_many(w_indptr, w_indices, w_data, w_label, terms, term_ends, x_indptr, x_indices, x_terms, x_ends,
                    label_sizes, id_rank, by_id, n_query, k, pool_size, w_cov, bm25, hits, seen, touched):
     """:func:`eq6_top_k` for many queries in one call (terms and label terms cut as in
     :func:`bm25_top_k_many`; ``n_query`` per query). Rows of documents and of scores."""
@@ -335,10 +467,10 @@ def eq6_top_k_many(w_indptr, w_indices, w_data, terms, term_ends, l_indptr, l_in
     k = min(k, n_pool)
     out = np.empty((term_ends.size, k), dtype=np.int64)
     scores = np.empty((term_ends.size, k))
-    start = label_start = 0
+    start = x_start = 0
     for q in range(term_ends.size):
-        out[q], scores[q] = eq6_top_k(w_indptr, w_indices, w_data, terms[start:term_ends[q]], l_indptr, l_indices,
-                                      label_terms[label_start:label_ends[q]], label_sizes, id_rank, by_id,
+        out[q], scores[q] = eq6_top_k(w_indptr, w_indices, w_data, w_label, terms[start:term_ends[q]], x_indptr,
+                                      x_indices, x_terms[x_start:x_ends[q]], label_sizes, id_rank, by_id,
                                       n_query[q], k, pool_size, w_cov, bm25, hits, seen, touched)
-        start, label_start = term_ends[q], label_ends[q]
+        start, x_start = term_ends[q], x_ends[q]
     return out, scores
