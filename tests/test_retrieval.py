@@ -171,3 +171,20 @@ def test_coverage_rescoring_sorts_only_the_head_yet_equals_a_full_sort(seed):
         score = hat + cov_label + cov_query
         full = np.lexsort((part.id_rank, -bm25, -cov_query, -cov_label, -score))[:20]
         assert retriever.search(query, "t").ids == tuple(part.ids[i] for i in full)
+
+
+@pytest.mark.data
+@pytest.mark.slow
+def test_the_retrieval_bench_compares_the_same_lists_with_bm25s_and_rank_bm25():
+    """`fhs bench retrieval`'s side-by-side run on real data: every scorer timed, and every list of
+    ours equal to the reference's (rank-bm25), to bm25s's up to float32 ties, and the deployed
+    search's to the numpy scorer's. Speeds are printed, never asserted."""
+    from fhs.bench.retrieval import bench_retrieval
+
+    report = bench_retrieval("fincl", limit=300, n_queries=60, n_reference=5, repeats=1)
+    for key in ("qps_deployed", "qps_deployed_batched", "qps_bm25", "qps_bm25s_numba", "qps_bm25s_numpy",
+                "qps_rank_bm25"):
+        assert report[key] > 0, key
+    assert report["top200_deployed_equal_numpy_scorer"] == 1.0
+    assert report["top200_bm25_equal_rank_bm25"] == 1.0
+    assert report["top200_bm25_equal_bm25s_up_to_ties"] == 1.0

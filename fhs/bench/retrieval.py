@@ -191,3 +191,22 @@ def bench_retrieval(dataset: str, *, data: str | Path | None = None, limit: int 
         "retrieval_config": {"k1": ours.k1, "b": ours.b, "top_k": k,
                              "pool_multiplier": full.config.pool_multiplier, "w_cov": full.config.w_cov},
     }
+
+
+def format_retrieval_bench(result: dict) -> str:
+    """The queries/s of :func:`bench_retrieval` side by side, for a reader (the JSON keeps every figure)."""
+    rows = [("ours, deployed search (BM25 + Eq. 6 coverage), a call a query", "qps_deployed"),
+            ("ours, deployed search, batched (search_many, an LLM-free run's path)", "qps_deployed_batched"),
+            ("ours, BM25 alone", "qps_bm25"),
+            ("bm25s numba, BM25 alone, 1 thread", "qps_bm25s_numba"),
+            ("bm25s numpy, BM25 alone", "qps_bm25s_numpy"),
+            ("rank-bm25, BM25 alone", "qps_rank_bm25")]
+    same = ("yes" if result[key] == 1.0 else f"{result[key]:.1%}" for key in (
+        "top200_deployed_equal_numpy_scorer", "top200_bm25_equal_rank_bm25", "top200_bm25_equal_bm25s_up_to_ties"))
+    lines = [f"queries/s, {result['taxonomy']} ({result['index_datatype']} index, {result['index_documents']:,} "
+             f"documents; {result['queries']:,} queries, median of {result['repeats']}):"]
+    lines += [f"  {title:<72} {result[key]:>10,.1f}" for title, key in rows]
+    lines.append(f"deployed / bm25s numba: {result['deployed_over_bm25s_numba']:.2f} (batched "
+                 f"{result['deployed_batched_over_bm25s_numba']:.2f}); top-200 lists identical: deployed and the "
+                 "numpy scorer {}, our BM25 and rank-bm25 {}, ours and bm25s up to float32 ties {}".format(*same))
+    return "\n".join(lines)

@@ -283,13 +283,14 @@ def cmd_bench(args: argparse.Namespace) -> dict:
     if args.what == "llm":
         return cmd_bench_llm(args)
     from fhs.bench.dense import bench_dense
-    from fhs.bench.retrieval import bench_retrieval
+    from fhs.bench.retrieval import bench_retrieval, format_retrieval_bench
 
     if not args.dataset or len(args.dataset) != 1:
         raise InputError("bench retrieval takes one --dataset", field="dataset", fix=f"one of {names(DATASETS)}")
     if args.retriever == DEFAULT_RETRIEVER:
         result = bench_retrieval(args.dataset[0], data=args.data, limit=args.limit,
                                  n_queries=args.queries or 2000, n_reference=args.reference_queries)
+        print(format_retrieval_bench(result), file=sys.stderr)  # stdout keeps the JSON alone
     else:
         result = bench_dense(args.dataset[0], retriever=args.retriever, model=args.dense_model, data=args.data,
                              limit=args.limit, n_queries=args.queries or 200, embed_limit=args.embed_limit)
