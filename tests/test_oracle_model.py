@@ -189,3 +189,29 @@ def test_what_a_request_is_about_leaves_its_cache_key_alone():
     bare = Request(messages=(Message("user", "judge these"),), purpose="verifier")
     about = Request(messages=bare.messages, purpose="verifier", fact_id="a1", shown=("Revenues", "CostOfRevenue"))
     assert cache_key("openai", "m", bare) == cache_key("openai", "m", about)
+
+
+@pytest.mark.data
+@pytest.mark.slow
+def test_oracle_runs_split_between_processes_write_the_records_of_one(tmp_path, monkeypatch):
+    """The oracle forks safely (pure Python, draws hashed from the request): FinCL's first 120 facts with
+    noise, in one process and in two, give the same records in the same order."""
+    from fhs.run import runner
+
+    monkeypatch.setattr(runner, "FORK_MIN_FACTS", 50)
+    forks = []
+    forked = runner._forked
+    monkeypatch.setattr(runner, "_forked", lambda *a: forks.append(a[2]) or forked(*a))
+    experiment = load_experiment("fincl", progress=False, limit=120)
+    model = ModelChoice.resolve("paper", backend="oracle", oracle_noise="hypotheses=0.25,verdicts=0.1")
+    records = {}
+    for processes in ("1", "2"):
+        monkeypatch.setenv(runner.PROCESSES_ENV, processes)
+        out = tmp_path / processes
+        RunSpec(dataset="fincl", method="fhs", model=model).execute(experiment, experiment.facts, out_dir=out,
+                                                                   progress=False)
+        records[processes] = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
+        for record in records[processes]:
+            assert record.pop("wall_seconds") >= 0
+    assert forks == [2]
+    assert records["2"] == records["1"] and len(records["1"]) == 120

@@ -107,6 +107,10 @@ def query_text(concept: Concept) -> str:
 class OracleModel:
     """The ``LLM`` protocol answered from the facts' gold (module docstring); no latency, no tokens."""
 
+    # pure Python, and each draw a hash of the seed and the request: a forked copy answers alike,
+    # so a run over many facts may split them between processes (fhs.run.runner.run_processes)
+    fork_safe = True
+
     def __init__(self, facts: Iterable[Fact], taxonomy: Taxonomy, domain: Domain,
                  noise: OracleNoise = OracleNoise()) -> None:
         self.facts = {fact.id: fact for fact in facts}

@@ -183,7 +183,8 @@ _FORKED: tuple[Sequence[Task], Callable[[Task], list]] | None = None  # what for
 
 
 def run_processes(jobs: Sequence[RunJob], n_facts: int, processes: int | None = None) -> int:
-    """Processes for these runs: one per core where no run asks a model and every retriever forks safely.
+    """Processes for these runs: one per core where no run asks a model (or only one that answers
+    in pure Python and says it forks safely, the oracle) and every retriever forks safely.
 
     A model (in process or over HTTP) already keeps the cores or a server busy. BM25 with the
     coverage term is pure Python and numpy on one core, so chapter 1's full-split runs would
@@ -196,7 +197,8 @@ def run_processes(jobs: Sequence[RunJob], n_facts: int, processes: int | None = 
         return 1
     if processes is None:
         processes = int(os.environ.get(PROCESSES_ENV, "0")) or len(os.sched_getaffinity(0))
-    forkable = all(job.ctx.llm is None and getattr(job.ctx.retriever, "fork_safe", False) for job in jobs)
+    forkable = all((job.ctx.llm is None or getattr(job.ctx.llm, "fork_safe", False))
+                   and getattr(job.ctx.retriever, "fork_safe", False) for job in jobs)
     return processes if processes > 1 and n_facts >= FORK_MIN_FACTS and forkable else 1
 
 
