@@ -40,7 +40,8 @@ KINDS = ("cold-book", "tests")
 REQUIRED = {"kind": str, "date": str, "commit": str, "profile": str, "command": str, "machine": dict,
             "conditions": dict, "steps": list, "totals": dict}
 DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-STEP_LABELS = {"install": "install (with the one-time llama.cpp compile)", "html": "provenance and HTML",
+STEP_LABELS = {"install": "install (with the one-time llama.cpp compile)", "provenance": "provenance page",
+               "html": "HTML (earlier builds: with the provenance page)",
                "pytest": "pytest", "book": "make book (chapters not timed apart)"}
 
 
@@ -162,12 +163,20 @@ def tokens_text(totals: Mapping[str, Any]) -> str:
     return f"{totals['prompt_tokens']:,} / {totals.get('reply_tokens', 0):,}"
 
 
+def step_order(step: str) -> tuple[int, str]:
+    """Install first, the chapters by number, then the provenance page and the HTML."""
+    tail = ("provenance", "html")
+    if step == "install":
+        return (0, step)
+    return (2 + tail.index(step), step) if step in tail else (1, step)
+
+
 def steps_table(records: Sequence[Mapping[str, Any]]) -> list[str]:
     """The time table: minutes per step, one column per build that timed its chapters apart."""
     chosen = [r for r in records if len(r["steps"]) > 3]
     if not chosen:
         return []
-    steps = list(dict.fromkeys(s["step"] for r in chosen for s in r["steps"]))
+    steps = sorted(dict.fromkeys(s["step"] for r in chosen for s in r["steps"]), key=step_order)
     rows = [[STEP_LABELS.get(step, step.replace("_", " "))]
             + [minutes(step_seconds(r, step)) for r in chosen] for step in steps]
     rows.append(["**total**"] + [f"**{minutes(r['totals']['seconds'])}**" for r in chosen])
@@ -215,7 +224,7 @@ def render(records: Sequence[Mapping[str, Any]]) -> str:
     table = steps_table(builds)
     if table:
         lines += ["## Time per step", "",
-                  "Minutes per step of each build that timed its chapters apart (chapters in the order they ran).",
+                  "Minutes per step of each build that timed its chapters apart (chapters by number).",
                   "", *table, ""]
     if tests:
         lines += ["## The test suite", "",
