@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import threading
 from itertools import chain, repeat
+from operator import itemgetter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -96,7 +97,8 @@ class BM25Index:
 
     def term_ids(self, tokens: Iterable[str]) -> np.ndarray:
         """Distinct known term ids of a query (unknown terms contribute nothing)."""
-        ids = {self.vocabulary[t] for t in tokens if t in self.vocabulary}
+        ids = set(map(self.vocabulary.get, tokens))
+        ids.discard(None)
         return np.fromiter(sorted(ids), dtype=np.int64, count=len(ids))
 
     def scores(self, tokens: Iterable[str]) -> np.ndarray:
@@ -203,7 +205,9 @@ def label_postings(index: BM25Index, labels: sparse.csc_matrix,
 def _ranking(ids: Sequence[str], positions: np.ndarray, scores: np.ndarray) -> Ranking:
     """A Ranking of ``ids[positions]`` with ``scores``, converted in bulk: the same Python floats as
     one ``float()`` per element, without a Python loop over numpy scalars."""
-    return Ranking(tuple([ids[i] for i in positions.tolist()]), tuple(scores.tolist()))
+    picked = positions.tolist()
+    chosen = itemgetter(*picked)(ids) if len(picked) > 1 else tuple(ids[i] for i in picked)
+    return Ranking(chosen, tuple(scores.tolist()))
 
 
 @dataclass

@@ -20,6 +20,12 @@ import numpy as np
 from numba import njit
 
 
+def _kernel(**options):
+    """Compiled once and cached on disk. Division by zero is IEEE's (numpy's error model): every
+    division here is guarded, and without Python's zero check the compiler vectorizes the loops."""
+    return njit(cache=True, nogil=True, error_model="numpy", **options)
+
+
 class Scratch(threading.local):
     """Per-thread scratch arrays for one index size, zero between queries (the kernels restore them)."""
 
@@ -32,7 +38,7 @@ class Scratch(threading.local):
         return held
 
 
-@njit(cache=True, nogil=True)
+@_kernel()
 def _ones(indptr, indices, columns, sums, seen, touched, n_touched, mark):
     """Add 1.0 per posting of the columns into ``sums``; record each new document once."""
     for c in columns:
@@ -46,7 +52,7 @@ def _ones(indptr, indices, columns, sums, seen, touched, n_touched, mark):
     return n_touched
 
 
-@njit(cache=True, nogil=True)
+@_kernel()
 def _postings(indptr, columns):
     total = 0
     for c in columns:
@@ -54,7 +60,7 @@ def _postings(indptr, columns):
     return total
 
 
-@njit(cache=True, nogil=True)
+@_kernel()
 def _gather(w_indptr, w_indices, w_data, w_label, terms, x_indptr, x_indices, x_terms, with_labels,
             bm25, hits, seen, touched):
     """BM25 sums and label hits of the documents a query touches: ``touched[:n_bm25]`` have a BM25
@@ -68,7 +74,7 @@ def _gather(w_indptr, w_indices, w_data, w_label, terms, x_indptr, x_indices, x_
     query with few postings records each new document as it goes.
     """
     n_docs = bm25.size
-    if 8 * (_postings(w_indptr, terms) + _postings(x_indptr, x_terms)) < n_docs:
+    if 1 * (_postings(w_indptr, terms) + _postings(x_indptr, x_terms)) < n_docs:
         n = 0
         for c in terms:
             for p in range(w_indptr[c], w_indptr[c + 1]):
@@ -109,7 +115,7 @@ def _gather(w_indptr, w_indices, w_data, w_label, terms, x_indptr, x_indices, x_
     return n_bm25, n
 
 
-@njit(cache=True, nogil=True)
+@_kernel()
 def _before(keys, last, i, j):
     """Whether row i ranks before row j: ``keys`` descending (row 0 first), then ``last`` ascending."""
     for m in range(keys.shape[0]):
@@ -118,7 +124,7 @@ def _before(keys, last, i, j):
     return last[i] < last[j]
 
 
-@njit(cache=True, nogil=True)
+@_kernel()
 def _sift_down(heap, size, at, keys, last):
     """Restore the heap below ``at``; the root is the row that ranks last."""
     while True:
@@ -133,7 +139,7 @@ def _sift_down(heap, size, at, keys, last):
         at = child
 
 
-@njit(cache=True, nogil=True)
+@_kernel()
 def _low_high(values, n):
     """The smallest and the largest of ``values[:n]`` (n at least 1)."""
     low = values[0]
@@ -144,7 +150,22 @@ def _low_high(values, n):
     return low, high
 
 
-@njit(cache=True, nogil=True)
+@_kernel()
+def _low_high_nonnegative(values, n):
+    """:func:`_low_high` of values that are all +0.0 or above (BM25 sums): their bit patterns order
+    as integers do, and an integer minimum and maximum vectorize where a float one does not."""
+    bits = values[:n].view(np.int64)
+    low = bits[0]
+    high = low
+    for i in range(1, n):
+        b = bits[i]
+        low = b if b < low else low
+        high = b if b > high else high
+    pair = np.array([low, high]).view(np.float64)
+    return pair[0], pair[1]
+
+
+@_kernel()
 def _candidates(first, n, k):
     """Rows whose first key may be among the k largest: those in or above the histogram bin that
     holds the k-th largest (the binning is monotone, so no row of the top k is left out)."""
@@ -170,7 +191,7 @@ def _candidates(first, n, k):
     return rows
 
 
-@njit(cache=True, nogil=True)
+@_kernel()
 def _top_rows(keys, last, n, k, ordered):
     """The k rows of ``keys[:, :n]`` that rank first (keys descending, ``last`` ascending), through a
     heap of k over the rows a histogram of the first key leaves in; in rank order when ``ordered``.
@@ -199,7 +220,7 @@ def _top_rows(keys, last, n, k, ordered):
     return heap
 
 
-@njit(cache=True, nogil=True)
+@_kernel()
 def _reset(touched, n_touched, a, b, seen):
     for i in range(n_touched):
         d = touched[i]
@@ -208,7 +229,7 @@ def _reset(touched, n_touched, a, b, seen):
         seen[d] = 0
 
 
-@njit(cache=True, nogil=True)
+@_kernel()
 def bm25_top_k(indptr, indices, data, terms, k, sums, hits, seen, touched):
     """``bm25.top_k_order(BM25Index.scores(...), k)`` and the scores, from the postings alone."""
     n_docs = sums.size
@@ -233,7 +254,7 @@ def bm25_top_k(indptr, indices, data, terms, k, sums, hits, seen, touched):
     return out, scores
 
 
-@njit(cache=True, nogil=True, inline="always")
+@_kernel(inline="always")
 def _eq6(raw, hit, label_size, n_query, with_cov, low, high, w_cov):
     """Eq. 6 for one pool member: range-normalised BM25 plus w_cov times the two coverages."""
     cov_label = hit / label_size if label_size > 0 else 0.0
@@ -242,8 +263,62 @@ def _eq6(raw, hit, label_size, n_query, with_cov, low, high, w_cov):
     return bm25_hat + w_cov * (cov_label + cov_query)
 
 
-@njit(cache=True, nogil=True)
+@_kernel()
+def _at_least(values, threshold):
+    """How many of ``values`` are at least ``threshold`` (a pass the compiler vectorizes)."""
+    count = 0
+    for i in range(values.size):
+        count += values[i] >= threshold
+    return count
+
+
+@_kernel()
+def _threshold(values, k, floor, ceiling):
+    """A value t such that at least k of ``values`` are at least t and not many more: bisection of
+    [floor, ceiling] (which holds every value) by counting passes, stopped when the count is
+    within k and 5k/4 or the interval stops shrinking."""
+    low, high = floor, ceiling  # at least k values are >= low; fewer than k are >= high
+    if _at_least(values, high) >= k:
+        return high
+    for _ in range(40):
+        middle = 0.5 * (low + high)
+        if not low < middle < high:
+            break
+        count = _at_least(values, middle)
+        if count >= k:
+            low = middle
+            if 4 * count <= 5 * k:
+                break
+        else:
+            high = middle
+    return low
+
+
+@_kernel()
 def _top_set(values, last, k):
+    """The k rows that rank first by ``values`` (BM25 sums, +0.0 or above) descending, then ``last``
+    ascending, in no order.
+
+    Counting passes (which the compiler vectorizes) first bisect the values' range for a
+    threshold that at least k and at most 5k/4 rows reach; only those rows are binned and
+    sorted (:func:`_top_set_binned`). A pool of 2,000 among 14,000 touched documents costs a few
+    passes over the values instead of a binning of all of them."""
+    n = values.size
+    if k >= n or n <= 2 * k:
+        return _top_set_binned(values, last, k)
+    low, high = _low_high_nonnegative(values, n)
+    cut = _threshold(values, k, low, high)
+    rows = np.empty(_at_least(values, cut), dtype=np.int64)
+    j = 0
+    for i in range(n):
+        if values[i] >= cut:
+            rows[j] = i
+            j += 1
+    return rows[_top_set_binned(values[rows], last[rows], k)]
+
+
+@_kernel()
+def _top_set_binned(values, last, k):
     """The k rows that rank first by ``values`` descending, then ``last`` ascending, in no order:
     every row of a histogram bin above the one that holds the k-th value, and the best of that bin
     (sorted by both keys; only that bin is sorted)."""
@@ -251,7 +326,7 @@ def _top_set(values, last, k):
     if k >= n:
         return np.arange(n)
     bins = 1024
-    low, high = _low_high(values, n)
+    low, high = _low_high_nonnegative(values, n)
     if not high > low:  # all tied: the k first by ``last``
         return np.argsort(last, kind="mergesort")[:k]
     scale = (bins - 1) / (high - low)
@@ -281,7 +356,7 @@ def _top_set(values, last, k):
     return out
 
 
-@njit(cache=True, nogil=True)
+@_kernel()
 def _sorted_rows(keys, last, k):
     """The k rows of ``keys`` that rank first, in rank order, for a few hundred rows: one sort on
     the first key, then each run of equal first keys put in order by all keys (insertion sort for
@@ -311,12 +386,18 @@ def _sorted_rows(keys, last, k):
     return order[:k]
 
 
-@njit(cache=True, nogil=True)
+@_kernel()
 def _ranked_rows(score, members, hits, bm25, label_sizes, n_query, id_rank, k):
     """The k members that rank first by Eq. 6's ``score`` (one per member), then |Q∩L|/|L|, |Q∩L|/|Q|,
     raw BM25 and id: the tie-break keys are built only for the rows a histogram of the score leaves in."""
     n = members.size
     rows = _candidates(score, n, k) if n > 2 * k else np.arange(n)
+    return _rank_rows(rows, score, members, hits, bm25, label_sizes, n_query, id_rank, k)
+
+
+@_kernel()
+def _rank_rows(rows, score, members, hits, bm25, label_sizes, n_query, id_rank, k):
+    """The k of ``rows`` (a superset of the top k) in rank order, and their scores."""
     m = rows.size
     keys = np.empty((4, m))
     last = np.empty(m, dtype=np.int64)
@@ -331,11 +412,14 @@ def _ranked_rows(score, members, hits, bm25, label_sizes, n_query, id_rank, k):
     return members[rows[top]], keys[0, top]
 
 
-@njit(cache=True, nogil=True)
+@_kernel()
 def _eq6_whole_index(w_indptr, w_indices, w_data, w_label, terms, x_indptr, x_indices, x_terms, label_sizes,
                      id_rank, n_query, k, w_cov, bm25, hits):
     """:func:`eq6_top_k` over the whole index for a query whose postings cover much of it: dense
-    sums and one branch-free pass of Eq. 6 over every document, no list of touched ones. A document
+    sums, Eq. 6 for every document in one pass the compiler vectorizes (its three divisions are
+    most of the work), then the rows at or above a threshold found by counting passes go on to
+    the tie-break keys. The bisection starts from the range Eq. 6 can take (BM25 normalised to
+    [0, 1], each coverage in [0, 1]), so no pass has to find the scores' range first. A document
     the query misses scores (0 - low) / (high - low) like every other, the value the sparse path
     gives the pool's untouched members, and falls to id order by the same keys."""
     n_docs = bm25.size
@@ -347,17 +431,31 @@ def _eq6_whole_index(w_indptr, w_indices, w_data, w_label, terms, x_indptr, x_in
     for c in x_terms:
         for p in range(x_indptr[c], x_indptr[c + 1]):
             hits[x_indices[p]] += 1.0
-    low, high = _low_high(bm25, n_docs)
+    low, high = _low_high_nonnegative(bm25, n_docs)
+    k = min(k, n_docs)
+    with_cov = n_query > 0
     score = np.empty(n_docs)
     for d in range(n_docs):
-        score[d] = _eq6(bm25[d], hits[d], label_sizes[d], n_query, n_query > 0, low, high, w_cov)
-    out, scores = _ranked_rows(score, np.arange(n_docs), hits, bm25, label_sizes, n_query, id_rank, min(k, n_docs))
+        score[d] = _eq6(bm25[d], hits[d], label_sizes[d], n_query, with_cov, low, high, w_cov)
+    # Coverage can pass 1 only through a label word counted twice; the bounds then widen to hold it.
+    floor = min(0.0, 2.0 * w_cov)
+    ceiling = 1.0 + max(0.0, 2.0 * w_cov)
+    cut = _threshold(score, k, floor, ceiling) if k > 0 else ceiling
+    if _at_least(score, cut) < k:  # a score outside the bounds after all: keep every row
+        cut = -np.inf
+    rows = np.empty(_at_least(score, cut), dtype=np.int64)
+    j = 0
+    for d in range(n_docs):
+        if score[d] >= cut:
+            rows[j] = d
+            j += 1
+    out, scores = _rank_rows(np.arange(j), score[rows], rows, hits, bm25, label_sizes, n_query, id_rank, k)
     bm25[:] = 0.0
     hits[:] = 0.0
     return out, scores
 
 
-@njit(cache=True, nogil=True)
+@_kernel()
 def eq6_top_k(w_indptr, w_indices, w_data, w_label, terms, x_indptr, x_indices, x_terms, label_sizes,
               id_rank, by_id, n_query, k, pool_size, w_cov, bm25, hits, seen, touched):
     """Eq. 6's top k over the pool, as ``Retriever._rescore_with_coverage`` ranks it.
@@ -444,7 +542,7 @@ def eq6_top_k(w_indptr, w_indices, w_data, w_label, terms, x_indptr, x_indices, 
     return out, scores
 
 
-@njit(cache=True, nogil=True)
+@_kernel()
 def bm25_top_k_many(indptr, indices, data, terms, term_ends, k, sums, hits, seen, touched):
     """:func:`bm25_top_k` for many queries in one call: query ``q``'s terms are
     ``terms[term_ends[q - 1]:term_ends[q]]``. Rows of documents and of scores, one per query."""
@@ -458,7 +556,7 @@ def bm25_top_k_many(indptr, indices, data, terms, term_ends, k, sums, hits, seen
     return out, scores
 
 
-@njit(cache=True, nogil=True)
+@_kernel()
 def eq6_top_k_many(w_indptr, w_indices, w_data, w_label, terms, term_ends, x_indptr, x_indices, x_terms, x_ends,
                    label_sizes, id_rank, by_id, n_query, k, pool_size, w_cov, bm25, hits, seen, touched):
     """:func:`eq6_top_k` for many queries in one call (terms and label terms cut as in
