@@ -27,7 +27,7 @@ from scipy import sparse
 from fhs.core.text import token_set, tokenize
 from fhs.data.taxonomy import Taxonomy
 from fhs.retrieval.index_cache import index_path, read_arrays, write_arrays
-from fhs.retrieval.sparse_top_k import Scratch, bm25_top_k, bm25_top_k_many, eq6_top_k, eq6_top_k_many
+from fhs.retrieval.sparse_top_k import MAX_LABEL_WORDS, Scratch, bm25_top_k, bm25_top_k_many, eq6_top_k, eq6_top_k_many
 
 
 @dataclass(frozen=True)
@@ -108,7 +108,7 @@ class BM25Index:
             return np.zeros(self.n_docs)
         return column_sums(self.weights, terms)
 
-    def scratch(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def scratch(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """This thread's scratch arrays for the compiled kernels (``sparse_top_k``)."""
         held = self.__dict__.get("_scratch")  # set lazily: ``_Partition.from_parts`` skips __init__
         if held is None:
@@ -316,6 +316,11 @@ class Retriever:
             (np.ones(len(rows)), (np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64))),
             shape=(len(positions), len(vocabulary)),
         )
+        label_sizes = np.asarray(labels.sum(axis=1)).ravel()
+        if label_sizes.size and label_sizes.max() > MAX_LABEL_WORDS:
+            longest = concepts[positions[int(label_sizes.argmax())]].id
+            raise ValueError(f"concept {longest!r}: its label has {int(label_sizes.max()):,} distinct words; "
+                             f"Eq. 6's kernels count label hits up to {MAX_LABEL_WORDS:,} (shorten the label)")
         ids = [concepts[p].id for p in positions]
         id_rank = np.empty(len(ids), dtype=np.int64)
         id_rank[np.argsort(np.asarray(ids, dtype=object).astype(str), kind="stable")] = np.arange(len(ids))
@@ -324,7 +329,7 @@ class Retriever:
             ids=ids,
             index=index,
             labels=labels,
-            label_sizes=np.asarray(labels.sum(axis=1)).ravel(),
+            label_sizes=label_sizes,
             label_vocabulary=vocabulary,
             id_rank=id_rank,
         )

@@ -26,29 +26,32 @@ def _kernel(**options):
     return njit(cache=True, nogil=True, error_model="numpy", **options)
 
 
-class Scratch(threading.local):
-    """Per-thread scratch arrays for one index size, zero between queries (the kernels restore them)."""
+MAX_LABEL_WORDS = np.iinfo(np.uint16).max  # label hits count in uint16: a document's hits <= its label's words
 
-    def arrays(self, n_docs: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+
+class Scratch(threading.local):
+    """Per-thread scratch arrays for one index size, zero between queries (the kernels restore them):
+    BM25 sums, label hits (uint16: a fifth of the float array's cache lines) and the touched documents.
+    A document is touched when its BM25 sum or its hits are above zero (BM25 weights are positive)."""
+
+    def arrays(self, n_docs: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         held = getattr(self, "held", None)
         if held is None or held[0].size != n_docs:
-            held = (np.zeros(n_docs), np.zeros(n_docs), np.zeros(n_docs, dtype=np.uint8),
-                    np.zeros(n_docs, dtype=np.int64))
+            held = (np.zeros(n_docs), np.zeros(n_docs, dtype=np.uint16), np.zeros(n_docs, dtype=np.int64))
             self.held = held
         return held
 
 
 @_kernel()
-def _ones(indptr, indices, columns, sums, seen, touched, n_touched, mark):
-    """Add 1.0 per posting of the columns into ``sums``; record each new document once."""
+def _label_only(indptr, indices, columns, bm25, hits, touched, n_touched):
+    """Add a hit per label posting of the columns; record each document not touched before."""
     for c in columns:
         for p in range(indptr[c], indptr[c + 1]):
             d = indices[p]
-            if seen[d] == 0:
-                seen[d] = mark
+            if bm25[d] == 0.0 and hits[d] == 0:
                 touched[n_touched] = d
                 n_touched += 1
-            sums[d] += 1.0
+            hits[d] += 1
     return n_touched
 
 
@@ -62,9 +65,9 @@ def _postings(indptr, columns):
 
 @_kernel()
 def _gather(w_indptr, w_indices, w_data, w_label, terms, x_indptr, x_indices, x_terms, with_labels,
-            bm25, hits, seen, touched):
+            bm25, hits, touched):
     """BM25 sums and label hits of the documents a query touches: ``touched[:n_bm25]`` have a BM25
-    score (``seen`` 1), ``touched[n_bm25:n_all]`` label hits only (``seen`` 2). Returns both counts.
+    score, ``touched[n_bm25:n_all]`` label hits only. Returns both counts.
 
     Label hits come with the BM25 postings: ``w_label[p]`` is 1 where posting p's term is in its
     document's label (``with_labels``), so one pass over the postings gives both sums; ``x_*``
@@ -79,14 +82,13 @@ def _gather(w_indptr, w_indices, w_data, w_label, terms, x_indptr, x_indices, x_
         for c in terms:
             for p in range(w_indptr[c], w_indptr[c + 1]):
                 d = w_indices[p]
-                if seen[d] == 0:
-                    seen[d] = 1
+                if bm25[d] == 0.0:
                     touched[n] = d
                     n += 1
                 bm25[d] += w_data[p]
                 if with_labels:
                     hits[d] += w_label[p]
-        return n, _ones(x_indptr, x_indices, x_terms, hits, seen, touched, n, 2)
+        return n, _label_only(x_indptr, x_indices, x_terms, bm25, hits, touched, n)
     if with_labels:
         for c in terms:
             for p in range(w_indptr[c], w_indptr[c + 1]):
@@ -99,17 +101,15 @@ def _gather(w_indptr, w_indices, w_data, w_label, terms, x_indptr, x_indices, x_
                 bm25[w_indices[p]] += w_data[p]
     for c in x_terms:
         for p in range(x_indptr[c], x_indptr[c + 1]):
-            hits[x_indices[p]] += 1.0
+            hits[x_indices[p]] += 1
     n = 0
     for d in range(n_docs):
         if bm25[d] > 0.0:
-            seen[d] = 1
             touched[n] = d
             n += 1
     n_bm25 = n
     for d in range(n_docs):
-        if hits[d] > 0.0 and seen[d] == 0:
-            seen[d] = 2
+        if hits[d] > 0 and bm25[d] == 0.0:
             touched[n] = d
             n += 1
     return n_bm25, n
@@ -221,21 +221,20 @@ def _top_rows(keys, last, n, k, ordered):
 
 
 @_kernel()
-def _reset(touched, n_touched, a, b, seen):
+def _reset(touched, n_touched, bm25, hits):
     for i in range(n_touched):
         d = touched[i]
-        a[d] = 0.0
-        b[d] = 0.0
-        seen[d] = 0
+        bm25[d] = 0.0
+        hits[d] = 0
 
 
 @_kernel()
-def bm25_top_k(indptr, indices, data, terms, k, sums, hits, seen, touched):
+def bm25_top_k(indptr, indices, data, terms, k, sums, hits, touched):
     """``bm25.top_k_order(BM25Index.scores(...), k)`` and the scores, from the postings alone."""
     n_docs = sums.size
     k = min(k, n_docs)
     no_labels = np.empty(0, dtype=np.uint8)
-    n, _ = _gather(indptr, indices, data, no_labels, terms, indptr, indices, terms[:0], False, sums, hits, seen, touched)
+    n, _ = _gather(indptr, indices, data, no_labels, terms, indptr, indices, terms[:0], False, sums, hits, touched)
     keys = np.empty((1, n))
     for i in range(n):
         keys[0, i] = sums[touched[i]]
@@ -245,12 +244,12 @@ def bm25_top_k(indptr, indices, data, terms, k, sums, hits, seen, touched):
     filled = ranked.size
     d = 0
     while filled < k:  # documents without a query term, in document order
-        if seen[d] == 0:
+        if sums[d] == 0.0:
             out[filled] = d
             filled += 1
         d += 1
     scores = sums[out]
-    _reset(touched, n, sums, hits, seen)
+    _reset(touched, n, sums, hits)
     return out, scores
 
 
@@ -430,7 +429,7 @@ def _eq6_whole_index(w_indptr, w_indices, w_data, w_label, terms, x_indptr, x_in
             hits[d] += w_label[p]
     for c in x_terms:
         for p in range(x_indptr[c], x_indptr[c + 1]):
-            hits[x_indices[p]] += 1.0
+            hits[x_indices[p]] += 1
     low, high = _low_high_nonnegative(bm25, n_docs)
     k = min(k, n_docs)
     with_cov = n_query > 0
@@ -451,13 +450,13 @@ def _eq6_whole_index(w_indptr, w_indices, w_data, w_label, terms, x_indptr, x_in
             j += 1
     out, scores = _rank_rows(np.arange(j), score[rows], rows, hits, bm25, label_sizes, n_query, id_rank, k)
     bm25[:] = 0.0
-    hits[:] = 0.0
+    hits[:] = 0
     return out, scores
 
 
 @_kernel()
 def eq6_top_k(w_indptr, w_indices, w_data, w_label, terms, x_indptr, x_indices, x_terms, label_sizes,
-              id_rank, by_id, n_query, k, pool_size, w_cov, bm25, hits, seen, touched):
+              id_rank, by_id, n_query, k, pool_size, w_cov, bm25, hits, touched):
     """Eq. 6's top k over the pool, as ``Retriever._rescore_with_coverage`` ranks it.
 
     ``w_label``: 1 where a posting's term is in its document's label; ``x_*``: the label postings
@@ -471,7 +470,7 @@ def eq6_top_k(w_indptr, w_indices, w_data, w_label, terms, x_indptr, x_indices, 
         return _eq6_whole_index(w_indptr, w_indices, w_data, w_label, terms, x_indptr, x_indices, x_terms,
                                 label_sizes, id_rank, n_query, k, w_cov, bm25, hits)
     n_bm25, n_all = _gather(w_indptr, w_indices, w_data, w_label, terms, x_indptr, x_indices, x_terms, True,
-                            bm25, hits, seen, touched)
+                            bm25, hits, touched)
     positive = touched[:n_bm25]
 
     rest = np.empty(0, dtype=np.int64)  # pool members without a query term, in id order
@@ -490,12 +489,12 @@ def eq6_top_k(w_indptr, w_indices, w_data, w_label, terms, x_indptr, x_indices, 
             filled = 0
             d = 0
             while filled < zeros.size:
-                if seen[d] != 1:
+                if bm25[d] == 0.0:
                     zeros[filled] = d
                     filled += 1
                 d += 1
-            members = np.concatenate((positive, zeros[seen[zeros] == 2]))
-            rest = zeros[seen[zeros] == 0]
+            members = np.concatenate((positive, zeros[hits[zeros] > 0]))
+            rest = zeros[hits[zeros] == 0]
             rest = rest[np.argsort(id_rank[rest], kind="mergesort")]
 
     n = members.size
@@ -532,18 +531,18 @@ def eq6_top_k(w_indptr, w_indices, w_data, w_label, terms, x_indptr, x_indices, 
             i = 0
             while filled < k:
                 d = by_id[i]
-                if seen[d] == 0:
+                if bm25[d] == 0.0 and hits[d] == 0:
                     out[filled] = d
                     filled += 1
                 i += 1
         else:
             out[filled:] = rest[: k - filled]
-    _reset(touched, n_all, bm25, hits, seen)
+    _reset(touched, n_all, bm25, hits)
     return out, scores
 
 
 @_kernel()
-def bm25_top_k_many(indptr, indices, data, terms, term_ends, k, sums, hits, seen, touched):
+def bm25_top_k_many(indptr, indices, data, terms, term_ends, k, sums, hits, touched):
     """:func:`bm25_top_k` for many queries in one call: query ``q``'s terms are
     ``terms[term_ends[q - 1]:term_ends[q]]``. Rows of documents and of scores, one per query."""
     k = min(k, sums.size)
@@ -551,14 +550,14 @@ def bm25_top_k_many(indptr, indices, data, terms, term_ends, k, sums, hits, seen
     scores = np.empty((term_ends.size, k))
     start = 0
     for q in range(term_ends.size):
-        out[q], scores[q] = bm25_top_k(indptr, indices, data, terms[start:term_ends[q]], k, sums, hits, seen, touched)
+        out[q], scores[q] = bm25_top_k(indptr, indices, data, terms[start:term_ends[q]], k, sums, hits, touched)
         start = term_ends[q]
     return out, scores
 
 
 @_kernel()
 def eq6_top_k_many(w_indptr, w_indices, w_data, w_label, terms, term_ends, x_indptr, x_indices, x_terms, x_ends,
-                   label_sizes, id_rank, by_id, n_query, k, pool_size, w_cov, bm25, hits, seen, touched):
+                   label_sizes, id_rank, by_id, n_query, k, pool_size, w_cov, bm25, hits, touched):
     """:func:`eq6_top_k` for many queries in one call (terms and label terms cut as in
     :func:`bm25_top_k_many`; ``n_query`` per query). Rows of documents and of scores."""
     n_pool = bm25.size if pool_size == 0 else min(pool_size, bm25.size)
@@ -569,6 +568,6 @@ def eq6_top_k_many(w_indptr, w_indices, w_data, w_label, terms, term_ends, x_ind
     for q in range(term_ends.size):
         out[q], scores[q] = eq6_top_k(w_indptr, w_indices, w_data, w_label, terms[start:term_ends[q]], x_indptr,
                                       x_indices, x_terms[x_start:x_ends[q]], label_sizes, id_rank, by_id,
-                                      n_query[q], k, pool_size, w_cov, bm25, hits, seen, touched)
+                                      n_query[q], k, pool_size, w_cov, bm25, hits, touched)
         start, x_start = term_ends[q], x_ends[q]
     return out, scores
