@@ -8,6 +8,7 @@ import pytest
 from fhs.data.evidence import direct_query
 from fhs.data.taxonomy import Concept, Taxonomy
 from fhs.retrieval.bm25 import RetrievalConfig, Retriever
+from fhs.retrieval.sparse_top_k import MAX_LABEL_WORDS
 from fhs.run.inputs import load_experiment
 
 
@@ -192,3 +193,11 @@ def test_query_columns_of_a_batch_are_each_querys_own():
     for query, start, end in zip(queries, starts, ends):
         assert columns[start:end].tolist() == sorted(vocabulary[t] for t in query if t in vocabulary)
     assert query_columns(vocabulary, [])[0].size == 0
+
+
+def test_a_label_longer_than_the_hit_counters_is_refused_by_name():
+    words = " ".join(f"w{i}" for i in range(MAX_LABEL_WORDS + 1))
+    taxonomy = Taxonomy("toy", [Concept(id="short", label="w1 w2", datatype="a", definition=""),
+                                Concept(id="endless", label=words, datatype="a", definition="")])
+    with pytest.raises(ValueError, match=r"concept 'endless': its label has 65,536 distinct words"):
+        Retriever(taxonomy, RetrievalConfig(top_k=2)).search("w1", "a")
