@@ -272,6 +272,18 @@ def _at_least(values, threshold):
 
 
 @_kernel()
+def _rows_at_least(values, threshold):
+    """The rows of ``values`` at or above ``threshold``, in order."""
+    rows = np.empty(_at_least(values, threshold), dtype=np.int64)
+    j = 0
+    for i in range(values.size):
+        if values[i] >= threshold:
+            rows[j] = i
+            j += 1
+    return rows
+
+
+@_kernel()
 def _threshold(values, k, floor, ceiling):
     """A value t such that at least k of ``values`` are at least t and not many more: bisection of
     [floor, ceiling] (which holds every value) by counting passes, stopped when the count is
@@ -306,13 +318,7 @@ def _top_set(values, last, k):
     if k >= n or n <= 2 * k:
         return _top_set_binned(values, last, k)
     low, high = _low_high_nonnegative(values, n)
-    cut = _threshold(values, k, low, high)
-    rows = np.empty(_at_least(values, cut), dtype=np.int64)
-    j = 0
-    for i in range(n):
-        if values[i] >= cut:
-            rows[j] = i
-            j += 1
+    rows = _rows_at_least(values, _threshold(values, k, low, high))
     return rows[_top_set_binned(values[rows], last[rows], k)]
 
 
@@ -436,19 +442,13 @@ def _eq6_whole_index(w_indptr, w_indices, w_data, w_label, terms, x_indptr, x_in
     score = np.empty(n_docs)
     for d in range(n_docs):
         score[d] = _eq6(bm25[d], hits[d], label_sizes[d], n_query, with_cov, low, high, w_cov)
-    # Coverage can pass 1 only through a label word counted twice; the bounds then widen to hold it.
-    floor = min(0.0, 2.0 * w_cov)
+    floor = min(0.0, 2.0 * w_cov)  # each coverage is in [0, 1]: a label word counts once
     ceiling = 1.0 + max(0.0, 2.0 * w_cov)
     cut = _threshold(score, k, floor, ceiling) if k > 0 else ceiling
     if _at_least(score, cut) < k:  # a score outside the bounds after all: keep every row
         cut = -np.inf
-    rows = np.empty(_at_least(score, cut), dtype=np.int64)
-    j = 0
-    for d in range(n_docs):
-        if score[d] >= cut:
-            rows[j] = d
-            j += 1
-    out, scores = _rank_rows(np.arange(j), score[rows], rows, hits, bm25, label_sizes, n_query, id_rank, k)
+    rows = _rows_at_least(score, cut)
+    out, scores = _rank_rows(np.arange(rows.size), score[rows], rows, hits, bm25, label_sizes, n_query, id_rank, k)
     bm25[:] = 0.0
     hits[:] = 0
     return out, scores
