@@ -267,6 +267,22 @@ def test_clip():
     assert clip("abc", 0) == ""
 
 
+def test_the_vocabulary_tokenizes_as_llama_cpp_pythons_own_call():
+    """QwenVocab calls llama.cpp's tokenizer directly (a buffer a byte long): the same ids as
+    ``Llama.tokenize``, on empty, whitespace, non-ASCII and long text."""
+    from fhs.llm.tokens import QwenVocab
+
+    vocab = QwenVocab(copies=1)
+    llama = vocab._free.get()
+    vocab._free.put(llama)
+    texts = ["", " ", "\n\n", "héllo wörld ✓ 中文 🙂", "[12] A01.1 | Paratyphoid fever A\n" * 40,
+             "Revenue From Contract With Customer Excluding Assessed Tax " * 300]
+    for text in texts:
+        own = list(llama.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+        assert vocab.tokenize(text) == own
+        assert vocab.count(text) == len(own)
+
+
 # ---- real data: the paper's selector over 200 candidates fits a 32k window --------------------
 
 @pytest.mark.data
