@@ -103,15 +103,15 @@ def _gather(w_indptr, w_indices, w_data, w_label, terms, x_indptr, x_indices, x_
         for p in range(x_indptr[c], x_indptr[c + 1]):
             hits[x_indices[p]] += 1
     n = 0
-    for d in range(n_docs):
-        if bm25[d] > 0.0:
-            touched[n] = d
-            n += 1
+    for d in range(n_docs):  # branch-free: a document about half the queries touch is no guess
+        touched[n] = d  # n <= d, so always in bounds; kept only if touched
+        n += bm25[d] > 0.0
     n_bm25 = n
-    for d in range(n_docs):
-        if hits[d] > 0 and bm25[d] == 0.0:
-            touched[n] = d
-            n += 1
+    if x_terms.size:  # only label words the text lacks give hits without a BM25 score
+        for d in range(n_docs):
+            if hits[d] > 0 and bm25[d] == 0.0:
+                touched[n] = d
+                n += 1
     return n_bm25, n
 
 
@@ -273,14 +273,13 @@ def _at_least(values, threshold):
 
 @_kernel()
 def _rows_at_least(values, threshold):
-    """The rows of ``values`` at or above ``threshold``, in order."""
-    rows = np.empty(_at_least(values, threshold), dtype=np.int64)
+    """The rows of ``values`` at or above ``threshold``, in order (branch-free, into one spare slot)."""
+    rows = np.empty(_at_least(values, threshold) + 1, dtype=np.int64)
     j = 0
     for i in range(values.size):
-        if values[i] >= threshold:
-            rows[j] = i
-            j += 1
-    return rows
+        rows[j] = i
+        j += values[i] >= threshold
+    return rows[:j]
 
 
 @_kernel()
