@@ -9,7 +9,7 @@ import pytest
 from fhs.bench.retrieval import reference_bm25, reference_top_k
 from fhs.core.text import tokenize
 from fhs.data.taxonomy import Concept, Taxonomy
-from fhs.retrieval.bm25 import BM25Index, RetrievalConfig, Retriever, top_k_order
+from fhs.retrieval.bm25 import BM25Index, Ranking, RetrievalConfig, Retriever, top_k_order
 
 # Scores are sums of a few float64 products; both implementations compute the
 # same terms in a different order, so they agree to rounding.
@@ -188,3 +188,15 @@ def test_the_retrieval_bench_compares_the_same_lists_with_bm25s_and_rank_bm25():
     assert report["top200_deployed_equal_numpy_scorer"] == 1.0
     assert report["top200_bm25_equal_rank_bm25"] == 1.0
     assert report["top200_bm25_equal_bm25s_up_to_ties"] == 1.0
+
+
+def test_a_ranking_given_a_numpy_row_reads_as_the_tuple_of_floats_it_stands_for():
+    import pickle
+
+    row = np.array([2.5, 1.0, 0.25])
+    lazy, eager = Ranking(("a", "b", "c"), row), Ranking(("a", "b", "c"), (2.5, 1.0, 0.25))
+    assert lazy == eager and hash(lazy) == hash(eager) and repr(lazy) == repr(eager)
+    assert type(lazy.scores) is tuple and all(type(s) is float for s in lazy.scores)
+    assert pickle.loads(pickle.dumps(Ranking(("a",), np.array([1.0])))) == Ranking(("a",), (1.0,))
+    with pytest.raises(AttributeError, match="immutable"):
+        lazy.ids = ("z",)

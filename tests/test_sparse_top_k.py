@@ -157,7 +157,7 @@ def test_label_flags_and_extra_postings_hold_every_label_word_once():
     columns = np.repeat(np.arange(part.index.weights.shape[1]), np.diff(part.index.weights.indptr))
     terms = {i: t for t, i in part.index.vocabulary.items()}
     label_terms = {i: t for t, i in part.label_vocabulary.items()}
-    flagged = {(int(d), terms[int(c)]) for d, c, f in zip(part.index.weights.indices, columns, part.in_label) if f}
+    flagged = {(int(d), terms[int(c)]) for d, c, f in zip(part.index.weights.indices, columns, part.postings >> 31) if f}
     extra = part.label_extra.tocoo()
     added = {(int(d), label_terms[int(c)]) for d, c in zip(extra.row, extra.col)}
     labels = part.labels.tocoo()
@@ -201,3 +201,19 @@ def test_a_label_longer_than_the_hit_counters_is_refused_by_name():
                                 Concept(id="endless", label=words, datatype="a", definition="")])
     with pytest.raises(ValueError, match=r"concept 'endless': its label has 65,536 distinct words"):
         Retriever(taxonomy, RetrievalConfig(top_k=2)).search("w1", "a")
+
+
+def test_rows_ranked_by_counting_come_in_the_order_a_sort_gives():
+    """The counted ranks (short lists), with runs of equal first keys short and long, against the sort."""
+    import numpy as np
+
+    from fhs.retrieval.sparse_top_k import _sorted_rows, _sorted_rows_by_sort
+
+    rng = np.random.default_rng(7)
+    for trial in range(400):
+        m = int(rng.integers(1, 600))
+        levels = int(rng.choice([2, 10, 50, 10_000]))  # few levels: long runs of ties
+        keys = np.round(rng.random((4, m)) * [[levels], [3], [3], [3]])
+        last = rng.permutation(m)
+        k = int(rng.integers(1, m + 1))
+        assert np.array_equal(_sorted_rows(keys, last, k), _sorted_rows_by_sort(keys, last, k)), trial

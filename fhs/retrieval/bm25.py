@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import threading
 from itertools import chain, repeat
-from operator import itemgetter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -27,7 +26,8 @@ from scipy import sparse
 from fhs.core.text import token_set, tokenize
 from fhs.data.taxonomy import Taxonomy
 from fhs.retrieval.index_cache import index_path, read_arrays, write_arrays
-from fhs.retrieval.sparse_top_k import MAX_LABEL_WORDS, Scratch, bm25_top_k, bm25_top_k_many, eq6_top_k, eq6_top_k_many
+from fhs.retrieval.sparse_top_k import (DOCUMENT_MASK, LABEL_BIT, MAX_LABEL_WORDS, Scratch, bm25_top_k, bm25_top_k_many,
+                                        eq6_top_k, eq6_top_k_many)
 
 
 @dataclass(frozen=True)
@@ -41,12 +41,45 @@ class RetrievalConfig:
     type_filter: bool = True
 
 
-@dataclass(frozen=True)
 class Ranking:
-    """An ordered candidate list for one query: concept ids, best first, with scores."""
+    """An ordered candidate list for one query: concept ids, best first, with scores.
 
+    Immutable. ``scores`` may be given as a numpy row: it becomes a tuple of floats on first
+    read, since most lists (an LLM-free run's, every fused one) are read for their ids alone
+    and 200 Python floats a query were a tenth of a batched search.
+    """
+
+    __slots__ = ("ids", "_scores")
     ids: tuple[str, ...]
-    scores: tuple[float, ...]
+
+    def __init__(self, ids: tuple[str, ...], scores: "tuple[float, ...] | np.ndarray") -> None:
+        object.__setattr__(self, "ids", ids)
+        object.__setattr__(self, "_scores", scores)
+
+    @property
+    def scores(self) -> tuple[float, ...]:
+        held = self._scores
+        if not isinstance(held, tuple):
+            held = tuple(held.tolist())
+            object.__setattr__(self, "_scores", held)
+        return held
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"Ranking is immutable: cannot set {name!r}")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Ranking):
+            return NotImplemented
+        return self.ids == other.ids and self.scores == other.scores
+
+    def __hash__(self) -> int:
+        return hash((self.ids, self.scores))
+
+    def __repr__(self) -> str:
+        return f"Ranking(ids={self.ids!r}, scores={self.scores!r})"
+
+    def __reduce__(self):
+        return Ranking, (self.ids, self.scores)
 
     def rank_of(self, concept_ids: Iterable[str]) -> int | None:
         """1-based rank of the first of ``concept_ids`` in the list, or None."""
@@ -96,10 +129,14 @@ class BM25Index:
         self.weights = weights.tocsc()
 
     def term_ids(self, tokens: Iterable[str]) -> np.ndarray:
-        """Distinct known term ids of a query (unknown terms contribute nothing)."""
-        ids = set(map(self.vocabulary.get, tokens))
-        ids.discard(None)
-        return np.fromiter(sorted(ids), dtype=np.int64, count=len(ids))
+        """Distinct known term ids of a query, ascending (unknown terms contribute nothing)."""
+        if isinstance(tokens, (set, frozenset)):  # distinct already: no set to build
+            ids = [i for i in map(self.vocabulary.get, tokens) if i is not None]
+            ids.sort()
+            return np.array(ids, dtype=np.int64)
+        distinct = set(map(self.vocabulary.get, tokens))
+        distinct.discard(None)
+        return np.fromiter(sorted(distinct), dtype=np.int64, count=len(distinct))
 
     def scores(self, tokens: Iterable[str]) -> np.ndarray:
         """BM25 score of every document for a query (deduplicated tokens)."""
@@ -176,9 +213,10 @@ def query_columns(vocabulary: dict[str, int], token_sets: Sequence[Iterable[str]
 def label_postings(index: BM25Index, labels: sparse.csc_matrix,
                    label_vocabulary: dict[str, int]) -> tuple[np.ndarray, sparse.csc_matrix]:
     """Eq. 6's label hits folded into the BM25 postings, so one pass over a query's postings counts
-    both: a flag per posting of ``index.weights`` (1 where the term is in the document's label),
-    and the label postings whose term the document's own text lacks (``labels``' columns; in the
-    shipped taxonomies none), which the kernels add apart."""
+    both: the document number of each posting of ``index.weights`` (uint32) with bit
+    ``LABEL_BIT`` set where the term is in the document's label, and the label postings whose
+    term the document's own text lacks (``labels``' columns; in the shipped taxonomies none),
+    which the kernels add apart."""
     weights, shape = index.weights, index.weights.shape
     to_index = np.full(len(label_vocabulary), -1, dtype=np.int64)  # label column -> index column
     for term, column in label_vocabulary.items():
@@ -199,15 +237,16 @@ def label_postings(index: BM25Index, labels: sparse.csc_matrix,
     missing[label_in_index.multiply(postings.sign()).tocsc().data.astype(np.int64) - 1] = False
     extra = sparse.csc_matrix((np.ones(int(missing.sum())), (label.row[missing], label.col[missing])),
                               shape=labels.shape)
-    return in_label, extra
+    if shape[0] > DOCUMENT_MASK:
+        raise ValueError(f"{shape[0]:,} documents in one index: the flagged postings hold up to {DOCUMENT_MASK:,}")
+    flagged = weights.indices.astype(np.uint32) | (in_label.astype(np.uint32) << np.uint32(LABEL_BIT))
+    return flagged, extra
 
 
-def _ranking(ids: Sequence[str], positions: np.ndarray, scores: np.ndarray) -> Ranking:
-    """A Ranking of ``ids[positions]`` with ``scores``, converted in bulk: the same Python floats as
-    one ``float()`` per element, without a Python loop over numpy scalars."""
-    picked = positions.tolist()
-    chosen = itemgetter(*picked)(ids) if len(picked) > 1 else tuple(ids[i] for i in picked)
-    return Ranking(chosen, tuple(scores.tolist()))
+def _ranking(ids: np.ndarray, positions: np.ndarray, scores: np.ndarray) -> Ranking:
+    """A Ranking of ``ids[positions]`` (an object array of ids) with ``scores`` (floats on first
+    read), the ids taken in bulk without a Python loop over numpy scalars."""
+    return Ranking(tuple(ids[positions].tolist()), scores)
 
 
 @dataclass
@@ -226,7 +265,7 @@ class _Partition:
         self.by_id = np.argsort(self.id_rank, kind="stable")  # documents in id order
         self.id_array = np.empty(len(self.ids), dtype=object)  # ids by document, taken many rows at once
         self.id_array[:] = self.ids
-        self.in_label, self.label_extra = label_postings(self.index, self.labels, self.label_vocabulary)
+        self.postings, self.label_extra = label_postings(self.index, self.labels, self.label_vocabulary)
 
     def label_columns(self, tokens: Iterable[str]) -> np.ndarray:
         """The query's columns of ``label_extra``: none to look up when no label word is missing from its text."""
@@ -390,13 +429,13 @@ class Retriever:
             order, scores = part.index.top_k(tokens, k)
         else:
             weights, extra = part.index.weights, part.label_extra
-            order, scores = eq6_top_k(weights.indptr, weights.indices, weights.data, part.in_label,
+            order, scores = eq6_top_k(weights.indptr, part.postings, weights.data,
                                       part.index.term_ids(tokens), extra.indptr, extra.indices,
                                       part.label_columns(tokens), part.label_sizes, part.id_rank, part.by_id,
                                       len(tokens), k,
                                       k * self.config.pool_multiplier, float(self.config.w_cov),
                                       *part.index.scratch())
-        return _ranking(part.ids, order, scores)
+        return _ranking(part.id_array, order, scores)
 
     def search_many(self, queries: Sequence[str], datatypes: Sequence[str | None] | None = None,
                     top_k: int | None = None) -> list[Ranking]:
@@ -424,15 +463,15 @@ class Retriever:
                 extra = part.label_extra
                 sizes = np.fromiter(map(len, mine), dtype=np.int64, count=len(mine))
                 no_extra = (_NO_COLUMNS, np.zeros(len(mine), dtype=np.int64))
-                order, scores = eq6_top_k_many(w.indptr, w.indices, w.data, part.in_label, *as_array, extra.indptr,
+                order, scores = eq6_top_k_many(w.indptr, part.postings, w.data, *as_array, extra.indptr,
                                                extra.indices,
                                                *(query_columns(part.label_vocabulary, mine) if extra.nnz else no_extra),
                                                part.label_sizes,
                                                part.id_rank, part.by_id, sizes, k,
                                                k * self.config.pool_multiplier, float(self.config.w_cov),
                                                *index.scratch())
-            for i, ids, row in zip(members, part.id_array[order].tolist(), scores.tolist()):
-                out[i] = Ranking(tuple(ids), tuple(row))
+            for i, ids, row in zip(members, part.id_array[order].tolist(), scores):
+                out[i] = Ranking(tuple(ids), row)
         return out  # type: ignore[return-value]
 
     def search_numpy(self, query: str, datatype: str | None = None, top_k: int | None = None) -> Ranking:
@@ -444,7 +483,7 @@ class Retriever:
         bm25 = part.index.scores(tokens)
         if self.config.w_cov <= 0:
             order = top_k_order(bm25, k)
-            return _ranking(part.ids, order, bm25[order])
+            return _ranking(part.id_array, order, bm25[order])
         return self._rescore_with_coverage(part, tokens, bm25, k)
 
     def _rescore_with_coverage(self, part: _Partition, tokens: set[str], bm25: np.ndarray, k: int) -> Ranking:
@@ -465,7 +504,7 @@ class Retriever:
         # Sort: score, cov_label, cov_query, raw bm25 (all descending), then id ascending.
         order = keep[np.lexsort((part.id_rank[pool[keep]], -pool_bm25[keep], -cov_query[keep], -cov_label[keep],
                                  -score[keep]))][:k]
-        return _ranking(part.ids, pool[order], score[order])
+        return _ranking(part.id_array, pool[order], score[order])
 
     @staticmethod
     def coverage(part: _Partition, tokens: set[str], pool: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -27,6 +27,8 @@ def _kernel(**options):
 
 
 MAX_LABEL_WORDS = np.iinfo(np.uint16).max  # label hits count in uint16: a document's hits <= its label's words
+LABEL_BIT = 31  # a posting's document number fills the bits below; the top bit flags a label word
+DOCUMENT_MASK = (1 << LABEL_BIT) - 1
 
 
 class Scratch(threading.local):
@@ -64,13 +66,26 @@ def _postings(indptr, columns):
 
 
 @_kernel()
-def _gather(w_indptr, w_indices, w_data, w_label, terms, x_indptr, x_indices, x_terms, with_labels,
+def _add_postings(w_indptr, w_postings, w_data, terms, bm25, hits):
+    """BM25 sums and label hits of the terms' flagged postings (see :func:`_gather`). The flag in
+    the document number's top bit, rather than in an array beside it, made this pass a third faster."""
+    for c in terms:
+        for p in range(w_indptr[c], w_indptr[c + 1]):
+            posting = w_postings[p]
+            d = posting & DOCUMENT_MASK
+            bm25[d] += w_data[p]
+            hits[d] += posting >> LABEL_BIT
+
+
+@_kernel()
+def _gather(w_indptr, w_postings, w_data, terms, x_indptr, x_indices, x_terms, with_labels,
             bm25, hits, touched):
     """BM25 sums and label hits of the documents a query touches: ``touched[:n_bm25]`` have a BM25
     score, ``touched[n_bm25:n_all]`` label hits only. Returns both counts.
 
-    Label hits come with the BM25 postings: ``w_label[p]`` is 1 where posting p's term is in its
-    document's label (``with_labels``), so one pass over the postings gives both sums; ``x_*``
+    Label hits come with the BM25 postings: ``w_postings[p]`` is posting p's document number with
+    bit ``LABEL_BIT`` set where its term is in the document's label (``with_labels``; plain document
+    numbers otherwise), so one pass over the postings gives both sums; ``x_*``
     holds the label terms a document's own text lacks (usually none). A query with postings for a
     good share of the index adds them without bookkeeping and finds the touched documents in one
     pass over the index (BM25 weights are positive, so a score above 0 means a shared term); a
@@ -81,24 +96,21 @@ def _gather(w_indptr, w_indices, w_data, w_label, terms, x_indptr, x_indices, x_
         n = 0
         for c in terms:
             for p in range(w_indptr[c], w_indptr[c + 1]):
-                d = w_indices[p]
+                posting = w_postings[p]
+                d = posting & DOCUMENT_MASK
                 if bm25[d] == 0.0:
                     touched[n] = d
                     n += 1
                 bm25[d] += w_data[p]
                 if with_labels:
-                    hits[d] += w_label[p]
+                    hits[d] += posting >> LABEL_BIT
         return n, _label_only(x_indptr, x_indices, x_terms, bm25, hits, touched, n)
     if with_labels:
-        for c in terms:
-            for p in range(w_indptr[c], w_indptr[c + 1]):
-                d = w_indices[p]
-                bm25[d] += w_data[p]
-                hits[d] += w_label[p]
+        _add_postings(w_indptr, w_postings, w_data, terms, bm25, hits)
     else:
         for c in terms:
             for p in range(w_indptr[c], w_indptr[c + 1]):
-                bm25[w_indices[p]] += w_data[p]
+                bm25[w_postings[p] & DOCUMENT_MASK] += w_data[p]
     for c in x_terms:
         for p in range(x_indptr[c], x_indptr[c + 1]):
             hits[x_indices[p]] += 1
@@ -233,8 +245,7 @@ def bm25_top_k(indptr, indices, data, terms, k, sums, hits, touched):
     """``bm25.top_k_order(BM25Index.scores(...), k)`` and the scores, from the postings alone."""
     n_docs = sums.size
     k = min(k, n_docs)
-    no_labels = np.empty(0, dtype=np.uint8)
-    n, _ = _gather(indptr, indices, data, no_labels, terms, indptr, indices, terms[:0], False, sums, hits, touched)
+    n, _ = _gather(indptr, indices, data, terms, indptr, indices, terms[:0], False, sums, hits, touched)
     keys = np.empty((1, n))
     for i in range(n):
         keys[0, i] = sums[touched[i]]
@@ -272,9 +283,10 @@ def _at_least(values, threshold):
 
 
 @_kernel()
-def _rows_at_least(values, threshold):
-    """The rows of ``values`` at or above ``threshold``, in order (branch-free, into one spare slot)."""
-    rows = np.empty(_at_least(values, threshold) + 1, dtype=np.int64)
+def _rows_counted(values, threshold, count):
+    """The rows of ``values`` at or above ``threshold``, in order, given how many there are (the
+    count :func:`_threshold` made): branch-free, into one spare slot."""
+    rows = np.empty(count + 1, dtype=np.int64)
     j = 0
     for i in range(values.size):
         rows[j] = i
@@ -286,28 +298,32 @@ def _rows_at_least(values, threshold):
 def _threshold(values, k, floor, ceiling):
     """A value t such that at least k of ``values`` are at least t and not many more: bisection of
     [floor, ceiling] (which holds every value) by counting passes, stopped when the count is
-    within k and 5k/4 or the interval stops shrinking."""
+    within k and 5k/4 or the interval stops shrinking. Returns t and how many values reach it."""
     low, high = floor, ceiling  # at least k values are >= low; fewer than k are >= high
-    if _at_least(values, high) >= k:
-        return high
+    count = _at_least(values, high)
+    if count >= k:
+        return high, count
+    low_count = -1  # not counted yet
     for _ in range(40):
         middle = 0.5 * (low + high)
         if not low < middle < high:
             break
         count = _at_least(values, middle)
         if count >= k:
-            low = middle
+            low, low_count = middle, count
             if 4 * count <= 5 * k:
                 break
         else:
             high = middle
-    return low
+    if low_count < 0:
+        low_count = _at_least(values, low)
+    return low, low_count
 
 
 @_kernel()
-def _top_set(values, last, k):
-    """The k rows that rank first by ``values`` (BM25 sums, +0.0 or above) descending, then ``last``
-    ascending, in no order.
+def _top_set(values, last, k, high):
+    """The k rows that rank first by ``values`` (BM25 sums, +0.0 or above, at most ``high``)
+    descending, then ``last`` ascending, in no order.
 
     Counting passes (which the compiler vectorizes) first bisect the values' range for a
     threshold that at least k and at most 5k/4 rows reach; only those rows are binned and
@@ -316,8 +332,8 @@ def _top_set(values, last, k):
     n = values.size
     if k >= n or n <= 2 * k:
         return _top_set_binned(values, last, k)
-    low, high = _low_high_nonnegative(values, n)
-    rows = _rows_at_least(values, _threshold(values, k, low, high))
+    cut, count = _threshold(values, k, 0.0, high)
+    rows = _rows_counted(values, cut, count)
     return rows[_top_set_binned(values[rows], last[rows], k)]
 
 
@@ -362,11 +378,40 @@ def _top_set_binned(values, last, k):
 
 @_kernel()
 def _sorted_rows(keys, last, k):
-    """The k rows of ``keys`` that rank first, in rank order, for a few hundred rows: one sort on
-    the first key, then each run of equal first keys put in order by all keys (insertion sort for
-    a short run, stable sorts key by key for a long one: ties of the untouched documents)."""
+    """The k rows of ``keys`` that rank first, in rank order (keys descending, ``last`` ascending).
+
+    Up to a few hundred rows, each row's place by the first key is counted: how many rows have a
+    larger one (a comparison loop the compiler vectorizes, with no branch to mispredict); a sort
+    of the same 220 rows mispredicted about half its comparisons and took twice as long. Longer
+    lists are sorted. Either way each run of equal first keys is then put in order by all keys.
+    """
     m = keys.shape[1]
-    order = np.argsort(-keys[0])  # the first key descending; within a run of ties, any order yet
+    if m > 256:
+        order = np.argsort(-keys[0])  # the first key descending; within a run of ties, any order yet
+    else:
+        first = keys[0]
+        above = np.empty(m, dtype=np.int64)  # rows whose first key is larger: where its run starts
+        placed = np.zeros(m, dtype=np.int64)  # rows placed so far in the run starting there
+        for i in range(m):
+            value = first[i]
+            larger = 0
+            for j in range(m):
+                larger += first[j] > value
+            above[i] = larger
+        order = np.empty(m, dtype=np.int64)
+        for i in range(m):
+            order[above[i] + placed[above[i]]] = i
+            placed[above[i]] += 1
+    _order_runs(order, keys, last, k)
+    return order[:k]
+
+
+@_kernel()
+def _order_runs(order, keys, last, k):
+    """Put each run of equal first keys among ``order``'s first k rows in order by all keys
+    (insertion sort for a short run, stable sorts key by key for a long one: ties of the
+    untouched documents)."""
+    m = order.size
     i = 0
     while i < min(k, m):
         j = i + 1
@@ -387,6 +432,13 @@ def _sorted_rows(keys, last, k):
                     b -= 1
                 order[b + 1] = held
         i = j
+
+
+@_kernel()
+def _sorted_rows_by_sort(keys, last, k):
+    """:func:`_sorted_rows` by a sort at any length (the reference the tests hold the count to)."""
+    order = np.argsort(-keys[0])
+    _order_runs(order, keys, last, k)
     return order[:k]
 
 
@@ -417,7 +469,7 @@ def _rank_rows(rows, score, members, hits, bm25, label_sizes, n_query, id_rank, 
 
 
 @_kernel()
-def _eq6_whole_index(w_indptr, w_indices, w_data, w_label, terms, x_indptr, x_indices, x_terms, label_sizes,
+def _eq6_whole_index(w_indptr, w_postings, w_data, terms, x_indptr, x_indices, x_terms, label_sizes,
                      id_rank, n_query, k, w_cov, bm25, hits):
     """:func:`eq6_top_k` over the whole index for a query whose postings cover much of it: dense
     sums, Eq. 6 for every document in one pass the compiler vectorizes (its three divisions are
@@ -427,11 +479,7 @@ def _eq6_whole_index(w_indptr, w_indices, w_data, w_label, terms, x_indptr, x_in
     the query misses scores (0 - low) / (high - low) like every other, the value the sparse path
     gives the pool's untouched members, and falls to id order by the same keys."""
     n_docs = bm25.size
-    for c in terms:
-        for p in range(w_indptr[c], w_indptr[c + 1]):
-            d = w_indices[p]
-            bm25[d] += w_data[p]
-            hits[d] += w_label[p]
+    _add_postings(w_indptr, w_postings, w_data, terms, bm25, hits)
     for c in x_terms:
         for p in range(x_indptr[c], x_indptr[c + 1]):
             hits[x_indices[p]] += 1
@@ -443,10 +491,11 @@ def _eq6_whole_index(w_indptr, w_indices, w_data, w_label, terms, x_indptr, x_in
         score[d] = _eq6(bm25[d], hits[d], label_sizes[d], n_query, with_cov, low, high, w_cov)
     floor = min(0.0, 2.0 * w_cov)  # each coverage is in [0, 1]: a label word counts once
     ceiling = 1.0 + max(0.0, 2.0 * w_cov)
-    cut = _threshold(score, k, floor, ceiling) if k > 0 else ceiling
-    if _at_least(score, cut) < k:  # a score outside the bounds after all: keep every row
+    cut, count = _threshold(score, k, floor, ceiling) if k > 0 else (ceiling, _at_least(score, ceiling))
+    if count < k:  # a score outside the bounds after all: keep every row
         cut = -np.inf
-    rows = _rows_at_least(score, cut)
+        count = _at_least(score, cut)
+    rows = _rows_counted(score, cut, count)
     out, scores = _rank_rows(np.arange(rows.size), score[rows], rows, hits, bm25, label_sizes, n_query, id_rank, k)
     bm25[:] = 0.0
     hits[:] = 0
@@ -454,11 +503,11 @@ def _eq6_whole_index(w_indptr, w_indices, w_data, w_label, terms, x_indptr, x_in
 
 
 @_kernel()
-def eq6_top_k(w_indptr, w_indices, w_data, w_label, terms, x_indptr, x_indices, x_terms, label_sizes,
+def eq6_top_k(w_indptr, w_postings, w_data, terms, x_indptr, x_indices, x_terms, label_sizes,
               id_rank, by_id, n_query, k, pool_size, w_cov, bm25, hits, touched):
     """Eq. 6's top k over the pool, as ``Retriever._rescore_with_coverage`` ranks it.
 
-    ``w_label``: 1 where a posting's term is in its document's label; ``x_*``: the label postings
+    ``w_postings``: document numbers flagged where the term is in the label; ``x_*``: the label postings
     the documents' text lacks, and the query's columns of them (see :func:`_gather`).
     ``pool_size`` 0: the pool is the whole index; otherwise the BM25 top ``pool_size`` (ties by
     document order, documents without a query term after in document order). ``by_id``: the
@@ -466,9 +515,9 @@ def eq6_top_k(w_indptr, w_indices, w_data, w_label, terms, x_indptr, x_indices, 
     """
     n_docs = bm25.size
     if pool_size == 0 and n_docs > 0 and 8 * (_postings(w_indptr, terms) + _postings(x_indptr, x_terms)) >= n_docs:
-        return _eq6_whole_index(w_indptr, w_indices, w_data, w_label, terms, x_indptr, x_indices, x_terms,
+        return _eq6_whole_index(w_indptr, w_postings, w_data, terms, x_indptr, x_indices, x_terms,
                                 label_sizes, id_rank, n_query, k, w_cov, bm25, hits)
-    n_bm25, n_all = _gather(w_indptr, w_indices, w_data, w_label, terms, x_indptr, x_indices, x_terms, True,
+    n_bm25, n_all = _gather(w_indptr, w_postings, w_data, terms, x_indptr, x_indices, x_terms, True,
                             bm25, hits, touched)
     positive = touched[:n_bm25]
 
@@ -480,9 +529,12 @@ def eq6_top_k(w_indptr, w_indices, w_data, w_label, terms, x_indptr, x_indices, 
         n_pool = min(pool_size, n_docs)
         if n_bm25 >= n_pool:
             values = np.empty(n_bm25)
+            high = 0.0
             for i in range(n_bm25):
-                values[i] = bm25[positive[i]]
-            members = positive[_top_set(values, positive, n_pool)]
+                value = bm25[positive[i]]
+                values[i] = value
+                high = max(high, value)
+            members = positive[_top_set(values, positive, n_pool, high)]
         else:  # every positive, then the first documents without BM25 score in document order
             zeros = np.empty(n_pool - n_bm25, dtype=np.int64)
             filled = 0
@@ -497,23 +549,25 @@ def eq6_top_k(w_indptr, w_indices, w_data, w_label, terms, x_indptr, x_indices, 
             rest = rest[np.argsort(id_rank[rest], kind="mergesort")]
 
     n = members.size
+    raw = np.empty(n)  # the members' BM25, label hits and label sizes side by side: Eq. 6 then
+    hit = np.empty(n, dtype=np.uint16)  # runs over contiguous arrays (vectorized) instead of
+    size = np.empty(n)  # gathering three values a member from index-sized arrays
+    for i in range(n):
+        d = members[i]
+        raw[i] = bm25[d]
+        hit[i] = hits[d]
+        size[i] = label_sizes[d]
     low = 0.0
     high = 0.0
     if n > 0:
-        low = bm25[members[0]]
-        high = low
-        for i in range(1, n):
-            value = bm25[members[i]]
-            low = min(low, value)
-            high = max(high, value)
+        low, high = _low_high_nonnegative(raw, n)
     if n < n_pool:  # the pool holds documents of BM25 score 0
         low = min(low, 0.0)
         high = max(high, 0.0)
     with_cov = n_query > 0  # an empty query covers nothing (and divides by nothing)
     score = np.empty(n)
     for i in range(n):
-        score[i] = _eq6(bm25[members[i]], hits[members[i]], label_sizes[members[i]], n_query, with_cov,
-                        low, high, w_cov)
+        score[i] = _eq6(raw[i], hit[i], size[i], n_query, with_cov, low, high, w_cov)
     k = min(k, n_pool)
     ranked, ranked_scores = _ranked_rows(score, members, hits, bm25, label_sizes, n_query, id_rank, k)
     out = np.empty(k, dtype=np.int64)
@@ -555,7 +609,7 @@ def bm25_top_k_many(indptr, indices, data, terms, term_ends, k, sums, hits, touc
 
 
 @_kernel()
-def eq6_top_k_many(w_indptr, w_indices, w_data, w_label, terms, term_ends, x_indptr, x_indices, x_terms, x_ends,
+def eq6_top_k_many(w_indptr, w_postings, w_data, terms, term_ends, x_indptr, x_indices, x_terms, x_ends,
                    label_sizes, id_rank, by_id, n_query, k, pool_size, w_cov, bm25, hits, touched):
     """:func:`eq6_top_k` for many queries in one call (terms and label terms cut as in
     :func:`bm25_top_k_many`; ``n_query`` per query). Rows of documents and of scores."""
@@ -565,7 +619,7 @@ def eq6_top_k_many(w_indptr, w_indices, w_data, w_label, terms, term_ends, x_ind
     scores = np.empty((term_ends.size, k))
     start = x_start = 0
     for q in range(term_ends.size):
-        out[q], scores[q] = eq6_top_k(w_indptr, w_indices, w_data, w_label, terms[start:term_ends[q]], x_indptr,
+        out[q], scores[q] = eq6_top_k(w_indptr, w_postings, w_data, terms[start:term_ends[q]], x_indptr,
                                       x_indices, x_terms[x_start:x_ends[q]], label_sizes, id_rank, by_id,
                                       n_query[q], k, pool_size, w_cov, bm25, hits, touched)
         start, x_start = term_ends[q], x_ends[q]
