@@ -289,7 +289,8 @@ def cmd_bench(args: argparse.Namespace) -> dict:
         raise InputError("bench retrieval takes one --dataset", field="dataset", fix=f"one of {names(DATASETS)}")
     if args.retriever == DEFAULT_RETRIEVER:
         result = bench_retrieval(args.dataset[0], data=args.data, limit=args.limit,
-                                 n_queries=args.queries or 2000, n_reference=args.reference_queries)
+                                 n_queries=args.queries or 2000, n_reference=args.reference_queries,
+                                 repeats=args.repeats)
         print(format_retrieval_bench(result), file=sys.stderr)  # stdout keeps the JSON alone
     else:
         result = bench_dense(args.dataset[0], retriever=args.retriever, model=args.dense_model, data=args.data,
