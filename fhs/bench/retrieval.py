@@ -78,7 +78,7 @@ def _median_seconds(runs: dict[str, list[float]], name: str) -> float:
 
 def _paired_speedup(runs: dict[str, list[float]], ours: str, theirs: str) -> float:
     """The median over repetitions of their time over ours in the same repetition: a shared machine
-    slows whole repetitions (by 40% here at times), and a ratio within one cancels that."""
+    slows whole repetitions at a time, and a ratio within one cancels that."""
     return float(np.median(np.asarray(runs[theirs]) / np.asarray(runs[ours])))
 
 

@@ -46,7 +46,7 @@ class Ranking:
 
     Immutable. ``scores`` may be given as a numpy row: it becomes a tuple of floats on first
     read, since most lists (an LLM-free run's, every fused one) are read for their ids alone
-    and 200 Python floats a query were a tenth of a batched search.
+    and making a Python float of every score was a good share of a batched search.
     """
 
     __slots__ = ("ids", "_scores")
