@@ -221,7 +221,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--queries", type=_positive_int("queries"), default=None,
                        help="retrieval: queries timed (default 2000 for bm25, 200 for dense and hybrid)")
     bench.add_argument("--reference-queries", type=int, default=50, help="queries timed for rank-bm25")
-    bench.add_argument("--repeats", type=int, default=5,
+    bench.add_argument("--repeats", type=_positive_int("repeats"), default=5,
                        help="retrieval: interleaved repetitions of every timed scorer (the median is reported)")
     bench.add_argument("--retriever", choices=list(RETRIEVERS), default=DEFAULT_RETRIEVER,
                        help="retrieval: bm25 (against rank-bm25), or dense/hybrid measured beside BM25")

@@ -218,6 +218,8 @@ def label_postings(index: BM25Index, labels: sparse.csc_matrix,
     term the document's own text lacks (``labels``' columns; in the shipped taxonomies none),
     which the kernels add apart."""
     weights, shape = index.weights, index.weights.shape
+    if shape[0] > DOCUMENT_MASK:
+        raise ValueError(f"{shape[0]:,} documents in one index: the flagged postings hold up to {DOCUMENT_MASK:,}")
     to_index = np.full(len(label_vocabulary), -1, dtype=np.int64)  # label column -> index column
     for term, column in label_vocabulary.items():
         to_index[column] = index.vocabulary.get(term, -1)
@@ -237,8 +239,6 @@ def label_postings(index: BM25Index, labels: sparse.csc_matrix,
     missing[label_in_index.multiply(postings.sign()).tocsc().data.astype(np.int64) - 1] = False
     extra = sparse.csc_matrix((np.ones(int(missing.sum())), (label.row[missing], label.col[missing])),
                               shape=labels.shape)
-    if shape[0] > DOCUMENT_MASK:
-        raise ValueError(f"{shape[0]:,} documents in one index: the flagged postings hold up to {DOCUMENT_MASK:,}")
     flagged = weights.indices.astype(np.uint32) | (in_label.astype(np.uint32) << np.uint32(LABEL_BIT))
     return flagged, extra
 
