@@ -217,3 +217,24 @@ def test_rows_ranked_by_counting_come_in_the_order_a_sort_gives():
         last = rng.permutation(m)
         k = int(rng.integers(1, m + 1))
         assert np.array_equal(_sorted_rows(keys, last, k), _sorted_rows_by_sort(keys, last, k)), trial
+
+
+def test_the_pools_top_set_is_the_one_a_sort_gives():
+    """The BM25 pool's members (values descending, then ``last``): bisection to an edge of a few rows,
+    ties at the k-th value many or none, k near the row count and far below it, against a lexsort."""
+    import numpy as np
+
+    from fhs.retrieval.sparse_top_k import _top_set
+
+    rng = np.random.default_rng(11)
+    for trial in range(600):
+        n = int(rng.integers(1, 5000))
+        levels = int(rng.choice([1, 3, 40, 1000, 10**9]))  # one level: every value tied
+        values = np.round(rng.random(n) * levels) / levels * float(rng.choice([0.5, 7.0, 30.0]))
+        if trial % 5 == 0:
+            values[rng.random(n) < 0.3] = 0.0
+        last = rng.permutation(n * 2)[:n]
+        k = int(rng.choice([1, n, max(1, n // 7), int(rng.integers(1, n + 1))]))
+        expected = np.lexsort((last, -values))[:k]
+        got = _top_set(values, last, k, float(values.max()))
+        assert sorted(got.tolist()) == sorted(expected.tolist()), trial

@@ -39,7 +39,7 @@ class Scratch(threading.local):
     def arrays(self, n_docs: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         held = getattr(self, "held", None)
         if held is None or held[0].size != n_docs:
-            held = (np.zeros(n_docs), np.zeros(n_docs, dtype=np.uint16), np.zeros(n_docs, dtype=np.int64))
+            held = (np.zeros(n_docs), np.zeros(n_docs, dtype=np.uint16), np.zeros(n_docs, dtype=np.uint32))
             self.held = held
         return held
 
@@ -48,8 +48,7 @@ class Scratch(threading.local):
 def _label_only(indptr, indices, columns, bm25, hits, touched, n_touched):
     """Add a hit per label posting of the columns; record each document not touched before."""
     for c in columns:
-        for p in range(indptr[c], indptr[c + 1]):
-            d = indices[p]
+        for d in indices[indptr[c]:indptr[c + 1]]:
             if bm25[d] == 0.0 and hits[d] == 0:
                 touched[n_touched] = d
                 n_touched += 1
@@ -69,12 +68,15 @@ def _postings(indptr, columns):
 def _add_postings(w_indptr, w_postings, w_data, terms, bm25, hits):
     """BM25 sums and label hits of the terms' flagged postings (see :func:`_gather`): the flag in
     the document number's top bit, rather than in an array beside it, spares the pass a second
-    stream of reads (``fhs bench retrieval`` times it)."""
+    stream of reads (``fhs bench retrieval`` times it). Each column is read through slices: an
+    index that counts up from 0 needs no check for negative positions, which an index starting
+    at ``w_indptr[c]`` gets on every read (a quarter of this loop's time)."""
     for c in terms:
-        for p in range(w_indptr[c], w_indptr[c + 1]):
-            posting = w_postings[p]
+        postings, weights = w_postings[w_indptr[c]:w_indptr[c + 1]], w_data[w_indptr[c]:w_indptr[c + 1]]
+        for i in range(postings.size):
+            posting = postings[i]
             d = posting & DOCUMENT_MASK
-            bm25[d] += w_data[p]
+            bm25[d] += weights[i]
             hits[d] += posting >> LABEL_BIT
 
 
@@ -95,14 +97,15 @@ def _gather(w_indptr, w_postings, w_data, terms, x_indptr, x_indices, x_terms, w
     n_docs = bm25.size
     if 1 * (_postings(w_indptr, terms) + _postings(x_indptr, x_terms)) < n_docs:
         n = 0
-        for c in terms:
-            for p in range(w_indptr[c], w_indptr[c + 1]):
-                posting = w_postings[p]
+        for c in terms:  # by slices, as in :func:`_add_postings`
+            postings, weights = w_postings[w_indptr[c]:w_indptr[c + 1]], w_data[w_indptr[c]:w_indptr[c + 1]]
+            for i in range(postings.size):
+                posting = postings[i]
                 d = posting & DOCUMENT_MASK
                 if bm25[d] == 0.0:
                     touched[n] = d
                     n += 1
-                bm25[d] += w_data[p]
+                bm25[d] += weights[i]
                 if with_labels:
                     hits[d] += posting >> LABEL_BIT
         return n, _label_only(x_indptr, x_indices, x_terms, bm25, hits, touched, n)
@@ -110,11 +113,12 @@ def _gather(w_indptr, w_postings, w_data, terms, x_indptr, x_indices, x_terms, w
         _add_postings(w_indptr, w_postings, w_data, terms, bm25, hits)
     else:
         for c in terms:
-            for p in range(w_indptr[c], w_indptr[c + 1]):
-                bm25[w_postings[p] & DOCUMENT_MASK] += w_data[p]
+            postings, weights = w_postings[w_indptr[c]:w_indptr[c + 1]], w_data[w_indptr[c]:w_indptr[c + 1]]
+            for i in range(postings.size):
+                bm25[postings[i] & DOCUMENT_MASK] += weights[i]
     for c in x_terms:
-        for p in range(x_indptr[c], x_indptr[c + 1]):
-            hits[x_indices[p]] += 1
+        for d in x_indices[x_indptr[c]:x_indptr[c + 1]]:
+            hits[d] += 1
     n = 0
     for d in range(n_docs):  # branch-free: a document about half the queries touch is no guess
         touched[n] = d  # n <= d, so always in bounds; kept only if touched
@@ -297,13 +301,16 @@ def _rows_counted(values, threshold, count):
 
 @_kernel()
 def _threshold(values, k, floor, ceiling):
-    """A value t such that at least k of ``values`` are at least t and not many more: bisection of
-    [floor, ceiling] (which holds every value) by counting passes, stopped when the count is
-    within k and 5k/4 or the interval stops shrinking. Returns t and how many values reach it."""
+    """Bounds t <= u such that at least k of ``values`` are at least t, not many more, and fewer
+    than k are at least u: bisection of [floor, ceiling] (which holds every value) by counting
+    passes, stopped when the count is within k and 5k/4 or the interval stops shrinking. Returns
+    t, how many values reach it, u and how many reach u (u is infinite when k values reach the
+    ceiling)."""
     low, high = floor, ceiling  # at least k values are >= low; fewer than k are >= high
     count = _at_least(values, high)
     if count >= k:
-        return high, count
+        return high, count, np.inf, 0
+    high_count = count
     low_count = -1  # not counted yet
     for _ in range(40):
         middle = 0.5 * (low + high)
@@ -315,10 +322,23 @@ def _threshold(values, k, floor, ceiling):
             if 4 * count <= 5 * k:
                 break
         else:
-            high = middle
+            high, high_count = middle, count
     if low_count < 0:
         low_count = _at_least(values, low)
-    return low, low_count
+    return low, low_count, high, high_count
+
+
+@_kernel()
+def _best_rows(score, k, floor, ceiling):
+    """The rows of ``score`` (each in [floor, ceiling]) that may be among the k best, in order: all
+    of them when k is half or more, else those at or above a threshold that k to 5k/4 reach."""
+    n = score.size
+    if n <= 2 * k:
+        return np.arange(n)
+    cut, count, _, _ = _threshold(score, k, floor, ceiling)
+    if count < k:  # a score outside the bounds after all: keep every row
+        return np.arange(n)
+    return _rows_counted(score, cut, count)
 
 
 @_kernel()
@@ -326,37 +346,38 @@ def _top_set(values, last, k, high):
     """The k rows that rank first by ``values`` (BM25 sums, +0.0 or above, at most ``high``)
     descending, then ``last`` ascending, in no order.
 
-    Counting passes (which the compiler vectorizes) first bisect the values' range for a
-    threshold that at least k and at most 5k/4 rows reach; only those rows are binned and
+    Counting passes (which the compiler vectorizes) first bisect the values' range for bounds
+    t <= u: at least k and at most 5k/4 rows reach t, fewer than k reach u. Only the rows at or
+    above t are then binned, over [t, u) alone, and only the bin that holds the k-th value is
     sorted (:func:`_top_set_binned`). A pool of 2,000 among 14,000 touched documents costs a few
     passes over the values instead of a binning of all of them."""
     n = values.size
     if k >= n or n <= 2 * k:
-        return _top_set_binned(values, last, k)
-    cut, count = _threshold(values, k, 0.0, high)
-    rows = _rows_counted(values, cut, count)
-    return rows[_top_set_binned(values[rows], last[rows], k)]
+        low, high = _low_high_nonnegative(values, n) if n > 0 else (0.0, 0.0)
+        return _top_set_binned(values, last, k, low, high)
+    low, count, high, _ = _threshold(values, k, 0.0, high)
+    rows = _rows_counted(values, low, count)
+    return rows[_top_set_binned(values[rows], last[rows], k, low, high)]
 
 
 @_kernel()
-def _top_set_binned(values, last, k):
-    """The k rows that rank first by ``values`` descending, then ``last`` ascending, in no order:
-    every row of a histogram bin above the one that holds the k-th value, and the best of that bin
-    (sorted by both keys; only that bin is sorted)."""
+def _top_set_binned(values, last, k, low, high):
+    """The k rows that rank first by ``values`` (each at least ``low``) descending, then ``last``
+    ascending, in no order: a histogram of [low, high) in 1,024 bins, with the values at or
+    above ``high`` in a bin of their own on top; every row of a bin above the one that holds the
+    k-th value is in, and only that bin is sorted by both keys."""
     n = values.size
     if k >= n:
         return np.arange(n)
     bins = 1024
-    low, high = _low_high_nonnegative(values, n)
-    if not high > low:  # all tied: the k first by ``last``
-        return np.argsort(last, kind="mergesort")[:k]
-    scale = (bins - 1) / (high - low)
+    scale = bins / (high - low) if high > low else 0.0  # infinite high: one bin for all below it
     slot = np.empty(n, dtype=np.int64)
-    counts = np.zeros(bins, dtype=np.int64)
+    counts = np.zeros(bins + 1, dtype=np.int64)
     for i in range(n):
-        slot[i] = int((values[i] - low) * scale)
+        value = values[i]
+        slot[i] = bins if value >= high else min(int((value - low) * scale), bins - 1)
         counts[slot[i]] += 1
-    cut = bins - 1
+    cut = bins
     above = 0
     while above + counts[cut] < k:
         above += counts[cut]
@@ -371,8 +392,9 @@ def _top_set_binned(values, last, k):
         elif slot[i] == cut:
             edge[e] = i
             e += 1
-    edge = edge[np.argsort(last[edge], kind="mergesort")]
-    edge = edge[np.argsort(-values[edge], kind="mergesort")]
+    if j + e > k:  # more rows in the edge bin than places left: the best by value, then ``last``
+        edge = edge[np.argsort(last[edge], kind="mergesort")]
+        edge = edge[np.argsort(-values[edge], kind="mergesort")]
     out[j:] = edge[: k - j]
     return out
 
@@ -444,15 +466,6 @@ def _sorted_rows_by_sort(keys, last, k):
 
 
 @_kernel()
-def _ranked_rows(score, members, hits, bm25, label_sizes, n_query, id_rank, k):
-    """The k members that rank first by Eq. 6's ``score`` (one per member), then |Q∩L|/|L|, |Q∩L|/|Q|,
-    raw BM25 and id: the tie-break keys are built only for the rows a histogram of the score leaves in."""
-    n = members.size
-    rows = _candidates(score, n, k) if n > 2 * k else np.arange(n)
-    return _rank_rows(rows, score, members, hits, bm25, label_sizes, n_query, id_rank, k)
-
-
-@_kernel()
 def _rank_rows(rows, score, members, hits, bm25, label_sizes, n_query, id_rank, k):
     """The k of ``rows`` (a superset of the top k) in rank order, and their scores."""
     m = rows.size
@@ -482,8 +495,8 @@ def _eq6_whole_index(w_indptr, w_postings, w_data, terms, x_indptr, x_indices, x
     n_docs = bm25.size
     _add_postings(w_indptr, w_postings, w_data, terms, bm25, hits)
     for c in x_terms:
-        for p in range(x_indptr[c], x_indptr[c + 1]):
-            hits[x_indices[p]] += 1
+        for d in x_indices[x_indptr[c]:x_indptr[c + 1]]:
+            hits[d] += 1
     low, high = _low_high_nonnegative(bm25, n_docs)
     k = min(k, n_docs)
     with_cov = n_query > 0
@@ -492,11 +505,7 @@ def _eq6_whole_index(w_indptr, w_postings, w_data, terms, x_indptr, x_indices, x
         score[d] = _eq6(bm25[d], hits[d], label_sizes[d], n_query, with_cov, low, high, w_cov)
     floor = min(0.0, 2.0 * w_cov)  # each coverage is in [0, 1]: a label word counts once
     ceiling = 1.0 + max(0.0, 2.0 * w_cov)
-    cut, count = _threshold(score, k, floor, ceiling) if k > 0 else (ceiling, _at_least(score, ceiling))
-    if count < k:  # a score outside the bounds after all: keep every row
-        cut = -np.inf
-        count = _at_least(score, cut)
-    rows = _rows_counted(score, cut, count)
+    rows = _best_rows(score, k, floor, ceiling)
     out, scores = _rank_rows(np.arange(rows.size), score[rows], rows, hits, bm25, label_sizes, n_query, id_rank, k)
     bm25[:] = 0.0
     hits[:] = 0
@@ -522,7 +531,8 @@ def eq6_top_k(w_indptr, w_postings, w_data, terms, x_indptr, x_indices, x_terms,
                             bm25, hits, touched)
     positive = touched[:n_bm25]
 
-    rest = np.empty(0, dtype=np.int64)  # pool members without a query term, in id order
+    rest = touched[:0]  # pool members without a query term, in id order
+    raw = np.empty(0)  # the members' BM25 where the pool's selection read it already
     if pool_size == 0:
         n_pool = n_docs
         members = touched[:n_all]  # the untouched members come from by_id when needed
@@ -535,9 +545,11 @@ def eq6_top_k(w_indptr, w_postings, w_data, terms, x_indptr, x_indices, x_terms,
                 value = bm25[positive[i]]
                 values[i] = value
                 high = max(high, value)
-            members = positive[_top_set(values, positive, n_pool, high)]
+            chosen = _top_set(values, positive, n_pool, high)
+            members = positive[chosen]
+            raw = values[chosen]  # the members' BM25, read from the values (mostly in order)
         else:  # every positive, then the first documents without BM25 score in document order
-            zeros = np.empty(n_pool - n_bm25, dtype=np.int64)
+            zeros = np.empty(n_pool - n_bm25, dtype=touched.dtype)
             filled = 0
             d = 0
             while filled < zeros.size:
@@ -550,12 +562,14 @@ def eq6_top_k(w_indptr, w_postings, w_data, terms, x_indptr, x_indices, x_terms,
             rest = rest[np.argsort(id_rank[rest], kind="mergesort")]
 
     n = members.size
-    raw = np.empty(n)  # the members' BM25, label hits and label sizes side by side: Eq. 6 then
-    hit = np.empty(n, dtype=np.uint16)  # runs over contiguous arrays (vectorized) instead of
-    size = np.empty(n)  # gathering three values a member from index-sized arrays
-    for i in range(n):
+    if raw.size != n:
+        raw = np.empty(n)
+        for i in range(n):
+            raw[i] = bm25[members[i]]
+    hit = np.empty(n, dtype=np.uint16)  # the members' label hits and label sizes beside their BM25:
+    size = np.empty(n)  # Eq. 6 then runs over contiguous arrays (vectorized) instead of gathering
+    for i in range(n):  # from index-sized arrays
         d = members[i]
-        raw[i] = bm25[d]
         hit[i] = hits[d]
         size[i] = label_sizes[d]
     low = 0.0
@@ -570,7 +584,8 @@ def eq6_top_k(w_indptr, w_postings, w_data, terms, x_indptr, x_indices, x_terms,
     for i in range(n):
         score[i] = _eq6(raw[i], hit[i], size[i], n_query, with_cov, low, high, w_cov)
     k = min(k, n_pool)
-    ranked, ranked_scores = _ranked_rows(score, members, hits, bm25, label_sizes, n_query, id_rank, k)
+    rows = _best_rows(score, k, min(0.0, 2.0 * w_cov), 1.0 + max(0.0, 2.0 * w_cov))  # as in the whole index
+    ranked, ranked_scores = _rank_rows(rows, score, members, hits, bm25, label_sizes, n_query, id_rank, k)
     out = np.empty(k, dtype=np.int64)
     scores = np.empty(k)
     out[: ranked.size] = ranked
