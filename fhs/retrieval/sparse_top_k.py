@@ -69,8 +69,8 @@ def _add_postings(w_indptr, w_postings, w_data, terms, bm25, hits):
     """BM25 sums and label hits of the terms' flagged postings (see :func:`_gather`): the flag in
     the document number's top bit, rather than in an array beside it, spares the pass a second
     stream of reads (``fhs bench retrieval`` times it). Each column is read through slices: an
-    index that counts up from 0 needs no check for negative positions, which an index starting
-    at ``w_indptr[c]`` gets on every read (a quarter of this loop's time)."""
+    index that counts up from 0 needs no check for a negative position, which an index starting
+    at ``w_indptr[c]`` pays on every read."""
     for c in terms:
         postings, weights = w_postings[w_indptr[c]:w_indptr[c + 1]], w_data[w_indptr[c]:w_indptr[c + 1]]
         for i in range(postings.size):
