@@ -278,6 +278,13 @@ def _eq6(raw, hit, label_size, n_query, with_cov, low, high, w_cov):
     return bm25_hat + w_cov * (cov_label + cov_query)
 
 
+@_kernel(inline="always")
+def _eq6_range(w_cov):
+    """Bounds of every Eq. 6 score: normalised BM25 is in [0, 1], and so is each coverage (a label
+    word counts once)."""
+    return min(0.0, 2.0 * w_cov), 1.0 + max(0.0, 2.0 * w_cov)
+
+
 @_kernel()
 def _at_least(values, threshold):
     """How many of ``values`` are at least ``threshold`` (a pass the compiler vectorizes)."""
@@ -503,9 +510,7 @@ def _eq6_whole_index(w_indptr, w_postings, w_data, terms, x_indptr, x_indices, x
     score = np.empty(n_docs)
     for d in range(n_docs):
         score[d] = _eq6(bm25[d], hits[d], label_sizes[d], n_query, with_cov, low, high, w_cov)
-    floor = min(0.0, 2.0 * w_cov)  # each coverage is in [0, 1]: a label word counts once
-    ceiling = 1.0 + max(0.0, 2.0 * w_cov)
-    rows = _best_rows(score, k, floor, ceiling)
+    rows = _best_rows(score, k, *_eq6_range(w_cov))
     out, scores = _rank_rows(np.arange(rows.size), score[rows], rows, hits, bm25, label_sizes, n_query, id_rank, k)
     bm25[:] = 0.0
     hits[:] = 0
@@ -532,7 +537,6 @@ def eq6_top_k(w_indptr, w_postings, w_data, terms, x_indptr, x_indices, x_terms,
     positive = touched[:n_bm25]
 
     rest = touched[:0]  # pool members without a query term, in id order
-    raw = np.empty(0)  # the members' BM25 where the pool's selection read it already
     if pool_size == 0:
         n_pool = n_docs
         members = touched[:n_all]  # the untouched members come from by_id when needed
@@ -545,9 +549,7 @@ def eq6_top_k(w_indptr, w_postings, w_data, terms, x_indptr, x_indices, x_terms,
                 value = bm25[positive[i]]
                 values[i] = value
                 high = max(high, value)
-            chosen = _top_set(values, positive, n_pool, high)
-            members = positive[chosen]
-            raw = values[chosen]  # the members' BM25, read from the values (mostly in order)
+            members = positive[_top_set(values, positive, n_pool, high)]
         else:  # every positive, then the first documents without BM25 score in document order
             zeros = np.empty(n_pool - n_bm25, dtype=touched.dtype)
             filled = 0
@@ -562,14 +564,12 @@ def eq6_top_k(w_indptr, w_postings, w_data, terms, x_indptr, x_indices, x_terms,
             rest = rest[np.argsort(id_rank[rest], kind="mergesort")]
 
     n = members.size
-    if raw.size != n:
-        raw = np.empty(n)
-        for i in range(n):
-            raw[i] = bm25[members[i]]
-    hit = np.empty(n, dtype=np.uint16)  # the members' label hits and label sizes beside their BM25:
-    size = np.empty(n)  # Eq. 6 then runs over contiguous arrays (vectorized) instead of gathering
-    for i in range(n):  # from index-sized arrays
+    raw = np.empty(n)  # the members' BM25, label hits and label sizes side by side: Eq. 6 then
+    hit = np.empty(n, dtype=np.uint16)  # runs over contiguous arrays (vectorized) instead of
+    size = np.empty(n)  # gathering three values a member from index-sized arrays
+    for i in range(n):
         d = members[i]
+        raw[i] = bm25[d]
         hit[i] = hits[d]
         size[i] = label_sizes[d]
     low = 0.0
@@ -584,7 +584,7 @@ def eq6_top_k(w_indptr, w_postings, w_data, terms, x_indptr, x_indices, x_terms,
     for i in range(n):
         score[i] = _eq6(raw[i], hit[i], size[i], n_query, with_cov, low, high, w_cov)
     k = min(k, n_pool)
-    rows = _best_rows(score, k, min(0.0, 2.0 * w_cov), 1.0 + max(0.0, 2.0 * w_cov))  # as in the whole index
+    rows = _best_rows(score, k, *_eq6_range(w_cov))
     ranked, ranked_scores = _rank_rows(rows, score, members, hits, bm25, label_sizes, n_query, id_rank, k)
     out = np.empty(k, dtype=np.int64)
     scores = np.empty(k)
