@@ -220,7 +220,7 @@ def test_rows_ranked_by_counting_come_in_the_order_a_sort_gives():
 
 
 def test_the_pools_top_set_is_the_one_a_sort_gives():
-    """The BM25 pool's members (values descending, then ``last``): bisection to an edge of a few rows,
+    """The BM25 pool's members (values descending, then ``last``): the bracket and its histogram, with
     ties at the k-th value many or none, k near the row count and far below it, against a lexsort."""
     import numpy as np
 
