@@ -12,10 +12,13 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from fhs.core.errors import InputError
+from fhs.core.errors import InputError, shown
+from fhs.data.download import lock_values as values
+from fhs.data.download.lock_values import Where
 
 LOCK_FILE = Path(__file__).with_name("data.lock.json")
 FORMAT = 1
+MAX_LOCK_BYTES = 64 << 20  # the shipped lock is well under 1 MB
 
 
 @dataclass(frozen=True)
@@ -123,32 +126,125 @@ class Lock:
         return [f for s in self.sources for f in s.files]
 
 
-def _source_from_json(raw: dict, where: Path) -> LockedSource:
-    try:
-        files = tuple(LockedFile(**item) for item in raw["files"])
-        archive = Archive(**raw["archive"]) if raw.get("archive") else None
-        table = (Table(tuple(raw["table"]["columns"]), tuple(tuple(r) for r in raw["table"]["rows"]))
-                 if raw.get("table") else None)
-        return LockedSource(raw["name"], raw["title"], raw["license"], raw["homepage"], raw["elsewhere"],
-                            files, archive, table, tuple(raw.get("notes", ())))
-    except (KeyError, TypeError) as error:
-        raise InputError(f"malformed source {raw.get('name', '?')!r}: {error}", path=where,
-                         fix="regenerate it with `fhs data lock`") from None
+def _file_from_json(raw, where: Where) -> LockedFile:
+    raw = values.mapping(raw, where, ("path", "size", "sha256"),
+                         ("url", "commit", "member", "table", "gzip", "elsewhere"))
+    return LockedFile(
+        path=values.relative_path(raw["path"], where.at("path")),
+        size=values.size(raw["size"], where.at("size")),
+        sha256=values.sha256(raw["sha256"], where.at("sha256")),
+        url=values.url(raw.get("url"), where.at("url"), optional=True),
+        commit=values.text(raw.get("commit"), where.at("commit"), optional=True),
+        member=values.text(raw.get("member"), where.at("member"), optional=True),
+        table=values.flag(raw.get("table", False), where.at("table")),
+        gzip=values.flag(raw.get("gzip", False), where.at("gzip")),
+        elsewhere=values.text(raw.get("elsewhere"), where.at("elsewhere"), optional=True))
+
+
+def _archive_from_json(raw, where: Where) -> Archive:
+    raw = values.mapping(raw, where, ("name", "url", "prefix", "folder"), ("size", "sha256", "note"))
+    return Archive(name=values.file_name(raw["name"], where.at("name")),
+                   url=values.url(raw["url"], where.at("url")),
+                   prefix=values.text(raw["prefix"], where.at("prefix")),
+                   folder=values.relative_path(raw["folder"], where.at("folder"), folder=True),
+                   size=values.size(raw.get("size"), where.at("size"), optional=True),
+                   sha256=values.sha256(raw.get("sha256"), where.at("sha256"), optional=True),
+                   note=values.text(raw.get("note", ""), where.at("note")))
+
+
+def _table_from_json(raw, where: Where) -> Table:
+    raw = values.mapping(raw, where, ("columns", "rows"))
+    columns = tuple(values.text(c, where.at("columns").at(i)) for i, c in
+                    enumerate(values.items(raw["columns"], where.at("columns"))))
+    rows = tuple(tuple(values.text(cell, where.at("rows").at(r).at(c))
+                       for c, cell in enumerate(values.items(row, where.at("rows").at(r))))
+                 for r, row in enumerate(values.items(raw["rows"], where.at("rows"), empty=True)))
+    return Table(columns, rows)
+
+
+def _source_from_json(raw, where: Where) -> LockedSource:
+    raw = values.mapping(raw, where, ("name", "title", "license", "homepage", "elsewhere", "files"),
+                         ("notes", "archive", "table"))
+    archive = None if raw.get("archive") is None else _archive_from_json(raw["archive"], where.at("archive"))
+    table = None if raw.get("table") is None else _table_from_json(raw["table"], where.at("table"))
+    files = tuple(_file_from_json(item, where.at("files").at(i))
+                  for i, item in enumerate(values.items(raw["files"], where.at("files"))))
+    for i, locked in enumerate(files):
+        at = where.at("files").at(i)
+        if locked.table and table is None:
+            raise at.at("table").error("the file is written from the source's table, and the source has none")
+        if not locked.url and not locked.table:
+            if archive is None:
+                raise at.at("url").error("missing: the file has no URL and its source no archive to take it from")
+            if not locked.path.startswith(archive.folder):
+                raise at.at("path").error(f"an archive member outside the archive's folder {archive.folder!r}")
+    notes = tuple(values.text(n, where.at("notes").at(i))
+                  for i, n in enumerate(values.items(raw.get("notes", []), where.at("notes"), empty=True)))
+    return LockedSource(
+        name=values.text(raw["name"], where.at("name")), title=values.text(raw["title"], where.at("title")),
+        license=values.text(raw["license"], where.at("license")),
+        homepage=values.text(raw["homepage"], where.at("homepage")),
+        elsewhere=values.text(raw["elsewhere"], where.at("elsewhere")),
+        files=files, archive=archive, table=table, notes=notes)
+
+
+def _one_place_each(sources: tuple[LockedSource, ...], where: Where) -> None:
+    """No two files at one place, no file where another needs a folder, no source named twice."""
+    named: dict[str, int] = {}
+    placed: dict[str, str] = {}  # path -> the field that locks it
+    for s, source in enumerate(sources):
+        if source.name in named:
+            raise where.at(s).at("name").error(f"source {source.name!r} is also sources[{named[source.name]}]")
+        named[source.name] = s
+        for i, locked in enumerate(source.files):
+            at = where.at(s).at("files").at(i).at("path")
+            if locked.path in placed:
+                raise at.error(f"{locked.path!r} is locked twice (also {placed[locked.path]}): one place holds "
+                               f"one file")
+            placed[locked.path] = at.field
+    for path, field_name in placed.items():
+        parts = path.split("/")
+        for n in range(1, len(parts)):
+            if "/".join(parts[:n]) in placed:
+                raise Where(where.file, field_name).error(
+                    f"{path!r} needs {'/'.join(parts[:n])!r} to be a folder, and the lock locks a file there")
+
+
+def parse_lock(raw, where: Path) -> Lock:
+    """A lock from its parsed JSON, every value checked (see ``lock_values.py``), or one InputError."""
+    top = Where(Path(where), "")
+    raw = values.mapping(raw, top, ("format", "sources"), ("about",))
+    if type(raw["format"]) is not int or raw["format"] != FORMAT:
+        raise top.at("format").error(f"lock format {shown(raw['format'])}, this fhs reads {FORMAT}",
+                                     fix="upgrade fhs or regenerate the lock")
+    values.text(raw.get("about", ""), top.at("about"))
+    at = top.at("sources")
+    sources = tuple(_source_from_json(s, at.at(i)) for i, s in enumerate(values.items(raw["sources"], at)))
+    _one_place_each(sources, at)
+    return Lock(sources, Path(where))
 
 
 def load_lock(path: str | Path | None = None) -> Lock:
-    """The lock shipped with the package, or the one at ``path``."""
+    """The lock shipped with the package, or the one at ``path``, checked as untrusted input."""
     where = Path(path) if path is not None else LOCK_FILE
     try:
-        raw = json.loads(where.read_text(encoding="utf-8"))
+        with where.open("rb") as handle:
+            data = handle.read(MAX_LOCK_BYTES + 1)
     except FileNotFoundError:
         raise InputError("no data lock", path=where, fix="write it with `fhs data lock --from DIR`") from None
+    except IsADirectoryError:
+        raise InputError("is a folder, not a lock file", path=where, field="lock") from None
+    if len(data) > MAX_LOCK_BYTES:
+        raise InputError(f"larger than {MAX_LOCK_BYTES:,} bytes, far more than any lock", path=where)
+    try:
+        raw = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise InputError(f"not UTF-8 text (byte {error.start})", path=where) from None
     except json.JSONDecodeError as error:
         raise InputError(f"not JSON: {error.msg}", path=where, line=error.lineno) from None
-    if raw.get("format") != FORMAT:
-        raise InputError(f"lock format {raw.get('format')!r}, this fhs reads {FORMAT}", path=where,
-                         field="format", fix="upgrade fhs or regenerate the lock")
-    return Lock(tuple(_source_from_json(s, where) for s in raw["sources"]), where)
+    except RecursionError:
+        raise InputError("JSON nested too deep to be a lock", path=where) from None
+    return parse_lock(raw, where)
 
 
 def dump_lock(lock: Lock, about: str) -> str:
