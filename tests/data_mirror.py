@@ -151,7 +151,7 @@ class MirrorServer:
         self.mirror = mirror
         self.server = ThreadingHTTPServer(("127.0.0.1", port), _handler(mirror))
         self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
     @property
     def base_url(self) -> str:

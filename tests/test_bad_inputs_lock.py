@@ -211,3 +211,149 @@ def test_a_lock_that_is_not_utf8_is_one_line(setup, capsys):
     lock.write_bytes(b'{"format": 1, "about": "\xff"}')
     line = one_line(*run(capsys, "data", "check", "--lock", str(lock), "--data", str(setup.tmp))[::2])
     assert f"{lock}: not UTF-8 text" in line
+
+
+# ----------------------------------------------------------------------------- case 16: no size, no bound
+
+class _Endless(BaseHTTPRequestHandler):
+    """Zeros with no Content-Length, until the client hangs up (or 200 MB, so a broken test still ends)."""
+
+    def log_message(self, *args) -> None:
+        pass
+
+    def do_GET(self) -> None:  # noqa: N802
+        self.send_response(200)
+        self.send_header("Content-Type", "application/zip")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        block = b"\0" * 65536
+        try:
+            for _ in range(200 * 16):
+                self.wfile.write(block)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+
+@pytest.fixture
+def endless(monkeypatch):
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Endless)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    monkeypatch.setenv(BASE_URL_ENV, f"http://127.0.0.1:{server.server_address[1]}")
+    yield
+    server.shutdown()
+    server.server_close()
+
+
+def test_an_unsized_archive_stops_at_the_cap_and_names_the_path_and_the_limit(setup, endless, capsys):
+    assert setup.good["sources"][1]["archive"]["size"] is None
+    started = time.monotonic()
+    code, _, err = run(capsys, "data", "fetch", "--to", str(setup.target), "--lock", str(setup.lock()), "--quiet",
+                       "--only", "zipped", "--max-unsized", "2")
+    line = one_line(code, err)
+    assert line.startswith("fhs: error: .fhs-downloads/bundle.zip: ")
+    assert "sent more than 2,000,000 bytes" in line and "--max-unsized" in line and "nothing was kept" in line
+    assert not list(setup.target.rglob("*.part")) and time.monotonic() - started < 30
+
+
+def test_a_body_larger_than_the_lock_pins_says_so(setup, capsys):
+    setup.server.mirror.routes[mirror_path(URL + "small.txt")] = lambda: SMALL + b"and much more than that\n"
+    code, _, err = run(capsys, "data", "fetch", "--to", str(setup.target), "--lock", str(setup.lock()), "--quiet",
+                       "--only", "pub")
+    line = one_line(code, err)
+    assert line.startswith("fhs: error: pub/small.txt: ") and "sent more than the 13 bytes the lock pins" in line
+    assert "sent 0 bytes" not in line and not (setup.target / "pub" / "small.txt").exists()
+
+
+# ----------------------------------------------------------------------------- case 17: a slow drip
+
+def test_a_dripping_mirror_meets_the_deadline(setup, capsys):
+    setup.server.mirror.faults.slow[mirror_path(URL + "blob.bin")] = 1  # one byte a second
+    started = time.monotonic()
+    code, _, err = run(capsys, "data", "fetch", "--to", str(setup.target), "--lock", str(setup.lock()), "--quiet",
+                       "--only", "pub", "--deadline", "1.5")
+    line = one_line(code, err)
+    assert time.monotonic() - started < 20
+    assert line.startswith("fhs: error: pub/blob.bin: the fetch passed its deadline of 1.5 s (--deadline)")
+    part = setup.target / ".fhs-downloads" / "pub" / "blob.bin.part"
+    assert part.is_file() and 0 < part.stat().st_size < len(BLOB)  # kept: the next fetch resumes it
+
+
+def test_a_dripping_mirror_falls_below_the_minimum_rate(setup):
+    from fhs.data.download.pace import FetchLimits, PaceError
+
+    setup.server.mirror.faults.slow[mirror_path(URL + "blob.bin")] = 100  # bytes a second
+    limits = FetchLimits(min_rate=1000, rate_window_s=0.5, deadline_s=30)
+    started = time.monotonic()
+    with pytest.raises(PaceError, match=r"bytes a second \(--min-rate\)") as error:
+        fetch(load_lock(setup.lock()), setup.target, ["pub"], say=lambda line: None, progress=False, limits=limits)
+    assert str(error.value).startswith("pub/blob.bin: ") and time.monotonic() - started < 20
+
+
+# ----------------------------------------------------------------------------- a malformed mirror
+
+@pytest.mark.parametrize("base", ["http://[::1", "127.0.0.1:8000", "ftp://mirror.example/", "http://h:port/"])
+def test_a_malformed_mirror_url_is_one_line_before_anything_is_made(setup, capsys, monkeypatch, base):
+    monkeypatch.setenv(BASE_URL_ENV, base)
+    line = one_line(*run(capsys, "data", "fetch", "--to", str(setup.target), "--lock", str(setup.lock()),
+                         "--quiet")[::2])
+    assert f"field '{BASE_URL_ENV}'" in line and "http://HOST[:PORT][/PREFIX]" in line
+    assert not setup.target.exists()
+
+
+# ----------------------------------------------------------------------------- raw OS errors made clear
+
+def test_a_data_folder_that_is_a_file_is_named_as_one(setup, capsys, monkeypatch):
+    setup.target.parent.mkdir(parents=True)
+    setup.target.write_text("not a folder")
+    monkeypatch.setenv("FHS_DATA", str(setup.target))
+    line = one_line(*run(capsys, "data", "fetch", "--lock", str(setup.lock()), "--quiet")[::2])
+    assert line.startswith(f"fhs: error: {setup.target}: is a file, not a folder") and "File exists" not in line
+    line = one_line(*run(capsys, "data", "check", "--lock", str(setup.lock()))[::2])
+    assert f"{setup.target}: is a file, not a data folder" in line
+
+
+def test_a_folder_where_a_part_goes_is_named(setup, capsys):
+    (setup.target / ".fhs-downloads" / "pub" / "blob.bin.part").mkdir(parents=True)
+    line = one_line(*run(capsys, "data", "fetch", "--to", str(setup.target), "--lock", str(setup.lock()),
+                         "--quiet", "--only", "pub")[::2])
+    assert line.startswith("fhs: error: pub/blob.bin: ") and "blob.bin.part is not a file" in line
+    assert "Is a directory" not in line
+
+
+@pytest.mark.parametrize("place, make, expected", [
+    ("pub/small.txt", Path.mkdir, "is not a file, and the lock puts a file here"),
+    ("pub", Path.touch, "is not a folder, and the lock puts files in it"),
+    (".fhs-downloads", Path.touch, "is not a folder, and the lock puts files in it"),
+])
+def test_something_in_the_way_is_named(setup, capsys, place, make, expected):
+    (setup.target / place).parent.mkdir(parents=True, exist_ok=True)
+    make(setup.target / place)
+    line = one_line(*run(capsys, "data", "fetch", "--to", str(setup.target), "--lock", str(setup.lock()),
+                         "--quiet", "--only", "pub")[::2])
+    assert line.startswith(f"fhs: error: {setup.target / place}: {expected}")
+
+
+def test_a_second_fetch_into_one_folder_stops_at_once_and_the_first_completes(setup, capsys):
+    blob = mirror_path(URL + "blob.bin")
+    setup.server.mirror.faults.slow[blob] = 32 * 1024  # two seconds for the blob
+    lock = setup.lock()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), BASE_URL_ENV: setup.server.base_url}
+    first = subprocess.Popen([sys.executable, "-m", "fhs.cli", "data", "fetch", "--to", str(setup.target),
+                              "--lock", str(lock), "--quiet", "--only", "pub"],
+                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not any(path == blob for path, _ in setup.server.mirror.requests):
+            assert first.poll() is None and time.monotonic() < deadline, first.communicate()
+            time.sleep(0.05)
+        line = one_line(*run(capsys, "data", "fetch", "--to", str(setup.target), "--lock", str(lock),
+                             "--quiet", "--only", "pub")[::2])
+        assert f"{setup.target}: another `fhs data fetch` is filling this data folder" in line
+        out, err = first.communicate(timeout=60)
+    finally:
+        first.kill()
+    assert first.returncode == 0, err
+    assert "fetched and verified 2 files" in out
+    assert (setup.target / "pub" / "blob.bin").read_bytes() == BLOB

@@ -3,12 +3,31 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
 from fhs.data.datadir import ENV_VAR, SOURCES
+from fhs.data.download.pace import FetchLimits
 from fhs.data.download.transfer import BASE_URL_ENV
 
 SHOWN = 20  # missing or different files listed by name before a count
+DEFAULTS = FetchLimits()
+
+
+def _number(flag: str, unit: str, *, zero: bool = False):
+    """An argparse type: a finite number above 0 (or >= 0 where ``zero``), in ``unit``."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"--{flag} expects a number of {unit}, got {text!r}") from None
+        if not math.isfinite(value) or value < 0 or (value == 0 and not zero):
+            raise argparse.ArgumentTypeError(f"--{flag} must be a finite number of {unit} "
+                                             f"{'>= 0' if zero else 'above 0'}, got {text}")
+        return value
+
+    return parse
 
 
 def add_data_parser(commands) -> None:
@@ -26,6 +45,15 @@ def add_data_parser(commands) -> None:
                        help=f"the data folder (default: ${ENV_VAR}, else the user data directory)")
     fetch.add_argument("--lock", default=None, help="a lock file other than the one shipped with fhs")
     fetch.add_argument("--quiet", action="store_true", help="no progress bars")
+    fetch.add_argument("--deadline", type=_number("deadline", "seconds"), default=DEFAULTS.deadline_s,
+                       metavar="SECONDS", help="stop the whole fetch after this long; what arrived is kept and the "
+                                               "next fetch resumes it (default: %(default)g)")
+    fetch.add_argument("--min-rate", type=_number("min-rate", "KB/s", zero=True), default=DEFAULTS.min_rate / 1000,
+                       metavar="KB/S", help=f"stop a download slower than this over {DEFAULTS.rate_window_s:g} s "
+                                            f"(0: no minimum; default: %(default)g)")
+    fetch.add_argument("--max-unsized", type=_number("max-unsized", "MB"), default=DEFAULTS.unsized_cap / 1e6,
+                       metavar="MB", help="the most a download may send whose size the lock does not pin "
+                                          "(CodiEsp's zip; default: %(default)g)")
     check = actions.add_parser("check", help="verify a data folder against the lock: what is missing or different")
     check.add_argument("--data", default=None,
                        help=f"the data folder (default: ${ENV_VAR}, else the user data directory)")
@@ -55,7 +83,10 @@ def cmd_data(args: argparse.Namespace) -> int:
 def _fetch(lock, root, args, defaulted: bool) -> int:
     from fhs.data.download.fetch import fetch
 
-    report = fetch(lock, root, args.only, say=lambda line: print(line, flush=True), progress=not args.quiet)
+    limits = FetchLimits(deadline_s=args.deadline, min_rate=args.min_rate * 1000,
+                         unsized_cap=max(1, int(args.max_unsized * 1e6)))
+    report = fetch(lock, root, args.only, say=lambda line: print(line, flush=True), progress=not args.quiet,
+                   limits=limits)
     total = report.present + report.fetched
     if report.fetched:
         print(f"fetched and verified {report.fetched:,} files ({report.bytes / 1e6:,.1f} MB received) in "
@@ -71,6 +102,9 @@ def _check(lock, root, only) -> int:
     from fhs.core.errors import InputError
     from fhs.data.download.check import check
 
+    if root.exists() and not root.is_dir():
+        raise InputError("is a file, not a data folder", path=root,
+                         fix=f"point --data or ${ENV_VAR} at the folder `fhs data fetch` filled")
     if not root.is_dir():
         raise InputError("data directory does not exist", path=root,
                          fix=f"fetch the data with `fhs data fetch`, or point ${ENV_VAR} at a copy")

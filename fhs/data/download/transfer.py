@@ -13,9 +13,11 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
-from fhs.core.errors import InputError
+from fhs.core.errors import InputError, shown
 from fhs.data.download.digest import CHUNK
+from fhs.data.download.pace import Pace
 
 BASE_URL_ENV = "FHS_DATA_BASE_URL"
 ATTEMPTS = 3
@@ -49,13 +51,31 @@ class Wanted:
     elsewhere: str = ""
 
 
+def mirror_base(base: str | None = None) -> str:
+    """The mirror's base URL (``base``, else ``$FHS_DATA_BASE_URL``; empty for none), checked before any request."""
+    base = base if base is not None else os.environ.get(BASE_URL_ENV, "")
+    if not base:
+        return ""
+    fix = f"set {BASE_URL_ENV} to http://HOST[:PORT][/PREFIX], or unset it to fetch from the publishers"
+    try:
+        parts = urlsplit(base)
+        parts.port  # noqa: B018  (a port that is not a number raises here)
+    except ValueError as error:
+        raise InputError(f"not a URL ({error}): {shown(base)}", field=BASE_URL_ENV, fix=fix) from None
+    if (parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment
+            or any(c.isspace() for c in base)):
+        raise InputError(f"expected an http:// or https:// URL with a host, got {shown(base)}", field=BASE_URL_ENV,
+                         fix=fix)
+    return base
+
+
 def mirrored(url: str, base: str | None = None) -> str:
     """``url`` as served by the mirror at ``base`` (or ``$FHS_DATA_BASE_URL``): ``<base>/<host>/<path>``.
 
     ``https://raw.githubusercontent.com/o/r/c/f`` becomes ``<base>/raw.githubusercontent.com/o/r/c/f``,
     the layout ``wget --mirror`` writes, so any static server over such a copy is a mirror.
     """
-    base = base if base is not None else os.environ.get(BASE_URL_ENV, "")
+    base = mirror_base(base)
     if not base:
         return url
     return base.rstrip("/") + "/" + url.split("://", 1)[-1]
@@ -90,17 +110,27 @@ def _complete_after_416(response, have: int) -> bool:
     return total.isdigit() and int(total) == have
 
 
-def _receive(client, url: str, part: Path, wanted: Wanted, progress) -> None:
-    """One request: the rest of ``part`` (or all of it), appended as it arrives."""
+def _too_much(part: Path, wanted: Wanted, url: str, limit: int) -> FetchError:
+    part.unlink(missing_ok=True)
+    if wanted.size is not None:
+        return FetchError(f"{url} sent more than the {limit:,} bytes the lock pins; nothing was kept"
+                          f"{_elsewhere(wanted)}", path=wanted.label)
+    return FetchError(f"{url} sent more than {limit:,} bytes, the most fetch takes for a download whose size the "
+                      f"lock does not pin (--max-unsized); nothing was kept", path=wanted.label)
+
+
+def _receive(client, url: str, part: Path, wanted: Wanted, progress, pace: Pace) -> None:
+    """One request: the rest of ``part`` (or all of it), appended as it arrives, within ``pace``'s limits."""
+    limit = wanted.size if wanted.size is not None else pace.limits.unsized_cap
     have = part.stat().st_size if part.exists() else 0
-    if wanted.size is not None and have > wanted.size:
+    if have > limit:
         part.unlink()
         have = 0
     if wanted.size is not None and have == wanted.size:
         return
     # A resumed range is asked for uncompressed: the part holds the file's own bytes.
     headers = {"Range": f"bytes={have}-", "Accept-Encoding": "identity"} if have else {}
-    with client.stream("GET", url, headers=headers) as response:
+    with client.stream("GET", url, headers=headers, timeout=pace.timeout()) as response:
         if response.status_code == 416 and have:
             if _complete_after_416(response, have):
                 return
@@ -115,39 +145,51 @@ def _receive(client, url: str, part: Path, wanted: Wanted, progress) -> None:
             progress.total = have + int(response.headers["content-length"])
             progress.refresh()
         part.parent.mkdir(parents=True, exist_ok=True)
+        pace.start()
         with part.open("ab" if resumed else "wb") as handle:
             written = have
-            for chunk in response.iter_bytes(CHUNK):
+            for chunk in response.iter_bytes():  # as each piece arrives, so a slow server is seen at once
                 written += len(chunk)
-                if wanted.size is not None and written > wanted.size:
-                    break  # more than the locked size: the checksum below refuses it
+                if written > limit:
+                    handle.close()
+                    raise _too_much(part, wanted, url, limit)
                 handle.write(chunk)
                 progress.update(len(chunk))
+                pace.received(len(chunk), wanted.label, url)
 
 
-def download(client, wanted: Wanted, part: Path, progress) -> Path:
+def download(client, wanted: Wanted, part: Path, progress, pace: Pace | None = None) -> Path:
     """``part`` complete and verified against ``wanted``; resumes whatever a killed run left there.
 
-    ``client``: an ``httpx.Client``; ``progress``: a tqdm bar (bytes). Raises FetchError
-    with one line that names the file; a part that fails its checksum is deleted first.
+    ``client``: an ``httpx.Client``; ``progress``: a tqdm bar (bytes); ``pace``: the fetch's
+    deadline and minimum rate. Raises FetchError with one line that names the file; a part
+    that fails its checksum is deleted first.
     """
     import httpx
 
+    pace = pace or Pace()
     url = mirrored(wanted.url)
+    if part.exists() and not part.is_file():
+        raise FetchError(f"{part} is not a file, so the download cannot be kept there", path=wanted.label,
+                         fix=f"move {part} out of the way and run `fhs data fetch` again")
     if part.exists():
         progress.update(part.stat().st_size)
     for attempt in range(1, ATTEMPTS + 1):
+        pace.check(wanted.label, url)
         try:
             try:
-                _receive(client, url, part, wanted, progress)
+                _receive(client, url, part, wanted, progress, pace)
+            except httpx.InvalidURL as error:
+                raise FetchError(f"cannot ask for {url}: {error}", path=wanted.label) from None
             except httpx.TransportError as error:
                 raise _Retry(f"{type(error).__name__}: {error}") from None
             break
         except _Retry as error:
+            pace.check(wanted.label, url)
             if attempt == ATTEMPTS:
                 raise FetchError(f"could not download {url} in {ATTEMPTS} tries ({error}); run `fhs data fetch` "
                                  f"again to resume{_elsewhere(wanted)}", path=wanted.label) from None
-            time.sleep(attempt)
+            time.sleep(max(0.0, min(attempt, pace.left())))
     verify_part(part, wanted, url)
     return part
 
