@@ -357,3 +357,12 @@ def test_a_second_fetch_into_one_folder_stops_at_once_and_the_first_completes(se
     assert first.returncode == 0, err
     assert "fetched and verified 2 files" in out
     assert (setup.target / "pub" / "blob.bin").read_bytes() == BLOB
+
+
+# ----------------------------------------------------------------------------- `fhs data lock`
+
+def test_data_lock_never_rewrites_the_shipped_lock(setup, capsys):
+    shipped = LOCK_FILE.read_bytes()
+    line = one_line(*run(capsys, "data", "lock", "--from", str(setup.tmp / "published"))[::2])
+    assert "--out" in line
+    assert LOCK_FILE.read_bytes() == shipped

@@ -62,7 +62,9 @@ def add_data_parser(commands) -> None:
     check.add_argument("--lock", default=None, help="a lock file other than the one shipped with fhs")
     lock = actions.add_parser("lock", help="write the lock from a complete data folder (maintainers)")
     lock.add_argument("--from", dest="source", required=True, help="a complete data folder, e.g. ../shared/data")
-    lock.add_argument("--out", default=None, help="where to write it (default: the lock shipped with fhs)")
+    lock.add_argument("--out", required=True,
+                      help="where to write it (required: the lock shipped with fhs is never rewritten in place; "
+                           "in a checkout, fhs/data/download/data.lock.json updates it)")
 
 
 def cmd_data(args: argparse.Namespace) -> int:
@@ -127,14 +129,17 @@ def _check(lock, root, only) -> int:
 
 
 def _lock(args) -> int:
+    import json
     from pathlib import Path
 
     from fhs.core.files import write_text_atomic
     from fhs.data.download.build import ABOUT, build_lock
-    from fhs.data.download.lock import LOCK_FILE, dump_lock
+    from fhs.data.download.lock import dump_lock, parse_lock
 
     lock = build_lock(Path(args.source).expanduser())
-    out = Path(args.out) if args.out else LOCK_FILE
-    write_text_atomic(out, dump_lock(lock, ABOUT))
+    out = Path(args.out).expanduser()
+    text = dump_lock(lock, ABOUT)
+    parse_lock(json.loads(text), out)  # never write a lock that fetch and check would refuse
+    write_text_atomic(out, text)
     print(f"{out}: {len(lock.files):,} files of {len(lock.sources)} sources, {out.stat().st_size:,} bytes")
     return 0
