@@ -314,12 +314,17 @@ def test_a_data_folder_that_is_a_file_is_named_as_one(setup, capsys, monkeypatch
     assert f"{setup.target}: is a file, not a data folder" in line
 
 
-def test_a_folder_where_a_part_goes_is_named(setup, capsys):
-    (setup.target / ".fhs-downloads" / "pub" / "blob.bin.part").mkdir(parents=True)
+@pytest.mark.parametrize("kind", ["folder", "link"])
+def test_a_part_that_is_no_plain_file_is_named_and_never_followed(setup, capsys, kind):
+    part = setup.target / ".fhs-downloads" / "pub" / "blob.bin.part"
+    part.parent.mkdir(parents=True)
+    victim = setup.tmp / "victim.txt"
+    victim.write_text("keep me\n")
+    part.mkdir() if kind == "folder" else part.symlink_to(victim)
     line = one_line(*run(capsys, "data", "fetch", "--to", str(setup.target), "--lock", str(setup.lock()),
                          "--quiet", "--only", "pub")[::2])
-    assert line.startswith("fhs: error: pub/blob.bin: ") and "blob.bin.part is not a file" in line
-    assert "Is a directory" not in line
+    assert line.startswith("fhs: error: pub/blob.bin: ") and "blob.bin.part is not a plain file" in line
+    assert "Is a directory" not in line and victim.read_text() == "keep me\n"
 
 
 @pytest.mark.parametrize("place, make, expected", [

@@ -201,14 +201,15 @@ def fetch(lock: Lock, root: Path, only: list[str] | None = None, *, say: Callabl
     started = time.perf_counter()
     pace = Pace(limits)
     report = FetchReport()
-    mirror_base()  # a mistyped mirror stops here, before the folder is touched
+    sources = lock.select(only)
+    mirror_base()  # a mistyped mirror or source stops here, before the folder is touched
     _make_folder(root)
     own_client = client is None
     if own_client:
         client = httpx.Client(follow_redirects=True, timeout=pace.timeout(), headers={"User-Agent": USER_AGENT})
     try:
         with _only_fetch(root):
-            for source in lock.select(only):
+            for source in sources:
                 lacking = missing(root, source)
                 report.present += len(source.files) - len(lacking)
                 if lacking:

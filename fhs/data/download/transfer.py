@@ -169,8 +169,8 @@ def download(client, wanted: Wanted, part: Path, progress, pace: Pace | None = N
 
     pace = pace or Pace()
     url = mirrored(wanted.url)
-    if part.exists() and not part.is_file():
-        raise FetchError(f"{part} is not a file, so the download cannot be kept there", path=wanted.label,
+    if part.is_symlink() or (part.exists() and not part.is_file()):
+        raise FetchError(f"{part} is not a plain file, so the download cannot be kept there", path=wanted.label,
                          fix=f"move {part} out of the way and run `fhs data fetch` again")
     if part.exists():
         progress.update(part.stat().st_size)
