@@ -246,14 +246,14 @@ def endless(monkeypatch):
     server.server_close()
 
 
-def test_an_unsized_archive_stops_at_the_cap_and_names_the_path_and_the_limit(setup, endless, capsys):
+def test_an_unsized_archive_stops_at_the_limit_and_names_the_path_and_the_limit(setup, endless, capsys):
     assert setup.good["sources"][1]["archive"]["size"] is None
     started = time.monotonic()
     code, _, err = run(capsys, "data", "fetch", "--to", str(setup.target), "--lock", str(setup.lock()), "--quiet",
-                       "--only", "zipped", "--max-unsized", "2")
+                       "--only", "zipped", "--max-download", "2")
     line = one_line(code, err)
     assert line.startswith("fhs: error: .fhs-downloads/bundle.zip: ")
-    assert "sent more than 2,000,000 bytes" in line and "--max-unsized" in line and "nothing was kept" in line
+    assert "sent more than 2,000,000 bytes" in line and "--max-download" in line and "nothing was kept" in line
     assert not list(setup.target.rglob("*.part")) and time.monotonic() - started < 30
 
 
@@ -264,6 +264,15 @@ def test_a_body_larger_than_the_lock_pins_says_so(setup, capsys):
     line = one_line(code, err)
     assert line.startswith("fhs: error: pub/small.txt: ") and "sent more than the 13 bytes the lock pins" in line
     assert "sent 0 bytes" not in line and not (setup.target / "pub" / "small.txt").exists()
+
+
+def test_a_size_beyond_the_limit_is_refused_before_it_is_asked_for(setup, capsys):
+    lock = setup.lock(_set("sources", 0, "files", 0, "size", value=10**18))
+    line = one_line(*run(capsys, "data", "fetch", "--to", str(setup.target), "--lock", str(lock), "--quiet",
+                         "--only", "pub")[::2])
+    assert line.startswith("fhs: error: pub/blob.bin: the lock pins 1,000,000,000,000,000,000 bytes, more than "
+                           "1,000,000,000") and "--max-download" in line
+    assert setup.server.mirror.requests == []
 
 
 # ----------------------------------------------------------------------------- case 17: a slow drip

@@ -51,9 +51,9 @@ def add_data_parser(commands) -> None:
     fetch.add_argument("--min-rate", type=_number("min-rate", "KB/s", zero=True), default=DEFAULTS.min_rate / 1000,
                        metavar="KB/S", help=f"stop a download slower than this over {DEFAULTS.rate_window_s:g} s "
                                             f"(0: no minimum; default: %(default)g)")
-    fetch.add_argument("--max-unsized", type=_number("max-unsized", "MB"), default=DEFAULTS.unsized_cap / 1e6,
-                       metavar="MB", help="the most a download may send whose size the lock does not pin "
-                                          "(CodiEsp's zip; default: %(default)g)")
+    fetch.add_argument("--max-download", type=_number("max-download", "MB"), default=DEFAULTS.max_download / 1e6,
+                       metavar="MB", help="the most one download may send: a file the lock pins larger is refused, "
+                                          "and one it gives no size (CodiEsp's zip) stops there (default: %(default)g)")
     check = actions.add_parser("check", help="verify a data folder against the lock: what is missing or different")
     check.add_argument("--data", default=None,
                        help=f"the data folder (default: ${ENV_VAR}, else the user data directory)")
@@ -86,7 +86,7 @@ def _fetch(lock, root, args, defaulted: bool) -> int:
     from fhs.data.download.fetch import fetch
 
     limits = FetchLimits(deadline_s=args.deadline, min_rate=args.min_rate * 1000,
-                         unsized_cap=max(1, int(args.max_unsized * 1e6)))
+                         max_download=max(1, int(args.max_download * 1e6)))
     report = fetch(lock, root, args.only, say=lambda line: print(line, flush=True), progress=not args.quiet,
                    limits=limits)
     total = report.present + report.fetched

@@ -231,7 +231,8 @@ def load_lock(path: str | Path | None = None) -> Lock:
         with where.open("rb") as handle:
             data = handle.read(MAX_LOCK_BYTES + 1)
     except FileNotFoundError:
-        raise InputError("no data lock", path=where, fix="write it with `fhs data lock --from DIR --out FILE`") from None
+        raise InputError("no data lock", path=where,
+                         fix="write it with `fhs data lock --from DIR --out FILE`") from None
     except IsADirectoryError:
         raise InputError("is a folder, not a lock file", path=where, field="lock") from None
     if len(data) > MAX_LOCK_BYTES:

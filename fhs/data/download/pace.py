@@ -1,7 +1,7 @@
 """How long a fetch may take and how much a server may send: a stranger's mirror must not stall or fill us.
 
 ``FetchLimits`` holds ``fhs data fetch``'s bounds (``--deadline``, ``--min-rate``,
-``--max-unsized``); ``Pace`` is one fetch's clock against them. A server that drips bytes
+``--max-download``); ``Pace`` is one fetch's clock against them. A server that drips bytes
 is stopped by the minimum rate, one that sends nothing by the read timeout (never longer
 than the time left), and every server by the overall deadline. What arrived stays in the
 ``.part`` file, so the next ``fhs data fetch`` resumes it.
@@ -19,12 +19,12 @@ from fhs.core.errors import InputError
 @dataclass(frozen=True)
 class FetchLimits:
     """``deadline_s``: the whole fetch; ``min_rate``: bytes a second over each ``rate_window_s`` of a
-    download (0: no minimum); ``unsized_cap``: bytes of a download whose size the lock does not pin."""
+    download (0: no minimum); ``max_download``: bytes of any one download, pinned size or not."""
 
     deadline_s: float = 6 * 3600.0
     min_rate: float = 1000.0
     rate_window_s: float = 60.0
-    unsized_cap: int = 10**9
+    max_download: int = 10**9
     read_timeout_s: float = 60.0
     connect_timeout_s: float = 20.0
 
@@ -35,8 +35,8 @@ class FetchLimits:
         if not 0 <= self.min_rate < float("inf"):
             raise InputError(f"must be a finite number of bytes a second >= 0, got {self.min_rate!r}",
                              field="min_rate")
-        if self.unsized_cap < 1:
-            raise InputError(f"must be at least 1 byte, got {self.unsized_cap!r}", field="unsized_cap")
+        if self.max_download < 1:
+            raise InputError(f"must be at least 1 byte, got {self.max_download!r}", field="max_download")
 
 
 class PaceError(InputError):

@@ -115,13 +115,13 @@ def _too_much(part: Path, wanted: Wanted, url: str, limit: int) -> FetchError:
     if wanted.size is not None:
         return FetchError(f"{url} sent more than the {limit:,} bytes the lock pins; nothing was kept"
                           f"{_elsewhere(wanted)}", path=wanted.label)
-    return FetchError(f"{url} sent more than {limit:,} bytes, the most fetch takes for a download whose size the "
-                      f"lock does not pin (--max-unsized); nothing was kept", path=wanted.label)
+    return FetchError(f"{url} sent more than {limit:,} bytes, the most fetch takes for one download "
+                      f"(--max-download); nothing was kept", path=wanted.label)
 
 
 def _receive(client, url: str, part: Path, wanted: Wanted, progress, pace: Pace) -> None:
     """One request: the rest of ``part`` (or all of it), appended as it arrives, within ``pace``'s limits."""
-    limit = wanted.size if wanted.size is not None else pace.limits.unsized_cap
+    limit = wanted.size if wanted.size is not None else pace.limits.max_download
     have = part.stat().st_size if part.exists() else 0
     if have > limit:
         part.unlink()
@@ -169,6 +169,10 @@ def download(client, wanted: Wanted, part: Path, progress, pace: Pace | None = N
 
     pace = pace or Pace()
     url = mirrored(wanted.url)
+    if wanted.size is not None and wanted.size > pace.limits.max_download:
+        raise FetchError(f"the lock pins {wanted.size:,} bytes, more than {pace.limits.max_download:,}, the most fetch "
+                         f"takes for one download (--max-download); nothing was asked for", path=wanted.label,
+                         fix="check where the lock came from, or raise --max-download")
     if part.is_symlink() or (part.exists() and not part.is_file()):
         raise FetchError(f"{part} is not a plain file, so the download cannot be kept there", path=wanted.label,
                          fix=f"move {part} out of the way and run `fhs data fetch` again")
