@@ -1,0 +1,145 @@
+"""A dataset spec, the adapter's book, the Makefile and ``--out`` given hostile values (issue 53): one line
+naming the file and field, nothing obeyed as markup or shell, no input overwritten."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fhs.book.adapter_book import book_dataset, index_page, plan_book
+from fhs.core.errors import InputError
+from fhs.data.datasets.spec_file import read_spec_file
+from fhs.run.inputs import load_experiment
+
+ROOT = Path(__file__).resolve().parents[1]
+CONCEPTS = ("id,label,definition,datatype\n"
+            "Revenues,Revenues,Amount of revenue recognized.,monetaryItemType\n"
+            "CostOfRevenue,Cost Of Revenue,Cost of goods sold.,monetaryItemType\n")
+FACTS = [{"id": "a1", "context_id": "t1", "modality": "table", "value": "10", "datatype": "monetaryItemType",
+          "context": "Total revenues 10 9", "gold": ["Revenues"], "row_header": "Total revenues"},
+         {"id": "a2", "context_id": "t1", "modality": "table", "value": "4", "datatype": "monetaryItemType",
+          "context": "Cost of revenue 4 3", "gold": ["CostOfRevenue"], "row_header": "Cost of revenue"}]
+
+
+def write_spec(folder: Path, stem: str = "mine", **fields) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "facts.jsonl").write_text("".join(json.dumps(f) + "\n" for f in FACTS))
+    (folder / "concepts.csv").write_text(CONCEPTS)
+    spec = {"name": "mine", "facts": "facts.jsonl", "taxonomy": "concepts.csv", **fields}
+    path = folder / f"{stem}.yaml"
+    path.write_text(yaml.safe_dump({k: v for k, v in spec.items() if v is not None}))
+    return path
+
+
+def fhs(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "fhs.cli", *args], capture_output=True, text=True, cwd=cwd,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}, timeout=120)
+
+
+def refused(path: Path, field: str, words: str) -> str:
+    """The one line reading the spec at ``path`` ends in, checked to name the file and field."""
+    with pytest.raises(InputError) as error:
+        load_experiment(str(path))
+    line = str(error.value)
+    assert str(path.resolve()) in line and f"field '{field}'" in line and words in line, line
+    assert "\n" not in line
+    return line
+
+
+# case 15: `^...$` lets a final newline by; the built-in-name guard and the folder name then take it in
+@pytest.mark.parametrize("name", ["fincl\n", "mine\n", "a" * 300])
+def test_a_name_with_a_final_newline_or_too_long_is_refused(tmp_path, name):
+    refused(write_spec(tmp_path, name=name), "name", "not a usable name")
+
+
+def test_a_300_character_file_stem_is_no_name_either(tmp_path):
+    path = write_spec(tmp_path, stem="b" * 250, name=None)
+    refused(path, "name", "not a usable name")
+
+
+# case 4: free text is one short line, checked where the spec is read
+@pytest.mark.parametrize("description, words", [
+    ("first line\n```{literalinclude} ../../../../etc/hostname\n```", "control character"),
+    ("tab\there", "control character"),
+    ("x" * 301, "more than 300"),
+])
+def test_a_description_is_one_short_line(tmp_path, description, words):
+    refused(write_spec(tmp_path, description=description), "description", words)
+
+
+HOSTILE = "{literalinclude}`../../../../etc/hostname` <script>alert(1)</script> | $x$ [a](javascript:1) *b*"
+
+
+def test_a_description_enters_the_book_as_words_not_markup(tmp_path):
+    from markdown_it import MarkdownIt
+
+    spec = write_spec(tmp_path / "specs", description=HOSTILE)
+    page = index_page(plan_book([book_dataset(spec, tmp_path / "book")]), "smoke", ROOT)
+    html = MarkdownIt("commonmark").enable("table").render(page)
+    cell = html.split("<td><code>mine</code></td>", 1)[1].split("</td>", 1)[0]
+    assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in cell
+    assert "href" not in cell and "<em>" not in cell and "*b*" in cell
+    row = next(line for line in page.splitlines() if line.startswith("| `mine`"))
+    assert row.count(" | ") == 2  # the description's `|` stays inside its cell
+    assert "{literalinclude}`" not in page and r"\{literalinclude\}\`" in page  # a role MyST would obey
+
+
+def test_chapter_one_notes_escape_a_description(tmp_path):
+    from fhs.book.chapters.readiness import own_dataset_lines
+    from fhs.book.study import Study
+
+    spec = write_spec(tmp_path / "specs", description=HOSTILE)
+    study = Study.for_profile("smoke", tmp_path / "runs", progress=False)
+    [line] = own_dataset_lines(study, [str(spec)])
+    assert "<script>" not in line and r"\<script\>" in line and r"\{literalinclude\}" in line
+
+
+# case 9: a spec's retrieval numbers are held to the rules of their flags
+@pytest.mark.parametrize("setting, value, words", [
+    ("top_k", -1, "at least 1"), ("top_k", 0, "at least 1"), ("top_k", 2.5, "whole number"),
+    ("w_cov", float("nan"), "finite number >= 0"), ("w_cov", -5, "finite number >= 0"),
+    ("k1", float("inf"), "finite number >= 0"), ("b", 1.5, "from 0 to 1"),
+    ("pool_multiplier", -1, "at least 0"), ("type_filter", 1, "true or false"),
+])
+def test_a_spec_retrieval_setting_is_checked_like_its_flag(tmp_path, setting, value, words):
+    spec = write_spec(tmp_path, retrieval={setting: value})
+    refused(spec, f"retrieval.{setting}", words)
+    with pytest.raises(InputError, match=f"field 'retrieval.{setting}'"):  # the book stops before any chapter
+        book_dataset(spec, tmp_path / "book")
+
+
+def test_the_flag_and_the_spec_say_the_same_about_nan(tmp_path):
+    done = fhs("run", "--dataset", str(write_spec(tmp_path)), "--method", "direct", "--wcov", "nan",
+               "--out", "out", cwd=tmp_path)
+    spec = refused(write_spec(tmp_path / "b", retrieval={"w_cov": float("nan")}), "retrieval.w_cov", "")
+    assert done.returncode == 2 and "must be a finite number >= 0" in done.stderr
+    assert "must be a finite number >= 0" in spec
+
+
+def test_good_retrieval_settings_still_load(tmp_path):
+    spec = write_spec(tmp_path, retrieval={"top_k": 5, "w_cov": 0, "k1": 1.2, "b": 1, "pool_multiplier": 0,
+                                           "type_filter": False})
+    assert load_experiment(str(spec)).retriever is not None
+
+
+# also seen: a development split that reads the spec's own facts tunes on the test facts
+def test_a_dev_split_on_its_own_facts_is_refused(tmp_path):
+    itself = write_spec(tmp_path / "a", dev="mine.yaml")
+    refused(itself, "dev", "own facts")
+    twin = write_spec(tmp_path / "b")
+    (tmp_path / "b" / "dev.yaml").write_text(yaml.safe_dump({"name": "d", "facts": "./facts.jsonl",
+                                                             "taxonomy": "concepts.csv", "dev": "mine.yaml"}))
+    twin.write_text(twin.read_text() + "dev: dev.yaml\n")
+    refused(twin, "dev", "own facts")
+    other = write_spec(tmp_path / "c")
+    (tmp_path / "c" / "dev.jsonl").write_text(json.dumps(FACTS[0]) + "\n")
+    (tmp_path / "c" / "dev.yaml").write_text(yaml.safe_dump({"name": "d", "facts": "dev.jsonl",
+                                                             "taxonomy": "concepts.csv"}))
+    other.write_text(other.read_text() + "dev: dev.yaml\n")
+    assert read_spec_file(other).dev == str((tmp_path / "c" / "dev.yaml").resolve())
