@@ -143,3 +143,89 @@ def test_a_dev_split_on_its_own_facts_is_refused(tmp_path):
                                                              "taxonomy": "concepts.csv"}))
     other.write_text(other.read_text() + "dev: dev.yaml\n")
     assert read_spec_file(other).dev == str((tmp_path / "c" / "dev.yaml").resolve())
+
+
+# case 6: no command writes over what it reads (one guard, fhs.core.outputs.check_out)
+TABLE = "Metric,2024,2023,gold\nScope 1,\"1,250\",\"1,100\",ghg:Scope1\nScope 2,830,,ghg:Scope2\n"
+CONCEPT_FILE = "id,label,definition,datatype\nghg:Scope1,Scope 1,Direct.,\nghg:Scope2,Scope 2,Bought.,\n"
+
+
+def out_cases(tmp: Path) -> dict[str, tuple[list[str], Path]]:
+    """Each command given an --out that is one of its own inputs: (arguments, the input that must survive)."""
+    (tmp / "t.csv").write_text(TABLE)
+    (tmp / "c.csv").write_text(CONCEPT_FILE)
+    (tmp / "f.htm").write_text("<html><body><p>no facts</p></body></html>")
+    (tmp / "data").mkdir()
+    (tmp / "data" / "concepts.jsonl").write_text('{"id": "x"}\n')
+    (tmp / "link.csv").symlink_to(tmp / "t.csv")
+    spec = write_spec(tmp / "specs")
+    run = tmp / "run"
+    return {
+        "from-table onto its table": (["facts", "from-table", "t.csv", "--out", "t.csv"], tmp / "t.csv"),
+        "from-table onto a link to its table": (["facts", "from-table", "t.csv", "--out", "link.csv"], tmp / "t.csv"),
+        "from-table onto its taxonomy": (["facts", "from-table", "t.csv", "--taxonomy", "c.csv", "--out", "c.csv"],
+                                         tmp / "c.csv"),
+        "from-ixbrl onto its filing": (["facts", "from-ixbrl", "f.htm", "--taxonomy", "none", "--out", "./f.htm"],
+                                       tmp / "f.htm"),
+        "show onto the run's records": (["show", "run", "--fact", "a1", "--out", "run/records.jsonl"],
+                                        run / "records.jsonl"),
+        "taxonomy export into the data": (["taxonomy", "export", "us-gaap-2024", "--data", "data", "--out",
+                                           "data/concepts.jsonl"], tmp / "data" / "concepts.jsonl"),
+        "plan onto its dataset spec": (["plan", "--profile", "smoke", "--dataset", str(spec), "--out", str(spec)],
+                                       spec),
+        "bench llm onto its dataset spec": (["bench", "llm", "--dataset", str(spec), "--out", str(spec)], spec),
+        "run onto its facts": (["run", "--dataset", str(spec), "--method", "direct", "--out",
+                                str(tmp / "specs" / "facts.jsonl")], tmp / "specs" / "facts.jsonl"),
+        "data lock into its data folder": (["data", "lock", "--from", "data", "--out", "data/concepts.jsonl"],
+                                           tmp / "data" / "concepts.jsonl"),
+    }
+
+
+OUT_CASES = [
+    "from-table onto its table", "from-table onto a link to its table", "from-table onto its taxonomy",
+    "from-ixbrl onto its filing", "show onto the run's records", "taxonomy export into the data",
+    "plan onto its dataset spec", "bench llm onto its dataset spec", "run onto its facts",
+    "data lock into its data folder"]
+
+
+@pytest.fixture(scope="module")
+def a_run(tmp_path_factory) -> Path:
+    """One finished run (no model), whose folder `fhs show` reads."""
+    tmp = tmp_path_factory.mktemp("run")
+    done = fhs("run", "--dataset", str(write_spec(tmp / "specs")), "--method", "direct", "--quiet", "--out", "run",
+               cwd=tmp)
+    assert done.returncode == 0, done.stderr
+    return tmp / "run"
+
+
+@pytest.mark.parametrize("case", OUT_CASES)
+def test_no_command_writes_over_its_own_input(tmp_path, a_run, case):
+    import shutil
+
+    args, kept = out_cases(tmp_path)[case]
+    shutil.copytree(a_run, tmp_path / "run")
+    before = kept.read_bytes()
+    done = fhs(*args, cwd=tmp_path, env={"FHS_DATA": str(tmp_path / "data")})
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.strip().count("\n") == 0 and "field 'out'" in done.stderr, done.stderr
+    assert "which this command reads" in done.stderr or "which the lock is built from" in done.stderr
+    assert kept.read_bytes() == before
+
+
+def test_the_book_script_refuses_the_companions_own_folder_and_its_specs(tmp_path):
+    """Run from a copy of the checkout's top (the script writes beside itself), so a failure harms nothing."""
+    import shutil
+
+    checkout = tmp_path / "checkout"
+    (checkout / "scripts").mkdir(parents=True)
+    shutil.copy(ROOT / "scripts" / "adapter_book.py", checkout / "scripts")
+    for name in ("_config.yml", "_toc.yml"):
+        shutil.copy(ROOT / name, checkout / name)
+    spec = write_spec(tmp_path / "specs")
+    before = {path: path.read_bytes() for path in (spec, checkout / "_config.yml", checkout / "_toc.yml")}
+    for out in (str(checkout), str(spec)):
+        done = subprocess.run([sys.executable, str(checkout / "scripts" / "adapter_book.py"), str(spec), "--out", out,
+                               "--dry-run"], capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert done.returncode == 2 and "field 'out'" in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert {path: path.read_bytes() for path in before} == before and not (checkout / "book").exists()

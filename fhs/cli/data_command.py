@@ -96,11 +96,13 @@ def _lock(args) -> int:
     from pathlib import Path
 
     from fhs.core.files import write_text_atomic
+    from fhs.core.outputs import check_out
     from fhs.data.download.build import ABOUT, build_lock
     from fhs.data.download.lock import LOCK_FILE, dump_lock
 
-    lock = build_lock(Path(args.source).expanduser())
     out = Path(args.out) if args.out else LOCK_FILE
+    check_out(out, folders=[(args.source, "the data folder")], reads="the lock is built from")
+    lock = build_lock(Path(args.source).expanduser())
     write_text_atomic(out, dump_lock(lock, ABOUT))
     print(f"{out}: {len(lock.files):,} files of {len(lock.sources)} sources, {out.stat().st_size:,} bytes")
     return 0
