@@ -229,3 +229,62 @@ def test_the_book_script_refuses_the_companions_own_folder_and_its_specs(tmp_pat
                               env={**os.environ, "PYTHONPATH": str(ROOT)})
         assert done.returncode == 2 and "field 'out'" in done.stderr and "Traceback" not in done.stderr, done.stderr
     assert {path: path.read_bytes() for path in before} == before and not (checkout / "book").exists()
+
+
+# case 3: the Makefile passes a user's values as data (tests/make_stub.py runs the real recipes on stubs)
+SHELL_BAITS = ("X", "Y", "Z", "W", "V", "U", "M")
+
+
+def no_bait_ran(top: Path) -> None:
+    assert not [name for name in SHELL_BAITS if (top / name).exists()]
+
+
+def test_adapter_book_values_are_words_never_shell(tmp_path):
+    from make_stub import run_target
+
+    done, calls = run_target(tmp_path, "adapter-book",
+                             DATASETS='`touch X`x.yaml $(touch Y) "my specs/b c.yaml" $(shell touch M)',
+                             PROFILE="$(touch Z)", CHAPTERS="01_readiness_gap `touch W`",
+                             ADAPTER_BOOK="a b; touch V", ARGS="-p 'x=a b' ;touch U")
+    assert done.returncode == 0, done.stderr
+    assert calls == [["python", "scripts/adapter_book.py", "`touch", "X`x.yaml", "$(touch", "Y)", "my specs/b c.yaml",
+                      "$(shell", "touch", "M)", "--profile", "$(touch Z)", "--chapters", "01_readiness_gap",
+                      "`touch", "W`", "--out", "a b; touch V", "-p", "x=a b", ";touch", "U"]]
+    no_bait_ran(tmp_path / "checkout")
+
+
+def test_a_spec_path_with_a_space_is_one_argument_through_make_book(tmp_path):
+    from make_stub import checkout, run_target
+
+    top = checkout(tmp_path)
+    (top / "my specs").mkdir()
+    (top / "my specs" / "a.yaml").write_text("facts: f.jsonl\n")
+    done, calls = run_target(tmp_path, "book", DATASETS="my specs/a.yaml", PROFILE="smoke")
+    assert done.returncode == 0, done.stderr
+    assert calls[0][:5] == ["python", "scripts/adapter_book.py", "my specs/a.yaml", "--profile", "smoke"]
+    done, calls = run_target(tmp_path, "book", DATASETS="'my specs/a.yaml' `touch X`.yaml")
+    assert calls[0][2:5] == ["my specs/a.yaml", "`touch", "X`.yaml"]
+    unclosed, calls = run_target(tmp_path, "adapter-book", DATASETS="'my specs/a.yaml")
+    assert unclosed.returncode != 0 and "DATASETS: No closing quotation" in unclosed.stderr and not calls
+    no_bait_ran(top)
+
+
+def test_the_other_recipes_take_their_values_as_data(tmp_path):
+    from make_stub import run_target
+
+    done, calls = run_target(tmp_path, "notebooks", REPLAY="my run $(touch X).fhsa", ARGS="--only `touch Y`")
+    assert done.returncode == 0, done.stderr
+    assert calls == [["fhs", "data", "fetch"], ["python", "scripts/run_notebooks.py", "--profile", "cpu", "--replay",
+                                                "my run $(touch X).fhsa", "--only", "`touch", "Y`"]]
+    done, calls = run_target(tmp_path, "notebooks")
+    assert calls[1] == ["python", "scripts/run_notebooks.py", "--profile", "cpu"]  # no REPLAY, no --replay
+    done, calls = run_target(tmp_path, "test", PYTEST_ARGS='-k "a or b" `touch Z`')
+    assert calls == [["lint-imports"], ["fhs", "data", "fetch"], ["python", "-m", "pytest", "-k", "a or b", "`touch",
+                                                                  "Z`"]]
+    done, calls = run_target(tmp_path, "rehearsal", REHEARSAL_FRACTION="$(touch W)",
+                             REHEARSAL_ARGS="--server-args '--time-scale 10' ;touch V")
+    assert calls == [["python", "scripts/rehearsal.py", "--fraction", "$(touch W)", "--port", "8017",
+                      "--server-args", "--time-scale 10", ";touch", "V"]]
+    done, calls = run_target(tmp_path, "check-browser", CHROMIUM="`touch U`")
+    assert done.returncode == 2 and "no '`touch U`' on PATH" in done.stderr
+    no_bait_ran(tmp_path / "checkout")
