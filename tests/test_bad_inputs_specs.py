@@ -58,6 +58,16 @@ def test_a_name_with_a_final_newline_or_too_long_is_refused(tmp_path, name):
     refused(write_spec(tmp_path, name=name), "name", "not a usable name")
 
 
+def test_every_pattern_check_takes_the_whole_value(tmp_path):
+    """The same `$` slip in a build record's date (dev/measurements.py)."""
+    from dev import measurements
+    from test_measurements import record
+
+    (tmp_path / "bad.json").write_text(json.dumps(record(date="2026-01-01\n")))
+    with pytest.raises(measurements.RecordError, match="field 'date': expected YYYY-MM-DD"):
+        measurements.load_records(tmp_path)
+
+
 def test_a_300_character_file_stem_is_no_name_either(tmp_path):
     path = write_spec(tmp_path, stem="b" * 250, name=None)
     refused(path, "name", "not a usable name")
