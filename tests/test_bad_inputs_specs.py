@@ -298,3 +298,12 @@ def test_the_other_recipes_take_their_values_as_data(tmp_path):
     done, calls = run_target(tmp_path, "check-browser", CHROMIUM="`touch U`")
     assert done.returncode == 2 and "no '`touch U`' on PATH" in done.stderr
     no_bait_ran(tmp_path / "checkout")
+
+
+def test_a_retrieval_setting_given_in_code_obeys_the_same_rules(tmp_path):
+    from fhs.run.inputs import retrieval_config
+
+    with pytest.raises(InputError, match="field 'top_k': must be at least 1, got 0"):
+        retrieval_config(read_spec_file(write_spec(tmp_path)), top_k=0)
+    with pytest.raises(InputError, match="field 'w_cov': must be a finite number >= 0, got nan"):
+        load_experiment(str(write_spec(tmp_path)), w_cov=float("nan"))

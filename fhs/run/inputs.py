@@ -144,7 +144,12 @@ def retrieval_config(source: str | DatasetSpec, retriever: str = DEFAULT_RETRIEV
         base = replace(base, **{name: value})
     if retriever != DEFAULT_RETRIEVER:
         base = replace(base, w_cov=0.0)
-    return replace(base, **{k: v for k, v in overrides.items() if v is not None})
+    given = {k: v for k, v in overrides.items() if v is not None}
+    for name, value in given.items():  # a chapter's parameter or a caller's value: the same rules
+        problem = SETTING_RULES[name](value) if name in SETTING_RULES else None
+        if problem:
+            raise InputError(f"{problem}, got {shown(value)}", field=name)
+    return replace(base, **given)
 
 
 def load_experiment(
