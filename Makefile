@@ -32,6 +32,23 @@ CHROMIUM ?= chromium## the headless browser `make check-browser` drives (Debian'
 REHEARSAL_ARGS ?= ## more arguments for scripts/rehearsal.py, e.g. "--chapter 02_main_results --server-args '--time-scale 10'"
 export FHS_DATA FHS_DATA_BASE_URL VLLM_PORT VLLM_MODEL VLLM_VENV
 
+LLAMA_WHEELS ?= $(HOME)/.cache/fhs/wheels/llama-cpp-python-0.3.36-portable## where the portable llama-cpp-python wheel is built once and kept
+
+# llama-cpp-python compiles llama.cpp from source. Its default native build (-march=native)
+# enables AMX kernels on CPUs that have them (Sapphire Rapids and later), and there it
+# segfaults in decode on the first chat completion. GGML_NATIVE=OFF builds the portable
+# AVX2 kernels instead, which run on any x86-64 CPU of the last decade. The wheel is built
+# once into LLAMA_WHEELS with pip's own cache off, because pip would otherwise reuse a wheel
+# it built earlier with other flags; pip prefers that wheel over the sdist from then on.
+# LLAVA_BUILD=OFF skips llama-cpp-python's multimodal library (mtmd), which only its vision
+# chat handlers load; the text models of this project never do. scripts/llama_cpp_lean.cmake
+# then also skips llama.cpp's `common` library, which only mtmd links (half the compile), and
+# compiles libllama (host code: loading, graphs, grammar, sampler) at -O1, the kernels at -O3:
+# a fifth less compile, the same replies (add -DLLAMA_HOST_OPT=-O3 to LLAMA_CMAKE_ARGS for llama.cpp's own).
+LLAMA_CPP := llama-cpp-python==0.3.36
+LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF -DCMAKE_PROJECT_llama.cpp_INCLUDE=$(abspath scripts/llama_cpp_lean.cmake)## CMake flags for the llama-cpp-python build (portable, text only, without llama.cpp's common library)
+LLAMA_WHEEL = $(LLAMA_WHEELS)/.built
+
 # A value a user sets is data, never shell nor make syntax. Each becomes the text as typed (a
 # command-line `$(shell ...)` stays text, where make would run it wherever the value is used or
 # exported) and reaches the recipes as the environment variable FHS_MK_<NAME>, read there as
@@ -49,24 +66,8 @@ PY := $(BIN)/python
 RUN_BIN := "$$FHS_MK_VENV/bin"
 RUN_PY := $(RUN_BIN)/python
 WORDS := $(RUN_PY) scripts/make_words.py
-LLAMA_WHEELS ?= $(HOME)/.cache/fhs/wheels/llama-cpp-python-0.3.36-portable## where the portable llama-cpp-python wheel is built once and kept
 PIP_INSTALL := $(RUN_PY) -m pip install --disable-pip-version-check --find-links "$$FHS_MK_LLAMA_WHEELS" \
 	$${FHS_MK_PIP_FIND_LINKS:+--find-links "$$FHS_MK_PIP_FIND_LINKS"}
-
-# llama-cpp-python compiles llama.cpp from source. Its default native build (-march=native)
-# enables AMX kernels on CPUs that have them (Sapphire Rapids and later), and there it
-# segfaults in decode on the first chat completion. GGML_NATIVE=OFF builds the portable
-# AVX2 kernels instead, which run on any x86-64 CPU of the last decade. The wheel is built
-# once into LLAMA_WHEELS with pip's own cache off, because pip would otherwise reuse a wheel
-# it built earlier with other flags; pip prefers that wheel over the sdist from then on.
-# LLAVA_BUILD=OFF skips llama-cpp-python's multimodal library (mtmd), which only its vision
-# chat handlers load; the text models of this project never do. scripts/llama_cpp_lean.cmake
-# then also skips llama.cpp's `common` library, which only mtmd links (half the compile), and
-# compiles libllama (host code: loading, graphs, grammar, sampler) at -O1, the kernels at -O3:
-# a fifth less compile, the same replies (add -DLLAMA_HOST_OPT=-O3 to LLAMA_CMAKE_ARGS for llama.cpp's own).
-LLAMA_CPP := llama-cpp-python==0.3.36
-LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF -DCMAKE_PROJECT_llama.cpp_INCLUDE=$(abspath scripts/llama_cpp_lean.cmake)## CMake flags for the llama-cpp-python build (portable, text only, without llama.cpp's common library)
-LLAMA_WHEEL := $(LLAMA_WHEELS)/.built
 
 # The two CPU models ship inside PyPI packages: SmolLM2-135M-Instruct (Q4_1 GGUF) for the
 # smoke profile and Qwen2.5-0.5B-Instruct (Q4 GGUF, split over six packages) for cpu.

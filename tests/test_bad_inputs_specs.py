@@ -307,3 +307,23 @@ def test_a_retrieval_setting_given_in_code_obeys_the_same_rules(tmp_path):
         retrieval_config(read_spec_file(write_spec(tmp_path)), top_k=0)
     with pytest.raises(InputError, match="field 'w_cov': must be a finite number >= 0, got nan"):
         load_experiment(str(write_spec(tmp_path)), w_cov=float("nan"))
+
+
+def test_the_install_variables_keep_their_defaults_and_take_a_path_as_data(tmp_path):
+    from make_stub import checkout, run_target
+
+    top = checkout(tmp_path)
+    shown = subprocess.run(["make", "--no-print-directory", "--eval",
+                            'shown: ; @echo "$$FHS_MK_LLAMA_WHEELS|$$FHS_MK_LLAMA_CMAKE_ARGS|$$FHS_MK_PROFILE"', "shown"],
+                           cwd=top, capture_output=True, text=True, timeout=60,
+                           env={**os.environ, "HOME": str(tmp_path)})
+    wheels, cmake, profile = shown.stdout.strip().split("|")
+    assert wheels == f"{tmp_path}/.cache/fhs/wheels/llama-cpp-python-0.3.36-portable", shown.stderr
+    assert cmake.startswith("-DGGML_NATIVE=OFF ") and profile == "cpu"
+    odd = tmp_path / "my wheels $(shell touch M) `touch X`"
+    odd.mkdir()
+    (odd / "llama_cpp_python-0.3.36-py3-none-any.whl").touch()
+    done, _ = run_target(tmp_path, "llama-wheel", LLAMA_WHEELS=str(odd))
+    assert done.returncode == 0 and f"using the portable wheel in {odd}" in done.stdout, done.stderr
+    assert (odd / ".built").exists()
+    no_bait_ran(top)
