@@ -91,7 +91,7 @@ help: ## list targets and variables
 	@awk 'BEGIN {FS = " [?]= "} /^[A-Z_]+ [?]= .*## / {split($$2, a, "## "); printf "  %-15s %s [default: %s]\n", $$1, a[2], a[1]}' $(MAKEFILE_LIST)
 
 book: ## everything: install, execute every chapter (PROFILE), build _build/html strictly; with DATASETS, an adapter's book
-	$(if $(strip $(call literal,DATASETS)),$(MAKE) adapter-book,$(MAKE) notebooks && $(MAKE) html)
+	$(if $(strip $(DATASETS)),$(MAKE) adapter-book,$(MAKE) notebooks && $(MAKE) html)
 
 adapter-book: install-book models ## the chapters that apply to DATASETS, executed in ADAPTER_BOOK, strict offline HTML
 	$(WORDS) $(RUN_PY) scripts/adapter_book.py @FHS_MK_DATASETS --profile "$$FHS_MK_PROFILE" \
