@@ -77,10 +77,16 @@ def test_a_300_character_file_stem_is_no_name_either(tmp_path):
 @pytest.mark.parametrize("description, words", [
     ("first line\n```{literalinclude} ../../../../etc/hostname\n```", "control character"),
     ("tab\there", "control character"),
-    ("x" * 301, "more than 300"),
+    ("x" * 1001, "more than 1000"),
 ])
 def test_a_description_is_one_short_line(tmp_path, description, words):
     refused(write_spec(tmp_path, description=description), "description", words)
+
+
+def test_a_folded_description_is_one_line(tmp_path):
+    path = write_spec(tmp_path)
+    path.write_text(path.read_text() + "description: >\n  ten facts\n  of one report\n")
+    assert read_spec_file(path).description == "ten facts of one report"
 
 
 HOSTILE = "{literalinclude}`../../../../etc/hostname` <script>alert(1)</script> | $x$ [a](javascript:1) *b*"

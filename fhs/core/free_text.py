@@ -12,7 +12,7 @@ import string
 import unicodedata
 
 NAME_LIMIT = 64  # a name becomes a folder and a file name (runs/<profile>/<name>/..., results)
-DESCRIPTION_LIMIT = 300
+DESCRIPTION_LIMIT = 1000  # a table cell's worth: scripts/pcs_spec.py lists a taxonomy's sections in it
 _ESCAPED = frozenset(string.punctuation)
 
 

@@ -66,7 +66,8 @@ def _read(path_text: str, _mtime: int, _size: int) -> DatasetSpec:
     if not _NAME.fullmatch(name) or len(name) > NAME_LIMIT:
         raise InputError(f"{shown(name)} is not a usable name", path=path, field="name",
                          fix=f"at most {NAME_LIMIT} letters, digits, '.', '_' and '-' (it names the runs' folder)")
-    problem = line_problem(raw.get("description") or "", DESCRIPTION_LIMIT)
+    about = (raw.get("description") or "").strip()  # a folded YAML block (>) ends in a newline of its own
+    problem = line_problem(about, DESCRIPTION_LIMIT)
     if problem:
         raise InputError(f"the description {problem}", path=path, field="description",
                          fix="one line of plain text; the book shows it as written, never as markup")
@@ -79,7 +80,7 @@ def _read(path_text: str, _mtime: int, _size: int) -> DatasetSpec:
     domain = _domain(here, raw.get("domain"), path) if raw.get("domain") else (own.domain if own else "")
     return DatasetSpec(
         name=name, taxonomy=taxonomy_name,
-        description=raw.get("description") or f"{name}: facts from {facts.name}",
+        description=about or f"{name}: facts from {facts.name}",
         oracle_with_id=_oracle(raw.get("oracle"), own, path), domain=domain,
         retrieval=_retrieval(raw.get("retrieval"), own, path), dev=_dev(here, raw.get("dev"), path, facts),
         facts_file=facts, taxonomy_file=taxonomy_file, source=path)
