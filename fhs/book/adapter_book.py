@@ -59,7 +59,6 @@ class BookPlan:
 def book_dataset(spec_path: str | Path, book_dir: Path) -> BookDataset:
     """A spec file read for the book: a name, a relative path and the needs it meets (``dev``, ``domain``)."""
     from fhs.data.datasets.spec_file import read_spec_file
-
     from fhs.run.inputs import retrieval_config
 
     spec = read_spec_file(spec_path)

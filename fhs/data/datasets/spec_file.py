@@ -18,7 +18,6 @@ naming the file and the field.
 
 from __future__ import annotations
 
-import os
 import re
 from functools import lru_cache
 from pathlib import Path
@@ -26,6 +25,7 @@ from typing import Any
 
 from fhs.core.errors import InputError, shown
 from fhs.core.free_text import DESCRIPTION_LIMIT, NAME_LIMIT, line_problem
+from fhs.core.outputs import same_file
 from fhs.core.yamlfile import read_yaml_file
 from fhs.data.datasets import DATASETS, ORACLE_QUERIES, DatasetSpec, is_spec_file, taxonomy_dataset
 
@@ -145,7 +145,8 @@ def _dev(here: Path, value: str | None, path: Path, facts: Path) -> str | None:
         raise InputError(f"unknown development split {shown(value)}", path=path, field="dev",
                          fix=f"a built-in dataset ({', '.join(DATASETS)}) or another spec file (.yaml)")
     dev = _existing(here, value, path, "dev", "no such spec file")
-    if dev == path or _same_file(_facts_named_by(dev), facts):
+    named = _facts_named_by(dev)
+    if dev == path or (named is not None and same_file(named, facts)):
         raise InputError(f"the development split {shown(value)} reads this spec's own facts ({facts.name}): "
                          "settings tuned on it would be tuned on the test facts", path=path, field="dev",
                          fix="point dev: at a spec of other facts, or leave it out")
@@ -158,10 +159,3 @@ def _facts_named_by(spec: Path) -> Path | None:
     raw = read_yaml_file(spec)
     value = raw.get("facts") if isinstance(raw, dict) else None
     return (spec.parent / Path(value).expanduser()).resolve() if isinstance(value, str) and value else None
-
-
-def _same_file(a: Path | None, b: Path) -> bool:
-    try:
-        return a is not None and (a == b or os.path.samefile(a, b))
-    except OSError:  # a missing file is no one's facts
-        return False
