@@ -337,3 +337,15 @@ def test_the_install_variables_keep_their_defaults_and_take_a_path_as_data(tmp_p
     assert done.returncode == 0 and f"using the portable wheel in {odd}" in done.stdout, done.stderr
     assert (odd / ".built").exists()
     no_bait_ran(top)
+
+
+def test_a_run_never_writes_its_records_over_its_facts(tmp_path):
+    (tmp_path / "run").mkdir()
+    facts = tmp_path / "run" / "records.jsonl"
+    facts.write_text("".join(json.dumps(f) + "\n" for f in FACTS))
+    (tmp_path / "c.csv").write_text(CONCEPTS)
+    before = facts.read_bytes()
+    done = fhs("run", "--facts", "run/records.jsonl", "--taxonomy", "c.csv", "--method", "direct", "--quiet",
+               "--fresh", "--out", "run", cwd=tmp_path)
+    assert done.returncode == 2 and "field 'out'" in done.stderr and "facts file" in done.stderr, done.stderr
+    assert facts.read_bytes() == before

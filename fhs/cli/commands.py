@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from fhs.cli.parser import names
@@ -150,7 +151,9 @@ def cmd_run(args: argparse.Namespace) -> dict:
     from fhs.data.taxonomies.ids import check_gold
     from fhs.method.knobs import knob_overrides
     from fhs.run.inputs import ModelChoice
+    from fhs.run.lock import LOCK_NAME
     from fhs.run.profiles import ORACLE, default_profile
+    from fhs.run.records import STAMP_NAME
     from fhs.run.runner import AllFactsFailed
     from fhs.run.spec import RunSpec
 
@@ -176,7 +179,10 @@ def cmd_run(args: argparse.Namespace) -> dict:
         raise InputError(f"--method {args.method} asks no model, so the oracle has nothing to answer",
                          field="oracle-noise", fix="leave --oracle-noise out, or run an LLM method")
     experiment = _experiment(args)
-    guard_out(args.out, args.data, files=_run_inputs(args, experiment.spec))  # the inputs first, then the out
+    inputs = _run_inputs(args, experiment.spec)  # the inputs are named first, then where the run would write
+    guard_out(args.out, args.data, files=inputs)
+    for name in ("records.jsonl", "metrics.json", STAMP_NAME, LOCK_NAME):  # nor a file the run writes there
+        guard_out(os.path.join(args.out, name), args.data, files=inputs)
     spec = replace(spec, dataset=experiment.spec.name)
     facts = experiment.facts
     if args.limit is not None:
