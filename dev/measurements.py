@@ -40,7 +40,7 @@ PAGE = ROOT / "book" / "_generated" / "measurements.md"  # included by book/meas
 KINDS = ("cold-book", "tests")
 REQUIRED = {"kind": str, "date": str, "commit": str, "profile": str, "command": str, "machine": dict,
             "conditions": dict, "steps": list, "totals": dict}
-DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 STEP_LABELS = {"install": "install (with the one-time llama.cpp compile)", "provenance": "provenance page",
                "html": "HTML (earlier builds: with the provenance page)",
                "pytest": "pytest", "book": "make book (chapters not timed apart)"}
@@ -62,7 +62,7 @@ def check_record(record: Any, path: Path) -> dict[str, Any]:
             raise fail(field, f"a {kind.__name__}")
     if record["kind"] not in KINDS:
         raise fail("kind", f"one of {', '.join(KINDS)}")
-    if not DATE.match(record["date"]):
+    if not DATE.fullmatch(record["date"]):
         raise fail("date", "YYYY-MM-DD")
     for i, step in enumerate(record["steps"]):
         if not isinstance(step, dict) or not isinstance(step.get("step"), str) \

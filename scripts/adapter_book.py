@@ -25,6 +25,8 @@ sys.path.insert(0, str(ROOT))  # run from a checkout even before `pip install -e
 from fhs.book.adapter_book import DEFAULT_CHAPTERS, SUMMARY, book_dataset, plan_book, write_book_files  # noqa: E402
 from fhs.book.toc import Chapter, load_profiles, parse_assignment  # noqa: E402
 from fhs.core.errors import InputError  # noqa: E402
+from fhs.core.outputs import check_out  # noqa: E402
+from fhs.data.download.fetch import target_dir  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -53,6 +55,8 @@ def build(args: argparse.Namespace) -> int:
                                   kernel_environment, plan, read_source)
 
     out = (ROOT / args.out) if not Path(args.out).is_absolute() else Path(args.out)
+    check_out(out, files=[(ROOT, "companion's own book folder"), *((path, "dataset spec") for path in args.datasets)],
+              folders=[(target_dir(None)[0], "the data directory")])
     out.mkdir(parents=True, exist_ok=True)
     datasets = [book_dataset(path, out) for path in args.datasets]
     book = plan_book(datasets, tuple(args.chapters))

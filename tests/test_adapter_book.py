@@ -84,15 +84,17 @@ def documented_book_commands() -> list[re.Match]:
     return found
 
 
-def test_readme_and_adapting_give_the_same_book_command_and_make_runs_the_script():
+def test_readme_and_adapting_give_the_same_book_command_and_make_runs_the_script(tmp_path):
+    from make_stub import run_target
+
     commands = documented_book_commands()
     readme = BOOK_COMMAND.search((ROOT / "README.md").read_text(encoding="utf-8"))
     adapting = BOOK_COMMAND.search((ROOT / "book" / "adapting.md").read_text(encoding="utf-8"))
     assert readme and adapting and readme.group(0) == adapting.group(0), commands
-    dry = subprocess.run(["make", "-n", "book", f"DATASETS={readme['specs']}", f"PROFILE={readme['profile']}"],
-                         cwd=ROOT, capture_output=True, text=True)
-    assert dry.returncode == 0, dry.stderr
-    assert f"scripts/adapter_book.py {readme['specs']} --profile {readme['profile']}" in dry.stdout
+    done, calls = run_target(tmp_path, "book", DATASETS=readme["specs"], PROFILE=readme["profile"])
+    assert done.returncode == 0, done.stderr
+    specs = readme["specs"].split()
+    assert calls[0][:2 + len(specs) + 2] == ["python", "scripts/adapter_book.py", *specs, "--profile", readme["profile"]]
 
 
 ABSOLUTE = re.compile(r"(?<![\w.~])/(?:root|home|work|tmp|usr|opt|var)/")

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fhs.core.errors import InputError
+from fhs.core.free_text import markdown_literal
 from fhs.core.yamlfile import read_yaml_file
 
 # What each chapter needs of a dataset (fhs/run/dataset_offers.py), and what it says it needs.
@@ -58,8 +59,10 @@ class BookPlan:
 def book_dataset(spec_path: str | Path, book_dir: Path) -> BookDataset:
     """A spec file read for the book: a name, a relative path and the needs it meets (``dev``, ``domain``)."""
     from fhs.data.datasets.spec_file import read_spec_file
+    from fhs.run.inputs import retrieval_config
 
     spec = read_spec_file(spec_path)
+    retrieval_config(spec)  # a bad retrieval setting stops the book before any chapter runs
     relative = os.path.relpath(Path(spec_path).expanduser().resolve(), book_dir.resolve())
     offers = {need for need, present in (("dev", spec.dev is not None), ("domain", bool(spec.domain))) if present}
     return BookDataset(spec.name, relative, spec.description, frozenset(offers))
@@ -127,7 +130,8 @@ def index_page(plan: BookPlan, profile: str, repo: Path) -> str:
              "| dataset | description | offers |", "| --- | --- | --- |"]
     for d in plan.datasets:
         offers = ", ".join(sorted(d.offers)) or "facts and a taxonomy only"
-        lines.append(f"| `{d.name}` | {d.description or '(no description in the spec)'} | {offers} |")
+        description = markdown_literal(d.description) if d.description else "(no description in the spec)"
+        lines.append(f"| `{d.name}` | {description} | {offers} |")
     lines += ["", "## Chapters in this book", ""]
     for stem, datasets in plan.chapters.items():
         lines.append(f"- {{doc}}`{stem}`: on {', '.join(f'`{d.name}`' for d in datasets)}")

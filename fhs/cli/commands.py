@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from fhs.cli.parser import names
@@ -39,6 +40,9 @@ def cmd_show(args: argparse.Namespace) -> None:
     for run_dir in runs:  # an unknown id fails before any data is loaded
         check_fact_ids(run_dir, args.fact)
     out = Path(args.out) if args.out else Path(args.run_dir) / "show.html"
+    guard_out(out, args.data, files=[(path, f"run {run_dir}'s {path.name}") for run_dir in runs
+                                     for path in sorted(Path(run_dir).iterdir())
+                                     if path.is_file() and path.suffix != ".html"])
     write_explorer(runs, args.fact, out, data=args.data)
     print(out)
 
@@ -63,6 +67,7 @@ def cmd_taxonomy(args: argparse.Namespace) -> None:
     from fhs.data.taxonomies.generic import write_generic
 
     choose(TAXONOMIES, args.name, "taxonomy")
+    guard_out(args.out, args.data)
     taxonomy = load_taxonomy(args.name, args.data)
     path = write_generic(taxonomy, args.out)
     print(f"{len(taxonomy):,} concepts of {args.name} -> {path}")
@@ -74,6 +79,9 @@ def cmd_facts(args: argparse.Namespace) -> None:
     from fhs.data.taxonomies import load_taxonomy, load_taxonomy_file
 
     name = args.taxonomy
+    read = [*(getattr(args, "filings", None) or args.tables), *([args.cells] if getattr(args, "cells", None) else [])]
+    guard_out(args.out, args.data, files=[(path, "input file") for path in read]
+              + ([] if name == "none" or name in TAXONOMIES else [(name, "taxonomy file")]))
     taxonomy = None if name == "none" else load_taxonomy(name, args.data) if name in TAXONOMIES \
         else load_taxonomy_file(name)
     if args.facts_command == "from-table":
@@ -143,7 +151,9 @@ def cmd_run(args: argparse.Namespace) -> dict:
     from fhs.data.taxonomies.ids import check_gold
     from fhs.method.knobs import knob_overrides
     from fhs.run.inputs import ModelChoice
+    from fhs.run.lock import LOCK_NAME
     from fhs.run.profiles import ORACLE, default_profile
+    from fhs.run.records import STAMP_NAME
     from fhs.run.runner import AllFactsFailed
     from fhs.run.spec import RunSpec
 
@@ -169,7 +179,10 @@ def cmd_run(args: argparse.Namespace) -> dict:
         raise InputError(f"--method {args.method} asks no model, so the oracle has nothing to answer",
                          field="oracle-noise", fix="leave --oracle-noise out, or run an LLM method")
     experiment = _experiment(args)
-    _check_out(args.out, args.data)  # the inputs are named first, then where the run would write
+    inputs = _run_inputs(args, experiment.spec)  # the inputs are named first, then where the run would write
+    guard_out(args.out, args.data, files=inputs)
+    for name in ("records.jsonl", "metrics.json", STAMP_NAME, LOCK_NAME):  # nor a file the run writes there
+        guard_out(os.path.join(args.out, name), args.data, files=inputs)
     spec = replace(spec, dataset=experiment.spec.name)
     facts = experiment.facts
     if args.limit is not None:
@@ -231,24 +244,25 @@ def cmd_archive(args: argparse.Namespace) -> dict:
     return summary
 
 
-def _check_out(out: str, data: str | None) -> None:
-    """Refuse an ``--out`` that is a dangling symbolic link (or lies under one), or inside the data directory."""
-    import os
+def guard_out(out, data: str | None, files=()) -> None:
+    """Refuse an ``--out`` onto one of ``files`` or inside the data directory (``fhs.core.outputs``)."""
+    from fhs.core.outputs import check_out
+    from fhs.data.download.fetch import target_dir
+
+    root, _ = target_dir(data)
+    check_out(out, files=files, folders=[(root, "the data directory")])
+
+
+def _run_inputs(args: argparse.Namespace, spec) -> list[tuple[str, str]]:
+    """The files a run reads: its spec, facts, taxonomy and domain files, the archive it replays, its cache."""
     from pathlib import Path
 
-    from fhs.data.datadir import ENV_VAR
-
-    path = Path(out)
-    for part in (path, *path.parents):
-        if part.is_symlink() and not part.exists():
-            raise InputError(f"is a symbolic link to {os.readlink(part)}, which does not exist", path=part,
-                             field="out", fix="create the link's target, remove the link, or pass another --out")
-    raw = data if data is not None else os.environ.get(ENV_VAR)
-    if raw and Path(raw).expanduser().is_dir():
-        root, where = Path(raw).expanduser().resolve(), path.resolve()
-        if where == root or root in where.parents:
-            raise InputError(f"is inside the data directory {root}", path=out, field="out",
-                             fix="write runs outside the data directory, which holds the inputs")
+    named = [(spec.source, "dataset spec"), (spec.facts_file, "facts file"), (spec.taxonomy_file, "taxonomy file"),
+             (args.facts, "facts file"), (None if args.taxonomy in TAXONOMIES else args.taxonomy, "taxonomy file"),
+             (args.replay, "archive replayed"), (args.cache, "response cache")]
+    named += [(domain, "domain file") for domain in (spec.domain, args.domain)
+              if domain and Path(domain).suffix.lower() in (".yaml", ".yml")]
+    return [(str(path), what) for path, what in named if path]
 
 
 def _experiment(args: argparse.Namespace):
@@ -303,6 +317,9 @@ def cmd_bench_llm(args: argparse.Namespace) -> dict:
     from fhs.bench.llm import bench_llm, format_table
     from fhs.run.records import write_json_atomic
 
+    if args.out:
+        guard_out(args.out, args.data, files=[*_spec_files(args.dataset), *(
+            [(args.cache, "response cache")] if args.cache else [])])
     methods = _names(args.methods or "direct,structured,fhs")
     result = bench_llm(args.dataset or ["fincl", "codiesp"], methods, profile=args.profile or "cpu",
                        backend=args.backend, model=args.model, facts=args.facts or 3, data=args.data,
@@ -311,6 +328,12 @@ def cmd_bench_llm(args: argparse.Namespace) -> dict:
     if args.out:
         write_json_atomic(args.out, result)
     return result
+
+
+def _spec_files(datasets: list[str] | None) -> list[tuple[str, str]]:
+    from fhs.data.datasets import is_spec_file
+
+    return [(name, "dataset spec") for name in datasets or [] if is_spec_file(name)]
 
 
 def _names(text: str) -> list[str]:
@@ -323,6 +346,8 @@ def cmd_plan(args: argparse.Namespace) -> dict:
     from fhs.plan.table import format_plan
     from fhs.plan.totals import Throughput
 
+    if args.out:  # before the planning, which takes a while
+        guard_out(args.out, args.data, files=_spec_files(args.dataset))
     if (args.prefill_tps is None) != (args.decode_tps is None):
         raise InputError("--prefill-tps and --decode-tps go together", field="prefill-tps",
                          fix="pass both, or one total rate with --throughput")

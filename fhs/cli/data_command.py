@@ -133,11 +133,13 @@ def _lock(args) -> int:
     from pathlib import Path
 
     from fhs.core.files import write_text_atomic
+    from fhs.core.outputs import check_out
     from fhs.data.download.build import ABOUT, build_lock
     from fhs.data.download.lock import dump_lock, parse_lock
 
-    lock = build_lock(Path(args.source).expanduser())
     out = Path(args.out).expanduser()
+    check_out(out, folders=[(args.source, "the data folder")], reads="the lock is built from")
+    lock = build_lock(Path(args.source).expanduser())
     text = dump_lock(lock, ABOUT)
     parse_lock(json.loads(text), out)  # never write a lock that fetch and check would refuse
     write_text_atomic(out, text)

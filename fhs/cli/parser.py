@@ -7,10 +7,10 @@ Valid choices come from the registries, so a new method, dataset or knob appears
 from __future__ import annotations
 
 import argparse
-import math
 
 from fhs.cli.data_command import add_data_parser
 from fhs.core.errors import InputError
+from fhs.core.ranges import count_problem, weight_problem
 from fhs.data.datasets import DATASETS
 from fhs.data.domain import available_domains
 from fhs.data.taxonomies import TAXONOMIES
@@ -60,8 +60,9 @@ def _positive_int(name: str):
             value = int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"--{name} expects a whole number, got {text!r}") from None
-        if value < 1:
-            raise argparse.ArgumentTypeError(f"--{name} must be at least 1, got {value}")
+        problem = count_problem(value)
+        if problem:
+            raise argparse.ArgumentTypeError(f"--{name} {problem}, got {value}")
         return value
     return parse
 
@@ -74,8 +75,9 @@ def _weight(name: str):
             value = float(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"--{name} expects a number, got {text!r}") from None
-        if not math.isfinite(value) or value < 0:
-            raise argparse.ArgumentTypeError(f"--{name} must be a finite number >= 0, got {text}")
+        problem = weight_problem(value)
+        if problem:
+            raise argparse.ArgumentTypeError(f"--{name} {problem}, got {text}")
         return value
 
     return parse

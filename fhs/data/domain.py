@@ -27,7 +27,7 @@ from fhs.data.taxonomy import Concept
 DOMAINS_DIR = Path(__file__).resolve().parent / "domains"
 PROFILES_HELD = 100_000  # more than any bundled taxonomy has concepts: memory stays bounded
 _WORD = re.compile(r"[a-z0-9]+")
-_DIMENSION_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
+_DIMENSION_NAME = re.compile(r"[A-Z][A-Z0-9_]*")
 
 # A concept's category profile: per dimension, the categories it belongs to (the window of Section 4.4 reads it)
 CategoryProfile = tuple[tuple[str, tuple[str, ...]], ...]
@@ -236,7 +236,7 @@ def domain_from_dict(data: Any, *, path: str | Path | None = None) -> Domain:
         where = f"dimensions[{index}]"
         reader.mapping(item, where)
         name = reader.text(reader.get(item, "name", where), f"{where}.name")
-        if not _DIMENSION_NAME.match(name):
+        if not _DIMENSION_NAME.fullmatch(name):
             raise InputError(f"dimension names are upper-case identifiers, got {shown(name)}", path=path, field=f"{where}.name")
         if name in {d.name for d in dimensions}:
             raise InputError(f"duplicate dimension {name!r}", path=path, field=f"{where}.name")

@@ -31,7 +31,7 @@ UNRESOLVED_SHARE = 0.15  # the paper's verifier saw 5.12 of 6 dimensions resolve
 CODE_WEIGHTS = {"S": 0.4, "C": 0.35, "A": 0.25}
 _EVIDENCE_LINES = ("Source context:", "Row context:", "Column context:", "Sentence:", "Value:")
 _WORD = re.compile(r"[A-Za-z][A-Za-z'-]{2,}")
-_CODE_PATTERN = re.compile(r"^\^\[([A-Za-z]+)\]\{(\d+)\}\$$")
+_CODE_PATTERN = re.compile(r"\^\[([A-Za-z]+)\]\{(\d+)\}\$")
 # free-text fields and how many words they get
 _LONG_FIELDS = {"retrieval_query": (8, 20), "query": (8, 20), "critique": (10, 30), "assessment": (10, 30)}
 
@@ -56,7 +56,7 @@ def _string(schema: Mapping[str, Any], name: str, rng: random.Random, words: Seq
         return str(rng.choice(list(schema["enum"])))
     pattern = schema.get("pattern")
     if pattern:
-        match = _CODE_PATTERN.match(pattern)
+        match = _CODE_PATTERN.fullmatch(pattern)
         if not match:
             raise ValueError(f"the simulator cannot write strings for pattern {pattern!r}")
         letters, size = match.group(1), int(match.group(2))

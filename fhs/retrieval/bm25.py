@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import sparse
 
+from fhs.core.ranges import count_problem, share_problem, switch_problem, weight_problem
 from fhs.core.text import token_set, tokenize
 from fhs.data.taxonomy import Taxonomy
 from fhs.retrieval.index_cache import index_path, read_arrays, write_arrays
@@ -39,6 +40,11 @@ class RetrievalConfig:
     # 0 = rescore the whole (datatype) index with Eq. 6; n > 0 = rescore the BM25 top_k * n
     pool_multiplier: int = 0
     type_filter: bool = True
+
+
+# What each setting accepts: a spec's ``retrieval:`` is held to the rules its flags are (``--wcov``).
+SETTING_RULES = {"k1": weight_problem, "b": share_problem, "top_k": count_problem, "w_cov": weight_problem,
+                 "pool_multiplier": lambda value: count_problem(value, 0), "type_filter": switch_problem}
 
 
 class Ranking:

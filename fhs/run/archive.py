@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from fhs.core.errors import InputError, warn
+from fhs.core.outputs import check_out
 from fhs.llm.factory import backend_identity
 from fhs.llm.replay import ARCHIVE_FORMAT, ARCHIVE_VERSION, REPLAY_PREFIX, archive_digest, content_digest, open_archive
 from fhs.method.ledger import Entry, SqliteLedger, ledger_path
@@ -187,17 +188,7 @@ def _check_out(out: Path, cache: Path, runs: Sequence[Path]) -> None:
                for suffix in ("-wal", "-shm", "-journal")]
     inputs += [(run / name, f"run {run}'s {name}") for run in runs for name in ("records.jsonl", STAMP_NAME,
                                                                                  "metrics.json", "run.lock")]
-    for path, what in inputs:
-        if _same_file(out, path):
-            raise InputError(f"is the {what}, which the archive is made from: writing the archive there would "
-                             f"destroy it", path=out, field="out", fix="pass a new file for --out, e.g. runs.fhsa")
-
-
-def _same_file(a: Path, b: Path) -> bool:
-    try:
-        return os.path.samefile(a, b)
-    except OSError:  # one of them does not exist: the same path, once resolved
-        return a.resolve() == b.resolve()
+    check_out(out, files=inputs, reads="the archive is made from")
 
 
 def _pack(source: sqlite3.Connection, cache: Path, out: Path, archived: list[ArchivedRun],

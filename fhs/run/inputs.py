@@ -19,7 +19,7 @@ from fhs.data.facts import Fact
 from fhs.data.taxonomy import Taxonomy
 from fhs.method.config import FHSConfig
 from fhs.method.context import MethodContext
-from fhs.retrieval.bm25 import RetrievalConfig
+from fhs.retrieval.bm25 import SETTING_RULES, RetrievalConfig
 from fhs.retrieval.encoders import DEFAULT_MODEL
 from fhs.retrieval.kinds import DEFAULT_RETRIEVER, Searcher, make_retriever, retriever_inputs
 from fhs.run.digests import facts_digest, file_digest, files_digest, taxonomy_digest
@@ -128,9 +128,6 @@ def cached_retriever(taxonomy: Taxonomy, config: RetrievalConfig, kind: str = DE
     return _RETRIEVERS[key][1]
 
 
-_KINDS = {float: "a number", int: "a whole number", bool: "true or false"}
-
-
 def retrieval_config(source: str | DatasetSpec, retriever: str = DEFAULT_RETRIEVER, **overrides) -> RetrievalConfig:
     """A dataset's retrieval settings (``source``: its spec, or a taxonomy's name, which takes those of the
     first built-in dataset over it); dense and hybrid leave label coverage off unless ``w_cov`` is given
@@ -141,15 +138,18 @@ def retrieval_config(source: str | DatasetSpec, retriever: str = DEFAULT_RETRIEV
         if name not in {f.name for f in fields(RetrievalConfig)}:
             raise InputError("not a retrieval setting", path=spec.source, field=f"retrieval.{name}",
                              fix=f"use {', '.join(f.name for f in fields(RetrievalConfig))}")
-        expected = type(getattr(base, name))
-        if isinstance(value, bool) != (expected is bool) or not isinstance(value, (int, float) if expected is float
-                                                                                 else expected):
-            raise InputError(f"expected {_KINDS[expected]}, got {shown(value)}", path=spec.source,
-                             field=f"retrieval.{name}")
+        problem = SETTING_RULES[name](value)
+        if problem:
+            raise InputError(f"{problem}, got {shown(value)}", path=spec.source, field=f"retrieval.{name}")
         base = replace(base, **{name: value})
     if retriever != DEFAULT_RETRIEVER:
         base = replace(base, w_cov=0.0)
-    return replace(base, **{k: v for k, v in overrides.items() if v is not None})
+    given = {k: v for k, v in overrides.items() if v is not None}
+    for name, value in given.items():  # a chapter's parameter or a caller's value: the same rules
+        problem = SETTING_RULES[name](value) if name in SETTING_RULES else None
+        if problem:
+            raise InputError(f"{problem}, got {shown(value)}", field=name)
+    return replace(base, **given)
 
 
 def load_experiment(

@@ -14,6 +14,7 @@ import pandas as pd
 
 from fhs.book.report import Estimate
 from fhs.book.study import Run, Study
+from fhs.core.free_text import markdown_literal
 from fhs.data.datasets.stats import dataset_stats
 from fhs.paper import PAPER, RELOCATION, relocation_rate
 from fhs.run.evaluate import by_group, paired_difference
@@ -177,5 +178,6 @@ def own_dataset_lines(study: Study, datasets: Sequence[str]) -> list[str]:
     """What each dataset of one's own is, in its spec's words (the prose above describes the paper's)."""
     from fhs.data.datasets import is_spec_file
 
-    return [f"`{study.dataset_name(name)}`: {study.experiment(name).spec.description or 'no description in its spec'}."
+    return [f"`{study.dataset_name(name)}`: "
+            f"{markdown_literal(study.experiment(name).spec.description) or 'no description in its spec'}."
             for name in datasets if is_spec_file(name)]

@@ -41,7 +41,7 @@ from fhs.data.facts import Fact
 FILE_NAME = "FinCL-eval-subset.csv"
 COLUMNS = ("context", "category", "entity", "entity_type", "query", "answer")
 CATEGORIES = ("table", "text")
-_GOLD = re.compile(r"^[A-Za-z][\w.-]*:[A-Za-z_][\w.-]*$")
+_GOLD = re.compile(r"[A-Za-z][\w.-]*:[A-Za-z_][\w.-]*")
 _QUERY_CONTEXT = re.compile(r"<context>(.*)</context>", re.DOTALL)
 
 
@@ -104,7 +104,7 @@ def _check(record: list[str], header: list[str], position: dict[str, int], index
     if values["category"] not in CATEGORIES:
         raise InputError(f"expected one of {CATEGORIES}, got {values['category']!r}", path=path, line=line,
                          field="category")
-    if not _GOLD.match(values["answer"].strip()):
+    if not _GOLD.fullmatch(values["answer"].strip()):
         raise InputError(f"expected a prefixed concept such as us-gaap:Assets, got {values['answer']!r}",
                          path=path, line=line, field="answer")
     return FinclRow(index=index, line=line, **values)

@@ -39,10 +39,10 @@ _CLOSING_WORDS = ("total", "net cash", "cash generated", "cash used", "cash prov
 _PLACEHOLDERS = frozenset({"n/a", "na", "nm", "n.m."})
 COLUMN_PIECES = 4
 
-_SYMBOL = re.compile(r"^(?:US\$|[$€£¥%()\[\]*,.:;])+$")
-_PERIOD = re.compile(r"^(?:19|20)\d\d$")
-_OPENERS = re.compile(r"^(?:US\$|[$€£¥(])+$")
-_CLOSERS = re.compile(r"^[)%\]]+$")
+_SYMBOL = re.compile(r"(?:US\$|[$€£¥%()\[\]*,.:;])+")
+_PERIOD = re.compile(r"(?:19|20)\d\d")
+_OPENERS = re.compile(r"(?:US\$|[$€£¥(])+")
+_CLOSERS = re.compile(r"[)%\]]+")
 
 
 # --- grid ----------------------------------------------------------------------------------
@@ -55,11 +55,11 @@ def cell_kind(text: str) -> str:
     if not text:
         return "empty"
     compact = "".join(text.split())
-    if _PERIOD.match(compact):
+    if _PERIOD.fullmatch(compact):
         return "period"
     if parse_number(text) is not None or compact.casefold() in _PLACEHOLDERS:
         return "value"
-    if _SYMBOL.match(compact):
+    if _SYMBOL.fullmatch(compact):
         return "symbol"
     return "label"
 
@@ -124,11 +124,11 @@ def _span(element, name: str, limit: int) -> int:
 
 
 _UNIT_PT = {"pt": 1.0, "px": 0.75, "em": 10.0, "rem": 10.0, "in": 72.0, "cm": 28.35, "mm": 2.835, "": 0.75}
-_LENGTH = re.compile(r"^(-?\d*\.?\d+)(pt|px|em|rem|in|cm|mm)?$")
+_LENGTH = re.compile(r"(-?\d*\.?\d+)(pt|px|em|rem|in|cm|mm)?")
 
 
 def _points(value: str) -> float:
-    match = _LENGTH.match(value.strip().lower())
+    match = _LENGTH.fullmatch(value.strip().lower())
     return float(match.group(1)) * _UNIT_PT[match.group(2) or ""] if match else 0.0
 
 
@@ -419,10 +419,10 @@ def row_text(row: tuple[GridCell, ...]) -> str:
         if not text:
             continue
         compact = "".join(text.split())
-        if _OPENERS.match(compact):
+        if _OPENERS.fullmatch(compact):
             opener += compact
             continue
-        if _CLOSERS.match(compact) and pieces and not opener:
+        if _CLOSERS.fullmatch(compact) and pieces and not opener:
             pieces[-1] += compact
             continue
         pieces.append(opener + text)

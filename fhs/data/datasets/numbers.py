@@ -14,8 +14,8 @@ from decimal import Decimal, InvalidOperation
 # Characters that take no room on the page (zero-width spaces, soft hyphen): dropped before reading.
 INVISIBLE = {ord(c): None for c in "\u200b\u200c\u200d\u2060\ufeff\u00ad"}
 _DASHES = "-\u2010\u2011\u2012\u2013\u2014\u2015\u2212"
-_ONLY_DASH = re.compile(rf"^[(\[]?(?:US\$|[$€£¥])?[{_DASHES}]+%?[)\]]?$")
-_NUMBER = re.compile(r"^(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?$|^\.\d+$|^\d+\.$")
+_ONLY_DASH = re.compile(rf"[(\[]?(?:US\$|[$€£¥])?[{_DASHES}]+%?[)\]]?")
+_NUMBER = re.compile(r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+|\d+\.")
 
 
 def parse_number(text: str) -> Decimal | None:
@@ -27,14 +27,14 @@ def parse_number(text: str) -> Decimal | None:
     compact = "".join(text.translate(INVISIBLE).split())
     if not compact:
         return None
-    if _ONLY_DASH.match(compact):
+    if _ONLY_DASH.fullmatch(compact):
         return Decimal(0)
     negative = "(" in compact
     core = re.sub(r"US\$|[$€£¥%()\[\]]", "", compact)
     if core and core[0] in _DASHES:
         negative = True
         core = core[1:]
-    if not _NUMBER.match(core):
+    if not _NUMBER.fullmatch(core):
         return None
     try:
         number = Decimal(core.replace(",", ""))

@@ -24,12 +24,14 @@ from pathlib import Path
 from typing import Any
 
 from fhs.core.errors import InputError, shown
+from fhs.core.free_text import DESCRIPTION_LIMIT, NAME_LIMIT, line_problem
+from fhs.core.outputs import same_file
 from fhs.core.yamlfile import read_yaml_file
 from fhs.data.datasets import DATASETS, ORACLE_QUERIES, DatasetSpec, is_spec_file, taxonomy_dataset
 
 FIELDS = ("name", "facts", "taxonomy", "domain", "description", "retrieval", "oracle", "dev")
 REQUIRED = ("facts", "taxonomy")
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # whole: fullmatch, as $ lets a final newline by
 
 
 def read_spec_file(path: str | Path) -> DatasetSpec:
@@ -61,9 +63,14 @@ def _read(path_text: str, _mtime: int, _size: int) -> DatasetSpec:
             raise InputError(f"expected a string, got {type(raw[key]).__name__}", path=path, field=key)
     here = path.parent
     name = raw.get("name") or path.stem
-    if not _NAME.match(name):
+    if not _NAME.fullmatch(name) or len(name) > NAME_LIMIT:
         raise InputError(f"{shown(name)} is not a usable name", path=path, field="name",
-                         fix="letters, digits, '.', '_' and '-' (it names the runs' folder)")
+                         fix=f"at most {NAME_LIMIT} letters, digits, '.', '_' and '-' (it names the runs' folder)")
+    about = (raw.get("description") or "").strip()  # a folded YAML block (>) ends in a newline of its own
+    problem = line_problem(about, DESCRIPTION_LIMIT)
+    if problem:
+        raise InputError(f"the description {problem}", path=path, field="description",
+                         fix="one line of plain text; the book shows it as written, never as markup")
     if name in DATASETS:
         raise InputError(f"{name!r} is a built-in dataset", path=path, field="name",
                          fix="choose another name, so the two datasets' runs and results stay apart")
@@ -73,9 +80,9 @@ def _read(path_text: str, _mtime: int, _size: int) -> DatasetSpec:
     domain = _domain(here, raw.get("domain"), path) if raw.get("domain") else (own.domain if own else "")
     return DatasetSpec(
         name=name, taxonomy=taxonomy_name,
-        description=raw.get("description") or f"{name}: facts from {facts.name}",
+        description=about or f"{name}: facts from {facts.name}",
         oracle_with_id=_oracle(raw.get("oracle"), own, path), domain=domain,
-        retrieval=_retrieval(raw.get("retrieval"), own, path), dev=_dev(here, raw.get("dev"), path),
+        retrieval=_retrieval(raw.get("retrieval"), own, path), dev=_dev(here, raw.get("dev"), path, facts),
         facts_file=facts, taxonomy_file=taxonomy_file, source=path)
 
 
@@ -130,10 +137,25 @@ def _retrieval(value: Any, own: DatasetSpec | None, path: Path) -> tuple[tuple[s
     return tuple(sorted({**dict(own.retrieval if own else ()), **value}.items()))
 
 
-def _dev(here: Path, value: str | None, path: Path) -> str | None:
+def _dev(here: Path, value: str | None, path: Path, facts: Path) -> str | None:
+    """The development split; one that is this spec, or reads this spec's facts, would tune on the test facts."""
     if value is None or value in DATASETS:
         return value
     if not is_spec_file(value):
         raise InputError(f"unknown development split {shown(value)}", path=path, field="dev",
                          fix=f"a built-in dataset ({', '.join(DATASETS)}) or another spec file (.yaml)")
-    return str(_existing(here, value, path, "dev", "no such spec file"))
+    dev = _existing(here, value, path, "dev", "no such spec file")
+    named = _facts_named_by(dev)
+    if dev == path or (named is not None and same_file(named, facts)):
+        raise InputError(f"the development split {shown(value)} reads this spec's own facts ({facts.name}): "
+                         "settings tuned on it would be tuned on the test facts", path=path, field="dev",
+                         fix="point dev: at a spec of other facts, or leave it out")
+    return str(dev)
+
+
+def _facts_named_by(spec: Path) -> Path | None:
+    """The facts file another spec names, read without reading that spec whole (its own ``dev:`` may name
+    this one); a spec that does not name one is left for its own reading to report."""
+    raw = read_yaml_file(spec)
+    value = raw.get("facts") if isinstance(raw, dict) else None
+    return (spec.parent / Path(value).expanduser()).resolve() if isinstance(value, str) and value else None

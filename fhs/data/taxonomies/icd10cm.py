@@ -52,7 +52,7 @@ _ROLE_BY_LETTER = {
 }
 
 # Category: a letter, then two characters of which at least one is a digit (A00, O9A, QA0).
-_CODE = re.compile(r"^([A-Z](?:[0-9][0-9A-Z]|[A-Z][0-9]))(?:\.?([0-9A-Z]{1,4}))?$")
+_CODE = re.compile(r"([A-Z](?:[0-9][0-9A-Z]|[A-Z][0-9]))(?:\.?([0-9A-Z]{1,4}))?")
 
 
 def normalize_icd_code(raw: str) -> str:
@@ -63,7 +63,7 @@ def normalize_icd_code(raw: str) -> str:
     InputError, so a corrupt gold file is noticed instead of never matching.
     """
     text = str(raw).strip().upper().rstrip(".")
-    match = _CODE.match(text)
+    match = _CODE.fullmatch(text)
     if not match:
         raise InputError(f"not an ICD-10-CM code: {raw!r}", field="code",
                          fix="expected a letter, two characters with a digit among them, then optionally '.' and 1-4 characters")

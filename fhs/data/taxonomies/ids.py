@@ -20,7 +20,7 @@ from fhs.data.taxonomies.icd10cm import normalize_icd_code
 
 # Namespace prefixes that XBRL filings put before an element name (``us-gaap:Revenues``).
 _XBRL_PREFIX = re.compile(r"^(?:us-gaap|ifrs-full|ifrs|srt|dei)[:_]", re.IGNORECASE)
-_ICD_SHAPE = re.compile(r"^[A-Za-z][0-9][0-9A-Za-z]\.?[0-9A-Za-z]{0,4}$")
+_ICD_SHAPE = re.compile(r"[A-Za-z][0-9][0-9A-Za-z]\.?[0-9A-Za-z]{0,4}")
 
 ID_KINDS = ("xbrl", "icd")
 
@@ -28,7 +28,7 @@ ID_KINDS = ("xbrl", "icd")
 def id_kind(ids: Iterable[str]) -> str:
     """``icd`` when (nearly) every id is shaped like an ICD-10 code, else ``xbrl`` (element names)."""
     ids = [i.strip() for i in ids if i and i.strip()]
-    shaped = sum(bool(_ICD_SHAPE.match(i)) for i in ids)
+    shaped = sum(bool(_ICD_SHAPE.fullmatch(i)) for i in ids)
     return "icd" if ids and shaped >= 0.9 * len(ids) else "xbrl"
 
 
