@@ -174,9 +174,22 @@ def test_a_table_nested_past_the_parsers_depth_says_so(tmp_path):
     page = tmp_path / "t.html"
     page.write_text("<html><body>" + "<div>" * 300 + "<table><tr><td>1</td></tr></table>" + "</div>" * 300,
                     encoding="utf-8")
-    with pytest.raises(InputError, match="nest deeper than the HTML parser's limit of 256 levels") as error:
+    with pytest.raises(InputError, match=r"t\.html:1: elements nest deeper than the parser's limit of 256 levels") \
+            as error:
         facts_from_table(page)
     assert "no <table>" not in str(error.value)
+
+
+def test_a_filing_nested_past_the_parsers_depth_is_refused_not_read_in_part(tmp_path):
+    # recovering, the parser dropped everything below the limit: 0 facts, exit 0
+    filing = tmp_path / "f.htm"
+    filing.write_text('<html xmlns="http://www.w3.org/1999/xhtml" xmlns:ix="http://www.xbrl.org/2013/inlineXBRL" '
+                      'xmlns:gaap="http://fasb.org/us-gaap/2024"><body>\n' + "<div>" * 3000 + "</div>" * 3000 +
+                      '<p>Revenue <ix:nonFraction name="gaap:Revenues" contextRef="c" unitRef="u" id="f1">5'
+                      '</ix:nonFraction></p></body></html>', encoding="utf-8")
+    with pytest.raises(InputError, match=r"f\.htm: cannot parse as \(X\)HTML: elements nest deeper than the "
+                                         r"parser's limit of 2048 levels"):
+        ixbrl.extract_filing(filing, cache_dir=tmp_path / "cache")
 
 
 # ---- gzip: filings and archives -------------------------------------------------------------------

@@ -56,7 +56,7 @@ from fhs.core.untrusted import LIMITS, ReadLimits, TooLarge, gunzip, size_text
 from fhs.data.datadir import source_dir
 from fhs.data.datasets.html_page import visible_text_with_offsets
 from fhs.data.datasets.html_tables import TableGrid, column_header, row_header, table_grid, table_text
-from fhs.data.datasets.html_text import inline_text, is_hidden, local_name, sentence_at
+from fhs.data.datasets.html_text import inline_text, is_hidden, local_name, sentence_at, too_deep
 from fhs.data.facts import Fact, fact_from_dict
 
 PARSER_VERSION = 2  # 2: fact ids unique within a filing
@@ -203,8 +203,15 @@ def parse_document(data: bytes):
     try:
         return etree.fromstring(data, etree.XMLParser(huge_tree=True, resolve_entities=False))
     except etree.XMLSyntaxError:
-        root = etree.fromstring(data, etree.XMLParser(huge_tree=True, recover=True, resolve_entities=False))
-        return root if root is not None else lxml_html.document_fromstring(data)
+        parser = etree.XMLParser(huge_tree=True, recover=True, resolve_entities=False)
+        root = etree.fromstring(data, parser)
+        if root is None:
+            parser = lxml_html.HTMLParser(huge_tree=True)
+            root = lxml_html.document_fromstring(data, parser=parser)
+        deep = too_deep(parser)  # recovering, the parser drops what lies deeper and says so only in its log
+        if deep is not None:
+            raise ValueError(f"{deep[0]} (line {deep[1]})")
+        return root
 
 
 def _us_gaap_name(element) -> str | None:

@@ -23,14 +23,13 @@ from __future__ import annotations
 import csv
 import html
 import io
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from fhs.core.errors import InputError
 from fhs.core.untrusted import LIMITS, ReadLimits, read_text
 from fhs.data.datasets.html_tables import column_header, row_header, table_grid, table_text
-from fhs.data.datasets.html_text import local_name
+from fhs.data.datasets.html_text import local_name, too_deep
 from fhs.data.facts import Fact
 
 GOLD_COLUMN = "gold"
@@ -170,13 +169,9 @@ def _tables(markup: str, path: str | Path) -> list:
     except etree.ParserError as error:  # "Document is empty"
         raise InputError(f"no <table> in this file ({error})", path=path,
                          fix="give a CSV, TSV or an HTML file with a table") from None
-    for entry in parser.error_log:
-        if entry.type_name == "ERR_RESOURCE_LIMIT":
-            depth = re.search(r"depth in document: (\d+)", entry.message)
-            limit = f" of {depth.group(1)} levels" if depth else ""
-            raise InputError(f"elements nest deeper than the HTML parser's limit{limit}, so what lies deeper (a "
-                             f"table among it) would be lost", path=path, line=entry.line,
-                             fix="give the table without the elements wrapped around it")
+    deep = too_deep(parser)
+    if deep is not None:
+        raise InputError(deep[0], path=path, line=deep[1], fix="give the table without the elements wrapped around it")
     return [element for element in root.iter() if isinstance(element.tag, str) and local_name(element) == "table"]
 
 
