@@ -246,6 +246,25 @@ def test_case20_an_archived_runs_records_that_expand_past_the_limit_are_refused(
     assert archived_runs(bad, limits=ReadLimits(records_bytes=1 << 20), where=lambda config: False) == []
 
 
+def test_case20_data_check_finds_a_gzip_bomb_different_without_expanding_it(tmp_path):
+    import hashlib
+
+    from fhs.data.download.check import check
+    from fhs.data.download.digest import digest
+    from fhs.data.download.lock import Lock, LockedFile, LockedSource
+
+    page = b"<html><body><p>a filing</p></body></html>"
+    (tmp_path / "pub").mkdir()
+    (tmp_path / "pub" / "page.htm.gz").write_bytes(bomb())
+    with pytest.raises(TooLarge, match="more than 1 MiB"):
+        digest(tmp_path / "pub" / "page.htm.gz", gunzip=True, limit=1 << 20)
+    lock = Lock((LockedSource("pub", "a publisher", "CC0", "https://example.org", "example.org", (
+        LockedFile("pub/page.htm.gz", len(page), hashlib.sha256(page).hexdigest(), url="https://example.org/p.htm",
+                   gzip=True),)),))
+    result = check(lock, tmp_path)
+    assert result.different == [("pub/page.htm.gz", f"more than {len(page)} bytes, the lock pins {len(page)}")]
+
+
 # ---- issue 55: gold ids and field names -----------------------------------------------------------
 
 def test_a_misspelled_gold_id_is_named_by_from_table(tmp_path, capsys):

@@ -12,8 +12,10 @@ from __future__ import annotations
 import gzip
 import io
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from fhs.core.errors import InputError
 from fhs.core.files import utf8_error
@@ -55,21 +57,26 @@ class TooLarge(ValueError):
         super().__init__(f"more than {size_text(limit)}")
 
 
-def gunzip(data: bytes, limit: int) -> bytes:
-    """The content of gzip ``data`` (every member), decompressed a chunk at a time and never past ``limit`` bytes.
+def gunzip_chunks(source: BinaryIO, limit: int) -> Iterator[bytes]:
+    """The content of the gzip stream ``source`` (every member), a chunk at a time, never past ``limit`` bytes.
 
     Raises :class:`TooLarge` at the limit, and ``ValueError`` for data that is not gzip, damaged or cut off.
     """
-    out = io.BytesIO()
+    seen = 0
     try:
-        with gzip.GzipFile(fileobj=io.BytesIO(data)) as stream:
-            while chunk := stream.read(min(_CHUNK, limit + 1 - out.tell())):
-                out.write(chunk)
-                if out.tell() > limit:
+        with gzip.GzipFile(fileobj=source) as stream:
+            while chunk := stream.read(min(_CHUNK, limit + 1 - seen)):
+                seen += len(chunk)
+                if seen > limit:
                     raise TooLarge(limit)
+                yield chunk
     except (OSError, EOFError, zlib.error) as error:
         raise ValueError(" ".join(str(error).split()) or type(error).__name__) from None
-    return out.getvalue()
+
+
+def gunzip(data: bytes, limit: int) -> bytes:
+    """The content of gzip ``data``, as :func:`gunzip_chunks` reads it: whole, and at most ``limit`` bytes."""
+    return b"".join(gunzip_chunks(io.BytesIO(data), limit))
 
 
 _UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
