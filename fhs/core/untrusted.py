@@ -2,9 +2,9 @@
 
 A filing from the web, a colleague's table or a published archive may be a few
 megabytes that expand to gigabytes, or text in an encoding we do not read. Every
-gzip read in the project goes through :func:`gunzip`, which streams and stops at a
-limit, and a user's text file through :func:`read_text`, so each such file is
-refused with one line that names it and the limit, never held whole.
+gzip read in the project goes through :func:`gunzip_chunks` (or :func:`gunzip`), which
+streams and stops at a limit, and a user's table through :func:`read_text`, so such a
+file is refused with one line that names it and the limit, never expanded whole.
 """
 
 from __future__ import annotations
@@ -76,7 +76,10 @@ def gunzip_chunks(source: BinaryIO, limit: int) -> Iterator[bytes]:
 
 def gunzip(data: bytes, limit: int) -> bytes:
     """The content of gzip ``data``, as :func:`gunzip_chunks` reads it: whole, and at most ``limit`` bytes."""
-    return b"".join(gunzip_chunks(io.BytesIO(data), limit))
+    out = io.BytesIO()  # grown in place: a join of the chunks would hold the content twice
+    for chunk in gunzip_chunks(io.BytesIO(data), limit):
+        out.write(chunk)
+    return out.getvalue()
 
 
 _UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
