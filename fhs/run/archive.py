@@ -23,7 +23,9 @@ it): nothing in it names a path, since the replay's ledger folder is named
 after the SHA-256 of its content that this process computed, and a replayed
 run's metrics are compared with the ones the archive carries
 (:func:`replay_failures`): a difference is an error naming the run and the
-metric, never a quiet new number. ``fhs archive`` refuses to write over its
+metric, never a quiet new number. Only the archived runs of the replayed run's settings are
+decompressed, each to at most ``ReadLimits.records_bytes`` (``fhs.core.untrusted``), so a
+gzip bomb in a run's records stops there with one line. ``fhs archive`` refuses to write over its
 own inputs and writes the archive as an ordinary file (the umask decides).
 """
 
