@@ -100,14 +100,17 @@ def cmd_facts(args: argparse.Namespace) -> None:
 def _facts_from_tables(args: argparse.Namespace, taxonomy) -> None:
     from fhs.data.datasets.table_file import facts_from_table
     from fhs.data.facts import write_facts
+    from fhs.data.taxonomies.ids import align_gold, check_gold
 
     if args.cells and len(args.tables) > 1:
         raise InputError("a cell map (--cells) tags one table file", field="cells", fix="give one table file")
     facts = []
     for path, stem in _filing_stems(args.tables):
         stem = stem.removesuffix(".csv").removesuffix(".tsv")
-        facts.extend(facts_from_table(path, stem=stem, cell_map=args.cells, datatype=args.datatype,
-                                      taxonomy=taxonomy))
+        found = facts_from_table(path, stem=stem, cell_map=args.cells, datatype=args.datatype, taxonomy=taxonomy)
+        if taxonomy is not None:  # a misspelled gold id is named here, not only by `fhs run`
+            check_gold(align_gold(found, taxonomy), taxonomy, path)
+        facts.extend(found)
     untyped = sum(not fact.datatype for fact in facts)
     write_facts(facts, args.out)
     print(f"{len(facts):,} located facts from {len(args.tables)} table file(s) -> {args.out}"

@@ -81,6 +81,9 @@ class Fact:
 _FIELDS = tuple(f.name for f in fields(Fact))
 _REQUIRED = ("id", "context_id", "modality", "value", "datatype", "context", "gold")
 _OPTIONAL = ("row_header", "column_header", "sentence", "metadata")
+# what a field is called elsewhere, where spelling alone suggests another field ('mention' looks like 'sentence')
+_MEANT = {"mention": "value", "mention_text": "value", "span": "value", "code": "gold", "codes": "gold",
+          "concept": "gold", "concepts": "gold"}
 
 
 def fact_from_dict(record: Mapping[str, Any], *, path: str | Path | None = None, line: int | None = None) -> Fact:
@@ -88,7 +91,8 @@ def fact_from_dict(record: Mapping[str, Any], *, path: str | Path | None = None,
     unknown = [name for name in record if name not in _REQUIRED + _OPTIONAL]
     if unknown:
         name = str(unknown[0])
-        close = difflib.get_close_matches(name, _REQUIRED + _OPTIONAL, n=1, cutoff=0.5)
+        close = [_MEANT[name.casefold()]] if name.casefold() in _MEANT else \
+            difflib.get_close_matches(name, _REQUIRED + _OPTIONAL, n=1, cutoff=0.5)
         hint = f"did you mean '{close[0]}'? " if close else ""
         raise InputError("unknown field", path=path, line=line, field=name,
                          fix=f"{hint}fields are {', '.join(_REQUIRED + _OPTIONAL)}; put anything else under metadata")

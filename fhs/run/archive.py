@@ -23,13 +23,16 @@ it): nothing in it names a path, since the replay's ledger folder is named
 after the SHA-256 of its content that this process computed, and a replayed
 run's metrics are compared with the ones the archive carries
 (:func:`replay_failures`): a difference is an error naming the run and the
-metric, never a quiet new number. ``fhs archive`` refuses to write over its
+metric, never a quiet new number. Only the archived runs of the replayed run's settings are
+decompressed, each to at most ``ReadLimits.records_bytes`` (``fhs.core.untrusted``), so a
+gzip bomb in a run's records stops there with one line. ``fhs archive`` refuses to write over its
 own inputs and writes the archive as an ordinary file (the umask decides).
 """
 
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import math
 import os
@@ -40,14 +43,14 @@ import tempfile
 import threading
 import time
 import uuid
-import zlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from fhs.core.errors import InputError, warn
 from fhs.core.outputs import check_out
+from fhs.core.untrusted import LIMITS, ReadLimits, TooLarge, gunzip
 from fhs.llm.factory import backend_identity
 from fhs.llm.replay import ARCHIVE_FORMAT, ARCHIVE_VERSION, REPLAY_PREFIX, archive_digest, content_digest, open_archive
 from fhs.method.ledger import Entry, SqliteLedger, ledger_path
@@ -316,22 +319,34 @@ def _package_version() -> str:
         return "unknown"
 
 
-def archived_runs(archive: str | Path) -> list[ArchivedRun]:
-    """The runs an archive holds, records decompressed (open_archive has checked the JSON columns)."""
+def archived_runs(archive: str | Path, *, limits: ReadLimits = LIMITS,
+                  where: Callable[[dict | None], bool] | None = None) -> list[ArchivedRun]:
+    """The runs an archive holds, records decompressed (open_archive has checked the JSON columns).
+
+    ``where`` picks runs by their ``run_config`` before any records are decompressed; each
+    run's records expand to at most ``limits.records_bytes``, or the archive is refused.
+    """
     db = open_archive(archive)
     try:
-        return [ArchivedRun(name, _archived_records(blob, name, archive),
-                            json.loads(config) if config else None, json.loads(metrics) if metrics else None)
-                for name, blob, config, metrics in db.execute("SELECT name, records, run_config, metrics FROM runs")]
+        runs = []
+        for name, blob, config, metrics in db.execute("SELECT name, records, run_config, metrics FROM runs"):
+            config = json.loads(config) if config else None
+            if where is None or where(config):
+                runs.append(ArchivedRun(name, _archived_records(blob, name, archive, limits.records_bytes), config,
+                                        json.loads(metrics) if metrics else None))
+        return runs
     finally:
         db.close()
 
 
-def _archived_records(blob: bytes, name: str, archive: str | Path) -> list[dict]:
+def _archived_records(blob: bytes, name: str, archive: str | Path, limit: int) -> list[dict]:
     """A run's records from their gzip'd JSON lines; one line naming the run when they are not."""
     try:
-        records = [json.loads(line) for line in gzip.decompress(blob).decode("utf-8").splitlines() if line.strip()]
-    except (OSError, EOFError, zlib.error, UnicodeDecodeError, ValueError, RecursionError) as error:
+        records = [json.loads(line.decode("utf-8")) for line in io.BytesIO(gunzip(blob, limit)) if line.strip()]
+    except TooLarge as error:
+        raise InputError(f"not a usable fhs archive: the records of run {name[:200]} expand to {error}, the limit "
+                         f"on one run's records (a gzip bomb)", path=archive, fix="make the archive again") from None
+    except (ValueError, RecursionError) as error:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         raise InputError(f"not a usable fhs archive: the records of run {name[:200]} are not gzip'd JSON lines "
                          f"({type(error).__name__})", path=archive, fix="make the archive again") from None
     if not all(isinstance(r, dict) and isinstance(r.get("id"), str) for r in records):
@@ -476,8 +491,8 @@ def replay_mismatch(result: Mapping[str, Any], archive: str | Path, out: str | P
         return None
     ids = list(dict.fromkeys(r["id"] for r in read_records(records_file)))
     policy = result.get("refused", MISS)
-    same = [run for run in archived_runs(archive)
-            if isinstance(run.run_config, Mapping) and _comparable(run.run_config) == _comparable(stamp)]
+    same = archived_runs(archive, where=lambda config: isinstance(config, Mapping)
+                         and _comparable(config) == _comparable(stamp))
     for run in same:
         by_id = {r["id"]: r for r in run.records}
         if not set(ids) <= set(by_id):

@@ -30,10 +30,13 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
+from fhs.core.errors import InputError
+from fhs.core.untrusted import LIMITS
 from fhs.data.datasets.html_text import inline_text, is_hidden, local_name
 from fhs.data.datasets.numbers import mention_offsets, parse_number, values_match
 
-MAX_SPAN = 1000
+MAX_COLSPAN = 1000  # the clamps HTML itself puts on colspan and rowspan
+MAX_ROWSPAN = 65534
 ROW_SECTIONS = 3
 _CLOSING_WORDS = ("total", "net cash", "cash generated", "cash used", "cash provided")
 _PLACEHOLDERS = frozenset({"n/a", "na", "nm", "n.m."})
@@ -123,6 +126,15 @@ def _span(element, name: str, limit: int) -> int:
     return max(1, min(value, limit))
 
 
+class GridTooLarge(InputError):
+    """A table whose expanded grid would pass the cell limit (:class:`fhs.core.untrusted.ReadLimits`)."""
+
+    def __init__(self, limit: int, line: int | None = None) -> None:
+        super().__init__(f"a table expands to more than {limit:,} cells once colspan and rowspan are applied, "
+                         f"the limit on one table", line=line,
+                         fix="a table this large is not one table of a report; split it, or check its spans")
+
+
 _UNIT_PT = {"pt": 1.0, "px": 0.75, "em": 10.0, "rem": 10.0, "in": 72.0, "cm": 28.35, "mm": 2.835, "": 0.75}
 _LENGTH = re.compile(r"(-?\d*\.?\d+)(pt|px|em|rem|in|cm|mm)?")
 
@@ -180,13 +192,17 @@ def collapse_repeats(text: str) -> str:
     return text
 
 
-def table_grid(table, clean: Callable[[str], str] | None = None) -> TableGrid:
+def table_grid(table, clean: Callable[[str], str] | None = None, max_cells: int = LIMITS.table_cells) -> TableGrid:
     """Expand a ``<table>`` element (HTML or XHTML) into a :class:`TableGrid`.
 
-    ``clean`` rewrites each cell's visible text (e.g. :func:`collapse_repeats`).
+    ``clean`` rewrites each cell's visible text (e.g. :func:`collapse_repeats`). Spans are
+    clamped as HTML clamps them (colspan 1000, rowspan 65534 and the rows left), and a grid
+    of more than ``max_cells`` slots is refused (:class:`GridTooLarge`) before it is built:
+    400 rows of forty ``colspan=1000`` cells are a few hundred kilobytes of markup.
     """
     row_elements = list(_rows(table))
     occupied: dict[tuple[int, int], GridCell] = {}
+    placed = 0
     rows: list[list[GridCell]] = []
     widths = [0] * len(row_elements)
     by_element: dict[object, GridCell] = {}
@@ -198,8 +214,11 @@ def table_grid(table, clean: Callable[[str], str] | None = None) -> TableGrid:
                 continue
             while (r, col) in occupied:
                 col += 1
-            colspan = _span(td, "colspan", MAX_SPAN)
-            rowspan = _span(td, "rowspan", len(row_elements) - r)
+            colspan = _span(td, "colspan", MAX_COLSPAN)
+            rowspan = _span(td, "rowspan", min(MAX_ROWSPAN, len(row_elements) - r))
+            placed += colspan * rowspan
+            if placed > max_cells:
+                raise GridTooLarge(max_cells, td.sourceline)
             text = "" if is_hidden(td) else inline_text(td)
             if clean is not None and text:
                 text = clean(text)
@@ -214,6 +233,8 @@ def table_grid(table, clean: Callable[[str], str] | None = None) -> TableGrid:
             by_element[td] = cell
             col += colspan
         rows.append(row_cells)
+    if sum(widths) > max_cells:  # a wide row above many short ones (a tall cell at column 999)
+        raise GridTooLarge(max_cells, table.sourceline)
     slots: list[tuple[GridCell | None, ...]] = []
     for r, width in enumerate(widths):
         slots.append(tuple(occupied.get((r, c)) for c in range(width)))

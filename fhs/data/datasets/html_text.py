@@ -59,6 +59,18 @@ def is_hidden(element) -> bool:
     return False
 
 
+def too_deep(parser) -> tuple[str, int | None] | None:
+    """What the parser said, and where, if elements nested past its depth limit: it then drops what
+    lies deeper without an error, so a caller refuses the file instead (``None`` when all was read)."""
+    for entry in parser.error_log:
+        if entry.type_name == "ERR_RESOURCE_LIMIT":
+            depth = re.search(r"depth in document: (\d+)", entry.message)
+            limit = f" of {depth.group(1)} levels" if depth else ""
+            return (f"elements nest deeper than the parser's limit{limit}, so what lies deeper would be lost",
+                    entry.line)
+    return None
+
+
 def parse_fragment(markup: str):
     """Parse an HTML fragment (table or paragraphs) into one ``<div>`` element."""
     return lxml_html.fragment_fromstring(markup or "", create_parent="div")

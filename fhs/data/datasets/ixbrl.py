@@ -37,8 +37,6 @@ SHA-256 and :data:`PARSER_VERSION`; the taxonomy is applied after the cache.
 from __future__ import annotations
 
 import csv
-import gzip
-import zlib
 import hashlib
 import json
 import os
@@ -54,10 +52,11 @@ from tqdm import tqdm  # plain text bars: no ipywidgets warning inside notebooks
 
 from fhs.core import files
 from fhs.core.errors import InputError
+from fhs.core.untrusted import LIMITS, ReadLimits, TooLarge, gunzip, size_text
 from fhs.data.datadir import source_dir
 from fhs.data.datasets.html_page import visible_text_with_offsets
 from fhs.data.datasets.html_tables import TableGrid, column_header, row_header, table_grid, table_text
-from fhs.data.datasets.html_text import inline_text, is_hidden, local_name, sentence_at
+from fhs.data.datasets.html_text import inline_text, is_hidden, local_name, sentence_at, too_deep
 from fhs.data.facts import Fact, fact_from_dict
 
 PARSER_VERSION = 2  # 2: fact ids unique within a filing
@@ -204,8 +203,15 @@ def parse_document(data: bytes):
     try:
         return etree.fromstring(data, etree.XMLParser(huge_tree=True, resolve_entities=False))
     except etree.XMLSyntaxError:
-        root = etree.fromstring(data, etree.XMLParser(huge_tree=True, recover=True, resolve_entities=False))
-        return root if root is not None else lxml_html.document_fromstring(data)
+        parser = etree.XMLParser(huge_tree=True, recover=True, resolve_entities=False)
+        root = etree.fromstring(data, parser)
+        if root is None:
+            parser = lxml_html.HTMLParser(huge_tree=True)
+            root = lxml_html.document_fromstring(data, parser=parser)
+        deep = too_deep(parser)  # recovering, the parser drops what lies deeper and says so only in its log
+        if deep is not None:
+            raise ValueError(f"{deep[0]} (line {deep[1]})")
+        return root
 
 
 def _us_gaap_name(element) -> str | None:
@@ -220,7 +226,7 @@ def _percent_shown(element, cell) -> bool:
     return cell is not None and "%" in inline_text(cell)
 
 
-def extract_facts(root, stem: str) -> tuple[list[Fact], ExtractStats]:
+def extract_facts(root, stem: str, limits: ReadLimits = LIMITS) -> tuple[list[Fact], ExtractStats]:
     """Every visible us-gaap ``ix:nonFraction`` of a parsed filing, located, taxonomy-free."""
     stats = ExtractStats()
     units = read_units(root)
@@ -296,7 +302,7 @@ def extract_facts(root, stem: str) -> tuple[list[Fact], ExtractStats]:
         stats.facts += 1
         if table is not None:
             if table not in grids:
-                grid = table_grid(table)
+                grid = table_grid(table, max_cells=limits.table_cells)
                 grids[table] = (grid, table_text(grid))
             grid, text = grids[table]
             record["modality"] = "table"
@@ -395,14 +401,20 @@ def _read_cache(path: Path) -> tuple[list[Fact], ExtractStats] | None:
 
 
 def extract_filing(path: str | Path, cache_dir: str | os.PathLike | None = None,
-                   use_cache: bool = True, stem: str | None = None) -> tuple[list[Fact], ExtractStats]:
+                   use_cache: bool = True, stem: str | None = None,
+                   limits: ReadLimits = LIMITS) -> tuple[list[Fact], ExtractStats]:
     """The taxonomy-free facts of one filing (``.htm`` or ``.htm.gz``), from the cache when possible.
 
     ``stem`` names the filing in fact and context ids (default: the file name without its suffixes).
+    A filing, gunzipped or not, holds at most ``limits.filing_bytes``.
     """
     path = Path(path)
     if not path.is_file():
         raise InputError("no such inline-XBRL file", path=path, fix="pass an .htm or .htm.gz filing")
+    limit = limits.filing_bytes
+    if path.stat().st_size > limit:
+        raise InputError(f"is larger than {size_text(limit)}, the limit on a filing", path=path,
+                         fix="pass one filing, not a bundle of them")
     raw = path.read_bytes()
     digest = hashlib.sha256(raw).hexdigest()
     stem = stem or filing_stem(path)
@@ -412,16 +424,19 @@ def extract_filing(path: str | Path, cache_dir: str | os.PathLike | None = None,
         if hit is not None:
             return hit
     try:
-        data = gzip.decompress(raw) if path.name.endswith(".gz") else raw
-    except (EOFError, OSError, zlib.error) as error:
-        raise InputError(f"truncated or damaged gzip file ({' '.join(str(error).split()) or type(error).__name__})",
+        data = gunzip(raw, limit) if path.name.endswith(".gz") else raw
+    except TooLarge as error:
+        raise InputError(f"expands to {error}, the limit on a filing's content: a gzip bomb, or not one filing", path=path,
+                         fix="pass one filing, .htm or .htm.gz") from None
+    except ValueError as error:
+        raise InputError(f"truncated or damaged gzip file ({error})",
                          path=path, fix="download the filing again (MANIFEST.tsv lists its sha256)") from None
     try:
         root = parse_document(data)
     except (etree.LxmlError, ValueError) as error:
         raise InputError(f"cannot parse as (X)HTML: {error}", path=path) from None
     try:
-        facts, stats = extract_facts(root, stem)
+        facts, stats = extract_facts(root, stem, limits)
     except InputError as error:  # the element's line and field; the file is known here
         raise InputError(error.problem, path=path, line=error.line, field=error.field, fix=error.fix) from None
     if use_cache:
@@ -449,14 +464,14 @@ def apply_taxonomy(facts: Iterable[Fact], taxonomy) -> list[Fact]:
 
 
 def load_filing(path: str | Path, taxonomy=None, *, cache_dir: str | os.PathLike | None = None,
-                keep_unreachable: bool = True, stem: str | None = None) -> list[Fact]:
+                keep_unreachable: bool = True, stem: str | None = None, limits: ReadLimits = LIMITS) -> list[Fact]:
     """The located facts of any inline-XBRL filing a user brings (``.htm`` or ``.htm.gz``).
 
     With a taxonomy, datatypes come from it and facts whose gold concepts are all
     outside it are flagged (and dropped when ``keep_unreachable`` is False).
     ``stem`` overrides the name the ids start with (see ``extract_filing``).
     """
-    facts, _ = extract_filing(path, cache_dir, stem=stem)
+    facts, _ = extract_filing(path, cache_dir, stem=stem, limits=limits)
     if taxonomy is None:
         return facts
     facts = apply_taxonomy(facts, taxonomy)

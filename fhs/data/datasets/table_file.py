@@ -27,8 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fhs.core.errors import InputError
+from fhs.core.untrusted import LIMITS, ReadLimits, read_text
 from fhs.data.datasets.html_tables import column_header, row_header, table_grid, table_text
-from fhs.data.datasets.html_text import local_name
+from fhs.data.datasets.html_text import local_name, too_deep
 from fhs.data.facts import Fact
 
 GOLD_COLUMN = "gold"
@@ -47,20 +48,80 @@ def _ids(text: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in str(text).split(";") if part.strip())
 
 
+def _delimiter(path: str | Path) -> str:
+    return "\t" if str(path).endswith(".tsv") else ","
+
+
+def csv_rows(path: str | Path) -> list[tuple[int, list[str]]]:
+    """``(line, cells)`` of every row of a CSV/TSV file, the line where the row starts.
+
+    Read strictly: a quote that never closes would swallow the rest of the file into one
+    cell, so it is refused naming the line where it opened; so are text after a closing
+    quote and a cell over the csv module's limit (``csv.field_size_limit()`` characters).
+    """
+    text = read_text(path)
+    delimiter = _delimiter(path)
+    reader = csv.reader(io.StringIO(text), delimiter=delimiter, strict=True)
+    rows: list[tuple[int, list[str]]] = []
+    while True:
+        start = reader.line_num + 1
+        try:
+            row = next(reader)
+        except StopIteration:
+            return rows
+        except csv.Error as error:
+            raise _csv_error(str(error), text, delimiter, path, start, reader.line_num) from None
+        rows.append((start, row))
+
+
+def _csv_error(message: str, text: str, delimiter: str, path, start: int, line: int) -> InputError:
+    if "field larger than field limit" in message:
+        return InputError(f"a cell holds more than {csv.field_size_limit():,} characters, the limit on one cell",
+                          path=path, line=line, fix="a table cell holds a value or a label, not a document")
+    if "unexpected end of data" in message:
+        opened = _open_quote_line(text, start, delimiter)
+        return InputError('a quoted cell opens here and never closes, so the rest of the file would be read '
+                          'into it', path=path, line=opened, fix='close the quote, or remove it ("99 -> 99)')
+    after = f" (the row starts at line {start})" if start != line else ""
+    return InputError(f"malformed quoting: {message}{after}", path=path, line=line,
+                      fix='a quoted cell is "like this", with a quote inside it doubled ("")')
+
+
+def _open_quote_line(text: str, start: int, delimiter: str) -> int:
+    """The line of the last quote that opens a cell, reading as the csv module does from line ``start``."""
+    opened, quoted = start, False
+    for number, line in enumerate(text.split("\n")[start - 1:], start=start):
+        at_start = not quoted
+        i = 0
+        while i < len(line):
+            char = line[i]
+            if quoted and char == '"':
+                if line[i + 1:i + 2] == '"':
+                    i += 1  # a doubled quote stands for one quote
+                else:
+                    quoted = False
+            elif not quoted and char == '"' and at_start:
+                quoted, opened = True, number
+            at_start = not quoted and char == delimiter
+            i += 1
+    return opened
+
+
 def read_cell_map(path: str | Path) -> dict[tuple[int, int, int], CellGold]:
     """A cell map file: ``row``, ``column`` (1-based source positions), ``gold``, optional ``datatype``
     and ``table``; keyed by (table, row, column), the table counted from 0."""
-    text = Path(path).read_text(encoding="utf-8-sig")
-    reader = csv.DictReader(io.StringIO(text), delimiter="\t" if str(path).endswith(".tsv") else ",")
-    missing = {"row", "column", "gold"} - set(reader.fieldnames or ())
+    rows = [(line, row) for line, row in csv_rows(path) if row]
+    names = rows[0][1] if rows else []
+    missing = {"row", "column", "gold"} - set(names)
     if missing:
         raise InputError(f"a cell map needs the columns row, column, gold; missing {', '.join(sorted(missing))}",
                          path=path, line=1)
     cells: dict[tuple[int, int, int], CellGold] = {}
-    for line, record in enumerate(reader, start=2):
+    for line, row in rows[1:]:
+        record = dict(zip(names, row))
         try:
             key = int(record.get("table") or 1) - 1, int(record["row"]), int(record["column"])
-        except (TypeError, ValueError):
+        except (KeyError, TypeError, ValueError):
             raise InputError("row and column are whole numbers counted from 1", path=path, line=line,
                              field="row") from None
         gold = _ids(record.get("gold") or "")
@@ -76,8 +137,7 @@ def csv_table(path: str | Path) -> tuple[str, dict[tuple[int, int], CellGold]]:
     The gold of a row applies to each of its cells (which of them are values is the grid's
     call); positions are 1-based over the table without the gold and datatype columns.
     """
-    text = Path(path).read_text(encoding="utf-8-sig")
-    rows = list(csv.reader(io.StringIO(text), delimiter="\t" if str(path).endswith(".tsv") else ","))
+    rows = [row for _, row in csv_rows(path)]
     if not rows:
         raise InputError("an empty table", path=path)
     names = [name.strip().casefold() for name in rows[0]]
@@ -97,15 +157,26 @@ def csv_table(path: str | Path) -> tuple[str, dict[tuple[int, int], CellGold]]:
     return "<table>" + "".join(body) + "</table>", cells
 
 
-def _tables(markup: str) -> list:
+def _tables(markup: str, path: str | Path) -> list:
+    """The ``<table>`` elements of an HTML file; an empty file, or one nested past the parser's depth
+    (which would silently drop what lies deeper), is one line naming it."""
+    from lxml import etree
     from lxml import html as lxml_html
 
-    root = lxml_html.document_fromstring(markup)
+    parser = lxml_html.HTMLParser()
+    try:
+        root = lxml_html.document_fromstring(markup, parser=parser)
+    except etree.ParserError as error:  # "Document is empty"
+        raise InputError(f"no <table> in this file ({error})", path=path,
+                         fix="give a CSV, TSV or an HTML file with a table") from None
+    deep = too_deep(parser)
+    if deep is not None:
+        raise InputError(deep[0], path=path, line=deep[1], fix="give the table without the elements wrapped around it")
     return [element for element in root.iter() if isinstance(element.tag, str) and local_name(element) == "table"]
 
 
 def facts_from_table(path: str | Path, *, stem: str | None = None, cell_map: str | Path | None = None,
-                     datatype: str = "", taxonomy=None) -> list[Fact]:
+                     datatype: str = "", taxonomy=None, limits: ReadLimits = LIMITS) -> list[Fact]:
     """The located facts of one CSV, TSV or HTML file (every ``<table>`` of an HTML file).
 
     A fact's datatype is, in order: the gold concept's in ``taxonomy``, the cell's own
@@ -115,16 +186,20 @@ def facts_from_table(path: str | Path, *, stem: str | None = None, cell_map: str
     path = Path(path)
     stem = stem or path.name.split(".")[0]
     mapped = read_cell_map(cell_map) if cell_map is not None else {}
-    if path.suffix.lower() in (".csv", ".tsv"):
+    is_csv = path.suffix.lower() in (".csv", ".tsv")
+    if is_csv:
         markup, own = csv_table(path)
-        tables = [(_tables(markup)[0], own)]
+        tables = [(_tables(markup, path)[0], own)]
     else:
-        tables = [(table, {}) for table in _tables(path.read_text(encoding="utf-8"))]
+        tables = [(table, {}) for table in _tables(read_text(path), path)]
         if not tables:
             raise InputError("no <table> in this file", path=path, fix="give a CSV, TSV or an HTML file with a table")
     facts: list[Fact] = []
     for k, (table, own) in enumerate(tables):
-        grid = table_grid(table)
+        try:
+            grid = table_grid(table, max_cells=limits.table_cells)
+        except InputError as error:  # the line is the markup's, which a CSV file does not have
+            raise InputError(error.problem, path=path, line=None if is_csv else error.line, fix=error.fix) from None
         context = table_text(grid)
         for r, row in enumerate(grid.rows, start=1):
             for c, cell in enumerate(row, start=1):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fhs.core.untrusted import TooLarge
 from fhs.data.download.digest import digest
 from fhs.data.download.lock import Lock
 
@@ -32,9 +33,13 @@ def check(lock: Lock, root: Path, only: list[str] | None = None) -> CheckResult:
                 result.missing.append(locked.path)
                 continue
             try:
-                size, sha = digest(path, gunzip=locked.gzip)
+                size, sha = digest(path, gunzip=locked.gzip,
+                                   limit=locked.size if isinstance(locked.size, int) else None)
             except OSError as error:  # unreadable, or a .gz that is not gzip
                 result.different.append((locked.path, f"unreadable: {error}"))
+                continue
+            except TooLarge:  # read no further than the pinned size (a gzip bomb is not expanded)
+                result.different.append((locked.path, f"more than {locked.size} bytes, the lock pins {locked.size}"))
                 continue
             if size != locked.size:
                 result.different.append((locked.path, f"{size} bytes, the lock pins {locked.size}"))
