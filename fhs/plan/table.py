@@ -94,7 +94,9 @@ def format_plan(plan: Mapping[str, Any], rows: Sequence[Row]) -> str:
     if plan.get("server"):
         from fhs.plan.server import format_server
 
-        lines += ["", *format_server(plan["server"], estimated=bool(estimated))]
+        lines += ["", *format_server(plan["server"], estimated=bool(estimated), label="server (published rates)")]
+        if plan.get("measured"):
+            lines += ["", *format_server(plan["measured"], estimated=bool(estimated), label="server (measured)")]
     if plan.get("stand_in_retrievers"):
         lines.append(f"BM25 stood in for: {', '.join(plan['stand_in_retrievers'])} (their concept embeddings are "
                      "not built yet; --build-dense embeds them first, and plans those runs on the real retrievers)")
