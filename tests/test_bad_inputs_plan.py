@@ -57,9 +57,9 @@ def test_a_kv_cache_that_cannot_hold_the_longest_request_is_refused(monkeypatch,
 @pytest.mark.parametrize("url", ["127.0.0.1:8000/v1", "ftp://host/v1", "http://[::1"])
 def test_a_base_url_that_is_no_http_url_is_refused(monkeypatch, capsys, url):
     line = refused(monkeypatch, capsys, "--base-url", url)
-    assert "--base-url" in line
+    assert "--base-url" in line and "not an http(s) URL" in line
 
 
 def test_calibrate_needs_a_server(monkeypatch, capsys):
     line = refused(monkeypatch, capsys, "--gpu", "h100", "--precision", "fp8", "--calibrate")
-    assert "--base-url" in line
+    assert "--base-url" in line and "not an http(s) URL" in line
