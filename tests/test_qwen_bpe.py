@@ -78,3 +78,20 @@ def test_the_shipped_file_is_the_ggufs_merges():
     from dev import qwen_merges
 
     assert qwen_merges.main(["--check"]) == 0
+
+
+@pytest.mark.model
+def test_a_plan_counts_the_same_tokens_without_llama_cpp(bpe):
+    """A base install's plan (the shipped merges) against llama.cpp's vocabulary: the same totals."""
+    from fhs.plan.dry_run import PlannedRun, dry_run
+    from fhs.run.profiles import get_profile
+    from test_plan import fixture_experiment
+
+    runs = [PlannedRun("02", "toy", method) for method in ("direct", "fhs", "structured")]
+    experiment = fixture_experiment()
+
+    def totals(counter):
+        rows = dry_run(runs, get_profile("paper"), lambda name: experiment, sample=3, counter=counter, progress=False)
+        return [(row.prompt_tokens, row.output_tokens) for row in rows]
+
+    assert totals(bpe) == totals(tokens.QwenVocab())
