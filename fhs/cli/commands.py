@@ -344,7 +344,7 @@ def cmd_plan(args: argparse.Namespace) -> dict:
         try:  # before any chapter is planned: a width no node has, or weights that do not fit
             server.check()
         except ServerError as error:
-            raise InputError(str(error), field="gpu") from None
+            raise InputError(str(error), field=error.flag) from None
     if args.calibrate and not args.base_url:
         raise InputError("--calibrate measures a server, and no --base-url was given", field="calibrate",
                          fix="add --base-url http://HOST:PORT/v1 (your vLLM server)")
@@ -393,7 +393,7 @@ def cmd_plan(args: argparse.Namespace) -> dict:
                                   build_dense=args.build_dense, server=server, base_url=args.base_url,
                                   calibrate=args.calibrate)
     except ServerError as error:  # the plan's longest request does not fit the server's KV cache
-        raise InputError(str(error), field="gpu") from None
+        raise InputError(str(error), field=error.flag) from None
     print(json.dumps(plan, indent=2) if args.json else format_plan(plan, rows))
     if args.out:
         from fhs.run.records import write_json_atomic

@@ -114,7 +114,11 @@ H100_SOURCE = {"bf16": "published (vLLM, H100)",
 
 
 class ServerError(ValueError):
-    """A configuration no server can run; the message says what would."""
+    """A configuration no server can run; the message says what would, ``flag`` which choice to change."""
+
+    def __init__(self, message: str, flag: str = "gpu") -> None:
+        super().__init__(message)
+        self.flag = flag
 
 
 @dataclass(frozen=True)
@@ -153,7 +157,7 @@ class Server:
                    f"{self.model.name}'s {self.model.q_heads} attention heads and {self.model.kv_heads} KV heads "
                    f"do not split over it")
             raise ServerError(f"--tensor-parallel {self.tensor_parallel}: {why}; one of "
-                              f"{', '.join(map(str, widths))}")
+                              f"{', '.join(map(str, widths))}", flag="tensor-parallel")
         if self.kv_capacity is None and self.kv_tokens() < max(longest_request, 1):
             fits = [f"--precision {p} --tensor-parallel {tp}"
                     for tp, p in sorted(((tp, p) for p in PRECISIONS for tp in widths), key=lambda c: (
