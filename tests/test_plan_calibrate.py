@@ -54,3 +54,25 @@ def test_fhs_plan_prints_days_at_the_measured_rates_beside_the_published_ones(mo
     published, measured = out.split("server (published rates):")[1].split("server (measured):")
     assert "KV cache: 309,031 tokens" in published and f"KV cache: {small_kv:,} tokens" in measured
     assert f"measured at {url}" in measured and "days" in measured
+
+
+def test_a_vllm_bench_result_file_gives_the_throughput(monkeypatch, capsys, tmp_path):
+    result = tmp_path / "bench.json"
+    result.write_text('{"completed": 500, "duration": 600.0, "total_input_tokens": 2000000, '
+                      '"total_output_tokens": 100000, "total_token_throughput": 3500.0, "mean_tpot_ms": 40.0}')
+    code, out, err = run_plan(monkeypatch, capsys, "--chapter", "06_fhs_seq", "--quiet", "--bench-json", str(result))
+    assert code == 0, err
+    (line,) = [line for line in out.splitlines() if line.startswith("wall time at")]
+    assert "3,500 tok/s in all (measured: vllm bench serve (bench.json): 500 requests of 4,000 in and 200 out" in line
+
+
+@pytest.mark.parametrize("text", ["[1, 2]", "{not json", '{"completed": 5, "total_input_tokens": 10}',
+                                  '{"completed": 5, "total_input_tokens": 10, "total_output_tokens": 2, '
+                                  '"total_token_throughput": "fast"}'])
+def test_a_file_that_is_no_bench_result_is_refused_in_one_line(monkeypatch, capsys, tmp_path, text):
+    result = tmp_path / "bench.json"
+    result.write_text(text)
+    code, out, err = run_plan(monkeypatch, capsys, "--chapter", "06_fhs_seq", "--quiet", "--bench-json", str(result))
+    assert code == 2 and out == ""
+    (line,) = err.strip().splitlines()
+    assert "bench.json" in line and "vllm bench serve --save-result" in line

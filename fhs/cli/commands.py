@@ -329,6 +329,9 @@ def cmd_plan(args: argparse.Namespace) -> dict:
     if args.throughput is not None and args.prefill_tps is not None:
         raise InputError("--throughput and --prefill-tps/--decode-tps are alternatives", field="throughput",
                          fix="pass one total rate, or the two rates")
+    if args.bench_json is not None and (args.throughput is not None or args.prefill_tps is not None):
+        raise InputError("--bench-json and --throughput or --prefill-tps/--decode-tps are alternatives",
+                         field="bench-json", fix="pass the benchmark's result file, or rates")
     throughput = server = None
     if args.gpu is None:
         for flag, given in (("precision", args.precision is not None),
@@ -359,7 +362,12 @@ def cmd_plan(args: argparse.Namespace) -> dict:
         if not ok:
             raise InputError(f"--base-url {args.base_url!r} is not an http(s) URL with a host", field="base-url",
                              fix="e.g. http://127.0.0.1:8000/v1")
-    if args.throughput is not None:
+    if args.bench_json is not None:
+        from fhs.plan.calibrate import bench_throughput
+
+        total_tps, measured = bench_throughput(args.bench_json)
+        throughput = Throughput(total_tps=total_tps, source=f"measured: {measured}")
+    elif args.throughput is not None:
         throughput = Throughput(total_tps=args.throughput, source="given with --throughput")
     elif args.prefill_tps is not None:
         throughput = Throughput(total_tps=None, prefill_tps=args.prefill_tps, decode_tps=args.decode_tps,

@@ -260,6 +260,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="prompt tokens/s under load; with --decode-tps instead of --throughput")
     plan.add_argument("--decode-tps", type=_rate("decode-tps"), default=None,
                       help="generated tokens/s under load; with --prefill-tps")
+    plan.add_argument("--bench-json", default=None,
+                      help="the result file of `vllm bench serve --save-result` run with the command the plan "
+                           "prints: its total tokens/s instead of --throughput")
     plan.add_argument("--gpu", choices=["h100", "h200", "b200"], default=None,
                       help="model a vLLM server on this GPU: prefill, decode at the batch its KV cache allows, "
                            "a compute floor (fhs/plan/server.py cites the figures); --prefill-tps/--decode-tps "

@@ -134,3 +134,40 @@ def calibrated_server(server: Any, base_url: str, model: str, counter: TokenCoun
     measured = probe(base_url, model, counter, **options)
     return replace(server, prefill_tps=measured.prefill_tps, decode_tps=measured.decode_tps,
                    kv_capacity=measured.kv_tokens, measured_by=f"measured at {base_url}"), measured
+
+
+BENCH_FIELDS = ("total_token_throughput", "total_input_tokens", "total_output_tokens", "completed")
+
+
+def bench_throughput(path: str) -> tuple[float, str]:
+    """The total tokens a second of a ``vllm bench serve --save-result`` file, and a line saying what was
+    measured (the request shape, to hold against the plan's); a file that is not one is a one-line error."""
+    import json
+    import math
+    from pathlib import Path
+
+    from fhs.core.errors import InputError
+
+    fix = "pass the JSON that vllm bench serve --save-result wrote"
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise InputError(f"cannot read it ({error.__class__.__name__})", path=path, field="bench-json",
+                         fix=fix) from None
+    try:
+        result = json.loads(text)
+    except (ValueError, RecursionError):
+        raise InputError("not JSON", path=path, field="bench-json", fix=fix) from None
+    if not isinstance(result, dict):
+        raise InputError("not a JSON object", path=path, field="bench-json", fix=fix)
+    values = {}
+    for name in BENCH_FIELDS:
+        value = result.get(name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+            raise InputError(f"{name} must be a number above 0, got {str(value)[:40]!r}", path=path,
+                             field="bench-json", fix=fix)
+        values[name] = float(value)
+    n = values["completed"]
+    shape = (f"vllm bench serve ({Path(path).name}): {int(n):,} requests of {values['total_input_tokens'] / n:,.0f} "
+             f"in and {values['total_output_tokens'] / n:,.0f} out, no prefix reuse")
+    return values["total_token_throughput"], shape
