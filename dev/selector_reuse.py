@@ -45,7 +45,8 @@ def measure(requests: Sequence[Any], count) -> dict[str, Any]:
         by_fact[request.fact_id].append(request)
     parts = {"system_and_instructions": 0, "evidence": 0, "candidates": 0}
     repeat = {"requests": 0, "later_requests": 0, "prefix_tokens": 0, "candidate_tokens": 0,
-              "candidate_tokens_seen_in_any_order": 0, "same_candidate_list": 0, "same_candidate_set": 0}
+              "candidate_tokens_seen_in_any_order": 0, "same_candidate_list": 0, "same_candidate_set": 0,
+              "sorted_prefix_tokens": 0}
     for group in by_fact.values():
         seen_lines: set[str] = set()
         seen_lists: list[tuple[str, ...]] = []
