@@ -90,7 +90,8 @@ def format_plan(plan: Mapping[str, Any], rows: Sequence[Row]) -> str:
               "", "= exact request count; ~ estimated from the sample (variable rounds, replays, a stand-in "
                   "retriever); tokens are estimates (prompts rendered from real facts and counted exactly on "
                   "the sample, then scaled; outputs from the simulator unless marked measured)",
-              f"measure your own server with this shape: {plan['bench_command']}"]
+              f"measure your own server with this shape: {plan['bench_command']}; then pass --bench-json "
+              "bench.json (or --base-url URL --calibrate)"]
     if plan.get("server"):
         from fhs.plan.server import format_server
 
