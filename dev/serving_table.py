@@ -110,8 +110,13 @@ def load_records(folder: Path = RECORDS) -> list[dict[str, Any]]:
 
 
 def _days(server: Mapping[str, Any]) -> str:
-    floor = sorted(server["floor_days"].values())
-    return f"{server['days']:.1f} (compute-bound {floor[0]:.1f}–{floor[-1]:.1f})"
+    low, high = server["range_days"]
+    return f"{low:.1f}–{high:.1f} (floor {server['floor_days']:.1f})"
+
+
+def _rates(server: Mapping[str, Any]) -> str:
+    """Where the prefill rate comes from, in a word: published, or scaled (the reason is in the plan)."""
+    return "published" if server["prefill_source"].startswith("published") else "scaled"
 
 
 def render_block(records: Sequence[Mapping[str, Any]]) -> str:
@@ -125,18 +130,20 @@ def render_block(records: Sequence[Mapping[str, Any]]) -> str:
              f"{tokens}; {total['requests']:,} requests, {total['prompt_tokens'] / 1e9:.2f} B prompt and "
              f"{total['output_tokens'] / 1e6:.1f} M output tokens; a prefix cache that never evicts would serve "
              f"{first['server']['prefix_share']:.1%} of prompt text). The days are arithmetic from published "
-             "rates, not measurements: `fhs plan` cites them, and takes your server's measured rates with "
-             "`--prefill-tps`/`--decode-tps`. Compute-bound: the FLOPs alone at 60% to 40% model-FLOPs "
-             "utilisation." + (" The dense and hybrid runs are sized on BM25's request shapes until "
+             "rates, not measurements: they run from a prefix cache that never evicts to no prefix reuse; the "
+             "floor is the FLOPs the cache leaves at 60% of peak compute. Rates are the H100's published vLLM "
+             "figure or scaled from it (`fhs/plan/server.py` gives each reason); `fhs plan --base-url URL "
+             "--calibrate` measures your own server instead." + (" The dense and hybrid runs are sized on BM25's request shapes until "
                                "`fhs plan --build-dense` has embedded their concepts." if plan.get("stand_in_retrievers")
                                else ""), "",
-             "| GPU class | KV cache, tokens | selector prompts at once | `--max-num-seqs` | days (compute-bound) |",
-             "|---|---:|---:|---:|---|"]
+             "| GPU class | KV cache, tokens | selector prompts at once | `--max-num-seqs` | rates | "
+             "days, full reuse–none (floor) |",
+             "|---|---:|---:|---:|---|---|"]
     for r in records:
         s = r["server"]
         seqs = str(s["max_num_seqs"]) if r["starts"] else f"does not start at {r['max_model_len']:,} tokens"
         lines.append(f"| {r['label']} | {s['kv_tokens']:,} | {s['selector_prompts_held']:,} | {seqs} | "
-                     f"{_days(s)} |")
+                     f"{_rates(s)} | {_days(s)} |")
     for r in records:
         if not r["recipe"]:
             continue
@@ -145,9 +152,12 @@ def render_block(records: Sequence[Mapping[str, Any]]) -> str:
         if not r["recipe"]:
             s = r["server"]
             lines += ["", f"{r['label']} (the paper's precision) keeps {s['kv_tokens']:,} tokens of KV cache, "
-                      + ("less than one" if not r["starts"] else "room for few")
+                      + ("less than one" if not r["starts"] else
+                         f"{s['kv_tokens'] / r['max_model_len']:.2f} times one")
                       + f" {r['max_model_len']:,}-token context"
-                      + (": vLLM refuses to start with that `--max-model-len`" if not r["starts"] else "")
+                      + (": vLLM refuses to start with that `--max-model-len`" if not r["starts"] else
+                         f" (a margin the 2 GiB allowance for activations can use up), and "
+                         f"{s['selector_prompts_held']:,} selector prompts at once")
                       + ". Serve FP8 there, or two GPUs ({doc}`deviations`)."]
     return "\n".join([*lines, "", END])
 

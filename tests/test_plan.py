@@ -310,7 +310,7 @@ def test_estimated_tokens_are_marked_on_their_lines_with_what_to_install(monkeyp
     lines = out.splitlines()
     (total,) = [line for line in lines if line.startswith("total:")]
     assert "estimated" in total and "fhs[cpu]" in total and "characters a token" in total
-    for start in ("wall time", "  prefill:", "  decode:", "  compute floor:", "  range:"):
+    for start in ("wall time", "  prefill:", "  decode:", "  floor:", "  range:"):
         (line,) = [line for line in lines if line.startswith(start)]
         assert "estimated" in line, line
     code, out, _ = run_plan(monkeypatch, capsys, "--chapter", "06_fhs_seq", "--gpu", "h100", counter=ExactStub())
@@ -360,7 +360,7 @@ def test_without_the_dense_extra_the_plan_leaves_out_chapter_5(monkeypatch):
 
 def test_the_plans_server_fields_hang_together(monkeypatch, capsys):
     """The JSON of ``fhs plan --gpu``: its fields, and the relations between them (not their values)."""
-    from fhs.plan.server import GPUS, MFU_RANGE
+    from fhs.plan.server import GPUS, MFU_FLOOR
 
     code, out, _ = run_plan(monkeypatch, capsys, "--chapter", "06_fhs_seq", "--gpu", "h100", "--precision", "fp8",
                             "--json", counter=ExactStub())
@@ -373,10 +373,11 @@ def test_the_plans_server_fields_hang_together(monkeypatch, capsys):
     assert set(server) == {"server", "gpu", "precision", "tensor_parallel", "kv_tokens", "kv_bytes_per_token",
                            "selector_prompts_held", "mean_requests_held", "max_num_seqs", "prefix_share",
                            "prefill_tps", "prefill_source", "decode_tps", "decode_source", "prefill_days",
-                           "decode_days", "days", "floor_days", "range_days"}
+                           "decode_days", "days", "no_reuse_days", "floor_days", "floor_mfu", "range_days",
+                           "kv_source"}
     assert (server["gpu"], server["precision"], server["tensor_parallel"]) == ("h100", "fp8", 1)
     assert server["kv_bytes_per_token"] == 128 * 1024
-    assert 0 < server["kv_tokens"] * server["kv_bytes_per_token"] < GPUS["h100"].memory_gb * 1e9
+    assert 0 < server["kv_tokens"] * server["kv_bytes_per_token"] < GPUS["h100"].memory_bytes
     total, selector = plan["total"], plan["purposes"]["selector"]
     mean_request = (total["prompt_tokens"] + total["output_tokens"]) / total["requests"]
     assert server["mean_requests_held"] == int(server["kv_tokens"] // mean_request)
@@ -385,8 +386,8 @@ def test_the_plans_server_fields_hang_together(monkeypatch, capsys):
     assert server["max_num_seqs"] == max(1, min(server["mean_requests_held"], 256))
     assert 0 <= server["prefix_share"] < 1
     assert server["days"] == pytest.approx(server["prefill_days"] + server["decode_days"], abs=0.011)
-    assert set(server["floor_days"]) == {f"{mfu:.0%}" for mfu in MFU_RANGE}
-    assert server["range_days"] == [min(server["floor_days"].values()), server["days"]]
+    assert server["floor_mfu"] >= MFU_FLOOR and server["floor_days"] <= server["days"] <= server["no_reuse_days"]
+    assert server["range_days"] == [server["days"], server["no_reuse_days"]]
     for key in total:
         assert total[key] == sum(row[key] for row in plan["rows"]) == sum(p[key] for p in plan["purposes"].values())
     assert server["prefill_days"] == pytest.approx(

@@ -23,8 +23,8 @@ def test_one_h100_in_bf16_holds_a_selector_prompt_or_two_fp8_about_twenty():
     fp8 = model_time(Server("h100", "fp8"), PURPOSES, TOTAL, 0.0)
     assert 1 <= bf16["selector_prompts_held"] <= 4
     assert 18 <= fp8["selector_prompts_held"] <= 25
-    assert fp8["days"] < bf16["days"] and fp8["floor_days"]["60%"] < bf16["floor_days"]["60%"]
-    assert bf16["range_days"][0] <= bf16["days"] == bf16["range_days"][1]
+    assert fp8["days"] < bf16["days"] and fp8["floor_days"] < bf16["floor_days"]
+    assert bf16["range_days"] == [bf16["days"], bf16["no_reuse_days"]]
 
 
 def test_prefix_share_and_measured_rates_enter_the_days():
@@ -51,3 +51,43 @@ def test_prefix_share_counts_blocks_an_earlier_prompt_began_with():
     assert share.share == 0.0
     share.add(Request(messages=(Message("system", system), Message("user", "b" * 640))))
     assert 0.2 < share.share < 0.3  # the second prompt's first half of 1,290 characters was seen
+
+
+def test_memory_is_what_the_devices_report_not_the_marketing_size():
+    """An H100 80GB reports 81,559 MiB (85.5 GB): vLLM's 0.9 share of it, less 61 GiB of BF16 weights and
+    2 GiB, leaves KV cache for about 35k tokens, above the 32,768 the recipe's context needs."""
+    from fhs.plan.server import GPUS
+
+    assert GPUS["h100"].memory_bytes == 81_559 * 1024 ** 2
+    assert 34_000 < Server("h100", "bf16").kv_tokens() < 37_000
+    assert Server("h100", "bf16").model.weight_bytes("bf16") / 1024 ** 3 == pytest.approx(61.0, abs=0.1)
+
+
+@pytest.mark.parametrize("gpu", ["h100", "h200", "b200"])
+@pytest.mark.parametrize("precision", ["bf16", "fp8"])
+@pytest.mark.parametrize("tp", [1, 2, 4, 8])
+@pytest.mark.parametrize("share", [0.0, 0.3, 0.6])
+def test_no_plan_prints_a_floor_above_a_modelled_value(gpu, precision, tp, share):
+    """The floor counts the prefix cache, so it sits below the days at full reuse and at none."""
+    server = Server(gpu, precision, tp)
+    model = model_time(server, PURPOSES, TOTAL, share)
+    assert model["floor_days"] <= model["days"] <= model["no_reuse_days"]
+    assert model["floor_days"] <= model["prefill_days"] + model["decode_days"] + 0.01
+    for line in format_server(model):
+        assert "MFU to" not in line  # one floor, not a band that can cross the modelled days
+
+
+def test_measured_rates_beyond_the_floors_utilisation_lower_the_floor_not_cross_it():
+    fast = model_time(Server("h100", "fp8", prefill_tps=60_000.0, decode_tps=20_000.0), PURPOSES, TOTAL, 0.2)
+    assert fast["floor_mfu"] > 0.6 and fast["floor_days"] <= fast["days"]
+
+
+def test_rates_say_where_they_come_from():
+    def source(gpu, precision, tp=1):
+        return model_time(Server(gpu, precision, tp), PURPOSES, TOTAL, 0.0)["prefill_source"]
+
+    assert source("h100", "bf16") == "published (vLLM, H100)"
+    assert "TensorRT-LLM" in source("h100", "fp8") and source("h100", "fp8").startswith("scaled")
+    for gpu in ("h200", "b200"):
+        assert source(gpu, "bf16").startswith("scaled") and "bandwidth" in source(gpu, "bf16")
+    assert "tensor-parallel" in source("h100", "bf16", 2)

@@ -44,7 +44,9 @@ def test_the_page_gives_one_command_per_class_with_the_records_figures():
         assert (f"--tensor-parallel-size {server['tensor_parallel']}" in command) == (server["tensor_parallel"] > 1)
         row = next(line for line in block.splitlines() if line.startswith(f"| {record['label']} |"))
         assert f"| {server['kv_tokens']:,} | {server['selector_prompts_held']:,} | {server['max_num_seqs']} |" in row
-        assert f"| {server['days']:.1f} (compute-bound {min(server['floor_days'].values()):.1f}–" in row
+        low, high = server["range_days"]
+        assert f"| {low:.1f}–{high:.1f} (floor {server['floor_days']:.1f}) |" in row
+        assert server["floor_days"] <= low <= high
 
 
 def test_records_need_a_plan_with_a_server():
@@ -58,10 +60,18 @@ def test_records_need_a_plan_with_a_server():
     records = serving_table.records_from_plan(plan, "abc1234", "2026-01-01")
     assert list(records) == [cls.key for cls in serving_table.CLASSES]
     assert "rows" not in records["h100-fp8"]["plan"]
-    assert records["h100-fp8"]["starts"] and not records["h100-bf16"]["starts"]
+    assert records["h100-fp8"]["starts"] and records["h100-bf16"]["starts"]  # 35k tokens: one context, barely
+    assert records["h100-bf16"]["server"]["kv_tokens"] < 2 * serving_table.MAX_MODEL_LEN
 
 
 def test_the_readme_points_to_the_recipe_and_types_no_figure_of_it():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert "book/reproducing.md" in readme and "--max-num-seqs" not in readme
     assert len(readme.splitlines()) <= 120
+
+
+def test_no_recorded_plan_prints_a_floor_above_a_modelled_value():
+    for record in serving_table.load_records():
+        server = record["server"]
+        assert server["floor_days"] <= server["days"] == server["range_days"][0] <= server["range_days"][1]
+        assert server["floor_days"] <= server["prefill_days"] + server["decode_days"] + 0.01

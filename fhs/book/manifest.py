@@ -282,7 +282,8 @@ def plan_profile(profile: str, *, chapters: list[str] | None = None, sample: int
                  progress: bool = True, root: Path = ROOT, counter=None,
                  changes: Mapping[str, Any] | None = None,
                  overrides: Mapping[str, Any] | None = None,
-                 build_dense: bool = False, server=None) -> tuple[dict[str, Any], list]:
+                 build_dense: bool = False, server=None, base_url: str | None = None,
+                 calibrate: bool = False) -> tuple[dict[str, Any], list]:
     """``fhs plan``: the profile's chapters dry-run on the simulated model, sized to the profile.
 
     ``fraction`` plans a rehearsal on that share of every LLM sample (``make rehearsal``'s
@@ -290,6 +291,9 @@ def plan_profile(profile: str, *, chapters: list[str] | None = None, sample: int
     e.g. a shorter selector list); ``overrides`` are chapter parameters (e.g. :func:`dataset_parameters`);
     ``build_dense`` embeds the taxonomies of dense and hybrid runs first (``fhs.plan.dry_run.dry_run``);
     ``server`` (``fhs.plan.server.Server``) adds the modelled server's prefill, decode, KV and floor.
+    ``base_url``: the server whose tokenizer counts the tokens (else the model's own where cached, else
+    Qwen's vocabulary: ``fhs.llm.tokens.counter_for``); ``calibrate`` also measures it
+    (``fhs.plan.calibrate``) and adds the days at its measured rates and KV capacity.
     Returns the plan (what ``--json`` prints) and its rows.
     """
     import time
@@ -297,7 +301,7 @@ def plan_profile(profile: str, *, chapters: list[str] | None = None, sample: int
 
     from fhs.core.errors import warn
     from fhs.core.extras import install_hint
-    from fhs.llm.tokens import EXACT_FIX, default_counter
+    from fhs.llm.tokens import EXACT_FIX, counter_for
     from fhs.plan.dry_run import dry_run
     from fhs.plan.totals import Throughput, bench_command, summarize
     from fhs.run.profiles import get_profile
@@ -317,7 +321,12 @@ def plan_profile(profile: str, *, chapters: list[str] | None = None, sample: int
                          fix=install_hint(extra))
     for stem, extra in missing.items():
         warn(f"planning without {stem}: it needs the {extra} extra ({install_hint(extra)})")
-    counter = counter or default_counter()
+    if counter is None:
+        try:
+            counter = counter_for(chosen.model, base_url)
+        except Exception as error:  # noqa: BLE001 - the server's tokenizer is not reachable: say so, once
+            raise InputError(f"the server's tokenizer at {base_url} did not answer ({error})", field="base-url",
+                             fix="start the server first, or leave out --base-url") from None
     started = time.perf_counter()
     runs = chapter_runs(chosen, planned, root, overrides)
     stats: dict[str, Any] = {}
@@ -328,6 +337,13 @@ def plan_profile(profile: str, *, chapters: list[str] | None = None, sample: int
         from fhs.plan.server import model_time
 
         summary["server"] = model_time(server, summary["purposes"], summary["total"], stats["prefix_share"])
+        if calibrate:
+            from fhs.plan.calibrate import calibrated_server
+
+            measured, probe = calibrated_server(server, base_url, chosen.model, counter, summary["purposes"],
+                                                summary["total"])
+            summary["measured"] = {**model_time(measured, summary["purposes"], summary["total"],
+                                                stats["prefix_share"]), "probe": probe.detail}
     sampled: dict[str, int] = {}
     for row in rows:
         if row.run.asks_model and row.run.method != RELOCATOR:

@@ -357,13 +357,45 @@ def cmd_plan(args: argparse.Namespace) -> dict:
     if args.throughput is not None and args.prefill_tps is not None:
         raise InputError("--throughput and --prefill-tps/--decode-tps are alternatives", field="throughput",
                          fix="pass one total rate, or the two rates")
+    if args.bench_json is not None and (args.throughput is not None or args.prefill_tps is not None):
+        raise InputError("--bench-json and --throughput or --prefill-tps/--decode-tps are alternatives",
+                         field="bench-json", fix="pass the benchmark's result file, or rates")
     throughput = server = None
-    if args.gpu is not None:
-        from fhs.plan.server import Server
+    if args.gpu is None:
+        for flag, given in (("precision", args.precision is not None),
+                            ("tensor-parallel", args.tensor_parallel is not None), ("calibrate", args.calibrate)):
+            if given:
+                raise InputError(f"--{flag} describes the server that --gpu models, and no --gpu was given",
+                                 field=flag, fix=f"add --gpu (h100, h200 or b200), or leave out --{flag}")
+    else:
+        from fhs.plan.server import Server, ServerError
 
-        server = Server(gpu=args.gpu, precision=args.precision, tensor_parallel=args.tensor_parallel,
+        server = Server(gpu=args.gpu, precision=args.precision or "bf16", tensor_parallel=args.tensor_parallel or 1,
                         prefill_tps=args.prefill_tps, decode_tps=args.decode_tps)
-    if args.throughput is not None:
+        try:  # before any chapter is planned: a width no node has, or weights that do not fit
+            server.check()
+        except ServerError as error:
+            raise InputError(str(error), field=error.flag) from None
+    if args.calibrate and not args.base_url:
+        raise InputError("--calibrate measures a server, and no --base-url was given", field="calibrate",
+                         fix="add --base-url http://HOST:PORT/v1 (your vLLM server)")
+    if args.base_url:
+        from urllib.parse import urlsplit
+
+        try:
+            url = urlsplit(args.base_url)
+            ok = url.scheme in ("http", "https") and bool(url.hostname)
+        except ValueError:
+            ok = False
+        if not ok:
+            raise InputError(f"--base-url {args.base_url!r} is not an http(s) URL with a host", field="base-url",
+                             fix="e.g. http://127.0.0.1:8000/v1")
+    if args.bench_json is not None:
+        from fhs.plan.calibrate import bench_throughput
+
+        total_tps, measured = bench_throughput(args.bench_json)
+        throughput = Throughput(total_tps=total_tps, source=f"measured: {measured}")
+    elif args.throughput is not None:
         throughput = Throughput(total_tps=args.throughput, source="given with --throughput")
     elif args.prefill_tps is not None:
         throughput = Throughput(total_tps=None, prefill_tps=args.prefill_tps, decode_tps=args.decode_tps,
@@ -388,10 +420,16 @@ def cmd_plan(args: argparse.Namespace) -> dict:
                 from None
     from fhs.book.manifest import dataset_parameters
 
-    plan, rows = plan_profile(args.profile, chapters=args.chapter, sample=args.sample, fraction=args.fraction,
-                              throughput=throughput, data=args.data, progress=not args.quiet and not args.json,
-                              changes=changes, overrides=dataset_parameters(args.dataset) if args.dataset else None,
-                              build_dense=args.build_dense, server=server)
+    from fhs.plan.server import ServerError
+
+    try:
+        plan, rows = plan_profile(args.profile, chapters=args.chapter, sample=args.sample, fraction=args.fraction,
+                                  throughput=throughput, data=args.data, progress=not args.quiet and not args.json,
+                                  changes=changes, overrides=dataset_parameters(args.dataset) if args.dataset else None,
+                                  build_dense=args.build_dense, server=server, base_url=args.base_url,
+                                  calibrate=args.calibrate)
+    except ServerError as error:  # the plan's longest request does not fit the server's KV cache
+        raise InputError(str(error), field=error.flag) from None
     print(json.dumps(plan, indent=2) if args.json else format_plan(plan, rows))
     if args.out:
         from fhs.run.records import write_json_atomic

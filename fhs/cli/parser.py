@@ -262,14 +262,24 @@ def build_parser() -> argparse.ArgumentParser:
                       help="prompt tokens/s under load; with --decode-tps instead of --throughput")
     plan.add_argument("--decode-tps", type=_rate("decode-tps"), default=None,
                       help="generated tokens/s under load; with --prefill-tps")
+    plan.add_argument("--bench-json", default=None,
+                      help="the result file of `vllm bench serve --save-result` run with the command the plan "
+                           "prints: its total tokens/s instead of --throughput")
     plan.add_argument("--gpu", choices=["h100", "h200", "b200"], default=None,
                       help="model a vLLM server on this GPU: prefill, decode at the batch its KV cache allows, "
                            "a compute floor (fhs/plan/server.py cites the figures); --prefill-tps/--decode-tps "
                            "replace its rates with measured ones")
-    plan.add_argument("--precision", choices=["bf16", "fp8"], default="bf16",
+    plan.add_argument("--precision", choices=["bf16", "fp8"], default=None,
                       help="with --gpu: the weights' and KV cache's precision (default bf16)")
-    plan.add_argument("--tensor-parallel", type=_positive_int("tensor-parallel"), default=1,
-                      help="with --gpu: GPUs the model is split over (default 1)")
+    plan.add_argument("--tensor-parallel", type=_positive_int("tensor-parallel"), default=None,
+                      help="with --gpu: GPUs the model is split over, on one node (default 1)")
+    plan.add_argument("--base-url", default=None,
+                      help="your vLLM server (e.g. http://127.0.0.1:8000/v1): count tokens with its tokenizer "
+                           "(/tokenize); with --calibrate, measure it too")
+    plan.add_argument("--calibrate", action="store_true",
+                      help="with --base-url and --gpu: a probe of a minute or two measures the server's prefill and "
+                           "decode rates and reads its KV capacity, and the plan prints days from them beside "
+                           "the published-rate model")
     plan.add_argument("--dataset", action="append", default=None,
                       help="plan the chapters on this dataset instead of their own: a built-in name or a dataset "
                            "spec file (the chapters' datasets parameter); repeat for several")

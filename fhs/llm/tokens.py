@@ -7,9 +7,16 @@ reads it with ``vocab_only`` (no weights are loaded, a fraction of a second).
 Chat messages are wrapped by the ChatML template both families use, which
 adds a fixed number of tokens per message (:data:`CHATML_PER_MESSAGE`).
 
-Where llama-cpp-python or the model package is missing, :class:`CharEstimate`
-stands in with a stated, conservative ratio, says so once, and names what to
+Where llama-cpp-python or the model package is missing, the same vocabulary's
+merges, shipped with the package, count in pure Python (:mod:`fhs.llm.qwen_bpe`):
+the same counts, slower. Only if that file is missing does :class:`CharEstimate`
+stand in, with a stated, conservative ratio; it says so once and names what to
 install (:data:`EXACT_FIX`) wherever its figures are shown.
+
+A plan pointed at a server counts with the server's own tokenizer
+(:class:`ServerTokens`, vLLM's ``/tokenize``), and otherwise with the served
+model's ``tokenizer.json`` where the Hugging Face cache holds it
+(:class:`ModelTokens`): :func:`counter_for` picks the first that loads.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ import os
 import queue
 import threading
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any, Protocol
 
 from fhs.core.errors import warn
@@ -123,17 +131,83 @@ class CharEstimate:
         return math.ceil(len(text or "") / self.chars_per_token)
 
 
+class ServerTokens:
+    """The served model's own tokenizer, asked through the server: vLLM's ``POST /tokenize``
+    (``{"model", "prompt"}`` in, ``{"count", "tokens"}`` out), at the server's root, not under ``/v1``."""
+
+    exact = True
+
+    def __init__(self, base_url: str, model: str, timeout: float = 30.0) -> None:
+        import httpx
+
+        self.url = base_url.rstrip("/").removesuffix("/v1") + "/tokenize"
+        self.model = model
+        self._client = httpx.Client(timeout=timeout, trust_env=False)
+        self.name = f"the server's tokenizer ({self.url}, {model})"
+        self.count("probe")  # a server without the endpoint is found out now, not mid-plan
+
+    def count(self, text: str) -> int:
+        if not text:
+            return 0
+        reply = self._client.post(self.url, json={"model": self.model, "prompt": text, "add_special_tokens": False})
+        if reply.status_code != 200:
+            raise RuntimeError(f"{self.url} answered HTTP {reply.status_code}: {reply.text[:200]}")
+        body = reply.json()
+        count = body.get("count") if isinstance(body, dict) else None
+        if not isinstance(count, int) or count < 0:
+            raise RuntimeError(f"{self.url} answered without a token count: {reply.text[:200]}")
+        return count
+
+
+class ModelTokens:
+    """The served model's ``tokenizer.json`` from the local Hugging Face cache, read by ``tokenizers``;
+    never downloaded (a plan runs offline)."""
+
+    exact = True
+
+    def __init__(self, model: str) -> None:
+        from tokenizers import Tokenizer  # the dense extra's
+
+        home = Path(os.environ.get("HF_HUB_CACHE") or Path(os.environ.get("HF_HOME") or
+                                                               Path.home() / ".cache" / "huggingface") / "hub")
+        found = sorted((home / f"models--{model.replace('/', '--')}" / "snapshots").glob("*/tokenizer.json"))
+        if not found:
+            raise FileNotFoundError(f"no tokenizer.json of {model} under {home}")
+        self._tokenizer = Tokenizer.from_file(str(found[-1]))
+        self.name = f"{model}'s tokenizer ({found[-1]})"
+
+    def count(self, text: str) -> int:
+        return len(self._tokenizer.encode(text, add_special_tokens=False).ids) if text else 0
+
+
 _DEFAULT: list[TokenCounter] = []
 _DEFAULT_LOCK = threading.Lock()
 
 
 def default_counter() -> TokenCounter:
-    """The Qwen vocabulary when it can be loaded, else :class:`CharEstimate` (with one warning)."""
+    """The Qwen vocabulary: llama.cpp's reading of the GGUF when it loads, else the shipped merges
+    (:class:`fhs.llm.qwen_bpe.QwenBPE`), else :class:`CharEstimate` (with one warning)."""
     with _DEFAULT_LOCK:
         if not _DEFAULT:
             try:
                 _DEFAULT.append(QwenVocab())
-            except Exception as error:  # noqa: BLE001 - any failure to load means: estimate instead
-                warn(f"token counts are estimated ({error}); for exact counts: {EXACT_FIX}")
-                _DEFAULT.append(CharEstimate())
+            except Exception:  # noqa: BLE001 - any failure to load means: the shipped merges instead
+                try:
+                    from fhs.llm.qwen_bpe import QwenBPE
+
+                    _DEFAULT.append(QwenBPE())
+                except Exception as error:  # noqa: BLE001 - no vocabulary at all: estimate
+                    warn(f"token counts are estimated ({error}); for exact counts: {EXACT_FIX}")
+                    _DEFAULT.append(CharEstimate())
         return _DEFAULT[0]
+
+
+def counter_for(model: str, base_url: str | None = None) -> TokenCounter:
+    """The tokenizer a plan counts with: the server's (``base_url``), else ``model``'s own where it is
+    cached, else :func:`default_counter` (Qwen's vocabulary, which Qwen3 shares)."""
+    if base_url:
+        return ServerTokens(base_url, model)
+    try:
+        return ModelTokens(model)
+    except Exception:  # noqa: BLE001 - not cached or tokenizers not installed: the shipped vocabulary
+        return default_counter()

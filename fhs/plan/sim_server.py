@@ -2,7 +2,7 @@
 
     python -m fhs.plan.sim_server --port 8000 [--host 127.0.0.1] [--prefill-tps 20000] [--decode-tps 1500]
         [--max-num-seqs 256] [--time-scale 1.0] [--max-model-len 32768] [--model NAME]
-        [--log FILE.jsonl] [--fixed-latency SECONDS]
+        [--kv-tokens N] [--log FILE.jsonl] [--fixed-latency SECONDS]
         [--busy SHARE [--retry-after SECONDS]] [--hang SHARE] [--drip SECONDS [--drip-share SHARE]] [--seed N]
 
 It answers ``POST /v1/chat/completions`` with :func:`fhs.plan.simulated.simulated_answer`
@@ -11,6 +11,10 @@ ignore the seed), ``usage`` counted with Qwen's vocabulary (``fhs.llm.tokens``),
 and ``finish_reason`` ("length" when the answer is cut at ``max_tokens``);
 ``GET /v1/models`` lists the model with its ``max_model_len``. A prompt plus
 ``max_tokens`` over ``max_model_len`` is refused with HTTP 400, as vLLM does.
+As vLLM does too, ``POST /tokenize`` (``{"model", "prompt"}``) answers ``{"count",
+"tokens", "max_model_len"}``; ``GET /metrics`` reports the KV cache's size in vLLM's
+``vllm:cache_config_info`` line (``--kv-tokens`` in blocks of 16); and a request with
+``"ignore_eos": true`` decodes all of its ``max_tokens`` (what a decode probe asks).
 
 **Latency model** (a continuous-batching server such as vLLM, idealised):
 
@@ -91,6 +95,7 @@ class Options:
     max_num_seqs: int = 256
     time_scale: float = 1.0
     max_model_len: int = 32_768
+    kv_tokens: int = 283_808  # the KV cache's size in tokens (what /metrics reports)
     model: str = "Qwen/Qwen3-32B"
     log: str | None = None
     fixed_latency: float | None = None
@@ -235,6 +240,8 @@ class Simulator:
             return 400, {"error": {"message": str(error), "type": "BadRequestError"}}
         completion = self.counter.count(text) + 1  # + the end-of-turn token
         finish_reason = "stop"
+        if body.get("ignore_eos") is True:  # vLLM's extension: decode until max_tokens
+            completion = max(completion, max_tokens)
         if completion > max_tokens:
             text, completion, finish_reason = text[: max(1, len(text) * max_tokens // completion)], max_tokens, "length"
             self.cut += 1
@@ -386,6 +393,21 @@ async def _route(sim: Simulator, method: str, target: str, headers: dict[str, st
         return 200, {"reset": True}
     if method == "GET" and path in ("/health", "/v1/health"):
         return 200, {"ok": True}
+    if method == "GET" and path == "/metrics":
+        blocks = sim.options.kv_tokens // BLOCK
+        return 200, (f'vllm:cache_config_info{{block_size="{BLOCK}",cache_dtype="auto",'
+                     f'gpu_memory_utilization="0.9",num_gpu_blocks="{blocks}"}} 1.0\n')
+    if method == "POST" and path == "/tokenize":
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            body = None
+        if not isinstance(body, dict) or not isinstance(body.get("prompt"), str):
+            return 400, {"error": {"message": "a prompt string is required", "type": "BadRequestError"}}
+        tokenize = getattr(sim.counter, "tokenize", None)
+        tokens = tokenize(body["prompt"]) if tokenize else []
+        count = len(tokens) if tokenize else sim.counter.count(body["prompt"])
+        return 200, {"count": count, "max_model_len": sim.options.max_model_len, "tokens": tokens}
     if method == "POST" and path == "/v1/chat/completions":
         try:
             body = json.loads(raw or b"{}")
@@ -400,11 +422,12 @@ async def _route(sim: Simulator, method: str, target: str, headers: dict[str, st
 async def _send(writer: asyncio.StreamWriter, status: int, payload: Any, close: bool = False,
                 headers: dict[str, str] | None = None, drip: float = 0.0) -> None:
     """One answer; with ``drip``, the headers at once and the body in pieces spread over ``drip`` seconds."""
-    data = json.dumps(payload).encode("utf-8")
+    data = payload.encode("utf-8") if isinstance(payload, str) else json.dumps(payload).encode("utf-8")
+    kind = "text/plain" if isinstance(payload, str) else "application/json"
     reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 413: "Payload Too Large",
               429: "Too Many Requests"}.get(status, "Error")
     extra = "".join(f"{name}: {value}\r\n" for name, value in (headers or {}).items())
-    head = (f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\n{extra}"
+    head = (f"HTTP/1.1 {status} {reason}\r\nContent-Type: {kind}\r\n{extra}"
             f"Content-Length: {len(data)}\r\nConnection: {'close' if close else 'keep-alive'}\r\n\r\n"
             ).encode("latin-1")
     if not drip:
@@ -449,6 +472,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[Options, str, int]:
     parser.add_argument("--max-num-seqs", type=int, default=256, help="sequences running at once")
     parser.add_argument("--time-scale", type=float, default=1.0, help="every latency is divided by this")
     parser.add_argument("--max-model-len", type=int, default=32_768, help="prompt + max_tokens allowed")
+    parser.add_argument("--kv-tokens", type=int, default=Options.kv_tokens,
+                        help="the KV cache's size in tokens, as /metrics reports it")
     parser.add_argument("--model", default="Qwen/Qwen3-32B", help="the served model name")
     parser.add_argument("--log", default=None, help="one JSON line per request to this file")
     parser.add_argument("--fixed-latency", type=float, default=None,
@@ -465,15 +490,16 @@ def parse_args(argv: list[str] | None = None) -> tuple[Options, str, int]:
     for name in ("prefill_tps", "decode_tps", "time_scale"):
         if not getattr(args, name) > 0:
             parser.error(f"--{name.replace('_', '-')} must be above 0")
-    if args.max_num_seqs < 1 or args.max_model_len < 1:
-        parser.error("--max-num-seqs and --max-model-len must be at least 1")
+    if args.max_num_seqs < 1 or args.max_model_len < 1 or args.kv_tokens < BLOCK:
+        parser.error(f"--max-num-seqs and --max-model-len must be at least 1, --kv-tokens at least {BLOCK}")
     for name in ("busy", "hang", "drip_share"):
         if not 0 <= getattr(args, name) <= 1:
             parser.error(f"--{name.replace('_', '-')} is a share between 0 and 1")
     if args.retry_after < 0 or args.drip < 0:
         parser.error("--retry-after and --drip are seconds, at least 0")
     options = Options(prefill_tps=args.prefill_tps, decode_tps=args.decode_tps, max_num_seqs=args.max_num_seqs,
-                      time_scale=args.time_scale, max_model_len=args.max_model_len, model=args.model, log=args.log,
+                      time_scale=args.time_scale, max_model_len=args.max_model_len, kv_tokens=args.kv_tokens,
+                      model=args.model, log=args.log,
                       fixed_latency=args.fixed_latency, busy=args.busy, retry_after=args.retry_after,
                       hang=args.hang, drip=args.drip, drip_share=args.drip_share, seed=args.seed)
     return options, args.host, args.port

@@ -90,11 +90,14 @@ def format_plan(plan: Mapping[str, Any], rows: Sequence[Row]) -> str:
               "", "= exact request count; ~ estimated from the sample (variable rounds, replays, a stand-in "
                   "retriever); tokens are estimates (prompts rendered from real facts and counted exactly on "
                   "the sample, then scaled; outputs from the simulator unless marked measured)",
-              f"measure your own server with this shape: {plan['bench_command']}"]
+              f"measure your own server with this shape: {plan['bench_command']}; then pass --bench-json "
+              "bench.json (or --base-url URL --calibrate)"]
     if plan.get("server"):
         from fhs.plan.server import format_server
 
-        lines += ["", *format_server(plan["server"], estimated=bool(estimated))]
+        lines += ["", *format_server(plan["server"], estimated=bool(estimated), label="server (published rates)")]
+        if plan.get("measured"):
+            lines += ["", *format_server(plan["measured"], estimated=bool(estimated), label="server (measured)")]
     if plan.get("stand_in_retrievers"):
         lines.append(f"BM25 stood in for: {', '.join(plan['stand_in_retrievers'])} (their concept embeddings are "
                      "not built yet; --build-dense embeds them first, and plans those runs on the real retrievers)")

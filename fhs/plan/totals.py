@@ -84,10 +84,12 @@ def summarize(rows: Sequence[Row], throughput: Throughput) -> dict[str, Any]:
 
 def bench_command(purposes: Mapping[str, Mapping[str, Any]], model: str, base_url: str = "http://127.0.0.1:8000",
                   prompts: int = 500) -> str:
-    """A ``vllm bench serve`` command with the plan's request shape: the token-weighted mean prompt and answer."""
+    """A ``vllm bench serve`` command with the plan's request shape (the token-weighted mean prompt and
+    answer) that saves its result for ``fhs plan --bench-json bench.json``."""
     requests = sum(p["requests"] for p in purposes.values()) or 1
     prompt = sum(p["prompt_tokens"] for p in purposes.values()) / requests
     output = sum(p["output_tokens"] for p in purposes.values()) / requests
     return (f"vllm bench serve --backend openai-chat --endpoint /v1/chat/completions --base-url {base_url} "
             f"--model {model} --dataset-name random --random-input-len {math.ceil(prompt)} "
-            f"--random-output-len {max(1, math.ceil(output))} --num-prompts {prompts} --seed 42")
+            f"--random-output-len {max(1, math.ceil(output))} --num-prompts {prompts} --seed 42 "
+            f"--save-result --result-filename bench.json")
