@@ -71,3 +71,45 @@ def test_a_spec_files_panels_and_figures_are_titled_by_its_name_not_its_path():
     titles = [ax.get_title() for ax in RG.depth_figure(direct, oracle, [path]).axes]
     titles += [ax.get_title() for ax in RG.label_length_figure(pd.DataFrame(panel_b), [path]).axes]
     assert titles == ["my-filing", "my-filing"]
+
+
+class _Facts:
+    """What ``with_headers`` asks of a study: each dataset's facts."""
+
+    def __init__(self, **facts):
+        self._facts = facts
+
+    def facts(self, name):
+        return self._facts[name]
+
+
+def _fact(fid, modality="table", **where):
+    from fhs.data.facts import Fact
+
+    return Fact(id=fid, context_id="c", modality=modality, value="5", datatype="d", context="x 5", gold=("g",),
+                **where)
+
+
+def test_the_located_query_is_shown_for_datasets_with_headers_beside_direct_with_the_paired_difference():
+    study = _Facts(fincl=[_fact("a"), _fact("b", column_header="2024")], codiesp=[_fact("c", "text", sentence="x 5")])
+    assert RG.with_headers(study, ["fincl", "codiesp"]) == ["fincl"]
+    direct, _, _ = runs()
+    located = memory_run("fincl", "direct-located", [fact("a", 1, gold=("Short",)),
+                                                     fact("b", 2, context="c2", gold=("Long",))])
+    rows = RG.located_rows(direct, {"fincl": located}, INTERVAL)
+    assert [r["query"] for r in rows] == ["direct (the paper's serialisation)", "direct-located",
+                                          "Δ direct-located − direct (paired)"]
+    assert rows[0]["recall@1"].value == 0.5 and rows[1]["recall@1"].value == 0.5
+    assert rows[2]["mrr"].value == pytest.approx((1 + 1 / 2) / 2 - (1 / 12 + 1) / 2)
+    assert set(rows[0]) == {"dataset", "query", "facts", "recall@1", "recall@10", "mrr"}
+    checked = RG.checked_values(*runs(), ["fincl"], located={"fincl": located})
+    assert checked["fincl/direct-located/recall@1"] == 0.5 and checked["fincl/direct-located/mrr"] == 0.75
+    assert "fincl/direct-located/recall@50" not in checked
+    assert not any("direct-located" in key for key in RG.checked_values(*runs(), ["fincl"]))
+
+
+def test_the_note_counts_the_facts_that_had_a_location_per_modality():
+    lines = RG.located_lines({"mine": [_fact("a", row_header="Assets"), _fact("b"),
+                                       _fact("c", "text", sentence="x 5.")]})
+    assert lines == ["mine: 1 of 2 table cells had a row or column header, 1 of 1 text mentions had a sentence; "
+                     "a fact with neither issued the direct query."]

@@ -61,13 +61,14 @@ def test_chapter_01_runs_on_the_spec_by_parameter(held_out, tmp_path, monkeypatc
             failed_dir=tmp_path / "failed", progress_bar=False)
     saved = json.loads((tmp_path / "runs" / "smoke" / "results" / f"{stem}.json").read_text())
     assert saved["held-out-filing/facts"] == 6  # filed under the spec's name
-    assert set(saved) >= {f"held-out-filing/{m}/recall@10" for m in ("direct", "oracle")}
+    assert set(saved) >= {f"held-out-filing/{m}/recall@10" for m in ("direct", "oracle", "direct-located")}
     text = (tmp_path / "book" / f"{stem}.ipynb").read_text()
     # the closing check: every metric of the new dataset NEW (a count line "N NEW."), none failed
     assert re.search(r"\b\d+ NEW\. gap = ours - paper", text) and not re.search(r"\b\d+ (FAIL|OK)\b", text)
     tables = "".join("".join(output.get("data", {}).get("text/html", "")) for cell in json.loads(text)["cells"]
                      for output in cell.get("outputs", []))
     assert "held-out-filing" in tables and str(held_out) not in tables  # rows carry the spec's name, not its path
+    assert "direct-located" in tables  # FinCL's facts have headers: the located query stands beside direct
 
 
 @pytest.mark.model

@@ -111,13 +111,15 @@ def _named(dataset: str, p: Mapping[str, Any]) -> str:
 
 
 def readiness_gap(profile: RunProfile, p: Mapping[str, Any]) -> list[PlannedRun]:
-    """Chapter 1: direct and the gold-query probe, with and without label coverage; no model."""
+    """Chapter 1: direct and the gold-query probe, with and without label coverage, and the located query; no
+    model. The chapter runs ``direct-located`` only where the facts have headers, which a plan does not load."""
     c = "01_readiness_gap"
     runs = []
     for name in p["datasets"]:
         for method in ("direct", "oracle"):
             runs.append(PlannedRun(c, name, method, selector=False, facts="retrieval"))
             runs.append(PlannedRun(c, name, method, selector=False, facts="retrieval", w_cov=0.0))
+        runs.append(PlannedRun(c, name, "direct-located", selector=False, facts="retrieval"))
     if "codiesp" in p["datasets"]:
         runs.append(PlannedRun(c, "codiesp", "oracle", selector=False, facts="all", tag="all"))
     return runs

@@ -1,7 +1,8 @@
 """How a located fact is written down for a query or a prompt.
 
-Two forms: the direct serialization that the ``direct`` baseline issues as its
-query, and the evidence block that every LLM prompt shows. Every issued query
+Three forms: the direct serialization that the ``direct`` baseline issues as its
+query, the located query of its ``direct-located`` variant (the value's own headers or
+sentence instead of the whole context), and the evidence block that every LLM prompt shows. Every issued query
 starts with ``<value> <datatype>`` (the paper's cell identifier), so methods
 differ only in what they add to it. The evidence block puts the source context
 before the value's own fields, so that prompts about facts of one table share it.
@@ -37,6 +38,23 @@ def clip_middle(text: str, limit: int = CONTEXT_CHARS) -> str:
 def direct_query(fact: Fact, context_chars: int = CONTEXT_CHARS) -> str:
     """The raw serialized fact: ``<value> <datatype> <visible context>``."""
     return f"{prefix(fact)} {clip_middle(fact.context, context_chars)}".strip()
+
+
+def location(fact: Fact) -> str:
+    """Where the value sits: a table cell's row and column headers, a text mention's sentence ("" if unknown)."""
+    parts = (fact.row_header, fact.column_header) if fact.modality == "table" else (fact.sentence,)
+    return " ".join(" ".join(part.split()) for part in parts if part.strip())
+
+
+def located_query(fact: Fact, context_chars: int = CONTEXT_CHARS) -> str:
+    """``<value> <datatype> <headers or sentence>``: a query of the value's own location.
+
+    The paper serialises the whole visible context (Section 3.3), so every cell of
+    one table issues nearly the same query; this one tells them apart. A fact
+    whose loader located neither headers nor sentence issues the direct query.
+    """
+    where = location(fact)
+    return prefixed(fact, clip_middle(where, context_chars)) if where else direct_query(fact, context_chars)
 
 
 def _same_text(a: str, b: str) -> bool:

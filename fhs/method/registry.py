@@ -12,7 +12,7 @@ from __future__ import annotations
 from fhs.core.errors import choose
 from fhs.method.context import Method
 from fhs.method.decomposed import decomposed
-from fhs.method.direct import direct
+from fhs.method.direct import direct, direct_located
 from fhs.method.feedback_refine import feedback_refine
 from fhs.method.fhs import fhs
 from fhs.method.fhs_seq import fhs_seq
@@ -27,6 +27,7 @@ from fhs.method.structured import structured
 
 METHODS: dict[str, Method] = {
     "direct": direct,
+    "direct-located": direct_located,  # an addition: headers or sentence, not the whole context (deviations.md)
     "oracle": oracle,
     "free-text": free_text,
     "structured": structured,
@@ -43,7 +44,7 @@ METHODS: dict[str, Method] = {
 
 # The methods that ask no model of their own (direct asks one only for the shared selector);
 # every other registered method cannot run without one.
-MODEL_FREE = frozenset({"direct", "oracle"})
+MODEL_FREE = frozenset({"direct", "direct-located", "oracle"})
 LLM_METHODS = frozenset(METHODS) - MODEL_FREE
 
 

@@ -49,8 +49,8 @@ RELOCATOR = "llm-relocator"  # chapter 2's LLM relocator: one request per CodiEs
 # (chapter 2's table of calls): their request counts scale exactly. The refinements are not
 # among them: a round whose reading repeats an earlier one sends the same request again,
 # which the cache answers.
-FIXED_CALLS = frozenset({"direct", "oracle", "free-text", "structured", "parallel", "parallel-instructed",
-                         "parallel-diverse", "decomposed", RELOCATOR})
+FIXED_CALLS = frozenset({"direct", "direct-located", "oracle", "free-text", "structured", "parallel",
+                         "parallel-instructed", "parallel-diverse", "decomposed", RELOCATOR})
 
 # Output tokens the authors measured, used instead of the simulator's where they apply:
 # the verifier's verbose JSON (an object with the tag and six words per candidate)

@@ -1,5 +1,6 @@
 """Chapter 01's tables and figures: the test data, raw fact against gold query (Table 1, Appendix E.1),
-recall at every depth, and the label-coverage term of Eq. 6 on and off (Table 13).
+the located query beside the paper's serialisation (an addition, book/deviations.md), recall at every
+depth, and the label-coverage term of Eq. 6 on and off (Table 13).
 
 Nothing here calls a model: the runs are LLM-free (``Study.run``), so every
 number is deterministic for a profile's sample.
@@ -16,10 +17,14 @@ from fhs.book.report import Estimate
 from fhs.book.study import Run, Study
 from fhs.core.free_text import markdown_literal
 from fhs.data.datasets.stats import dataset_stats
+from fhs.data.evidence import location
+from fhs.data.facts import Fact
 from fhs.paper import PAPER, RELOCATION, relocation_rate
 from fhs.run.evaluate import by_group, paired_difference
 
 METRICS = ("recall@1", "recall@10", "recall@50", "recall@200", "mrr")
+LOCATED = "direct-located"  # the header-aware variant of direct (fhs/method/direct.py)
+LOCATED_METRICS = ("recall@1", "recall@10", "mrr")
 # Table 1's raw row and Appendix E.1's probe, for the datasets that stand in for the paper's benchmarks
 PAPER_ROWS = {("fincl", "direct"): PAPER["fintagging"]["direct"], ("fincl", "oracle"): PAPER["fintagging"]["oracle"],
               ("codiesp", "direct"): PAPER["codiesp"]["direct"], ("codiesp", "oracle"): PAPER["codiesp"]["oracle"]}
@@ -69,6 +74,41 @@ def metric_table(runs: Mapping[tuple[str, str], Run], paper_rows: Mapping[tuple[
     return pd.DataFrame(frame)
 
 
+def with_headers(study: Study, datasets: Sequence[str]) -> list[str]:
+    """The datasets some of whose facts carry a row or column header: those the located query is shown for."""
+    return [name for name in datasets if any(f.row_header or f.column_header for f in study.facts(name))]
+
+
+def located_rows(direct: Mapping[str, Run], located: Mapping[str, Run], interval: Mapping) -> list[dict[str, Any]]:
+    """Per dataset: the paper's serialisation, the located query, and their paired difference."""
+    rows = []
+    for name, run in located.items():
+        base = direct[name]
+        for label, each in (("direct (the paper's serialisation)", base), (LOCATED, run)):
+            row: dict[str, Any] = {"dataset": each.dataset, "query": label, "facts": len(each.summaries)}
+            for m in LOCATED_METRICS:
+                ci = each.interval(m, **interval)
+                row[m] = Estimate(ci.estimate, ci.low, ci.high)
+            rows.append(row)
+        differences = {m: paired_difference(run.summaries, base.summaries, m, **interval) for m in LOCATED_METRICS}
+        rows.append({"dataset": run.dataset, "query": f"Δ {LOCATED} − direct (paired)", "facts": len(run.summaries),
+                     **{m: Estimate(d.estimate, d.low, d.high) for m, d in differences.items()}})
+    return rows
+
+
+def located_lines(facts: Mapping[str, Sequence[Fact]]) -> list[str]:
+    """How many facts of each dataset had a location to query; the others issued the direct query."""
+    lines = []
+    for name, group in facts.items():
+        table = [f for f in group if f.modality == "table"]
+        text = [f for f in group if f.modality == "text"]
+        parts = [f"{sum(bool(location(f)) for f in kind):,} of {len(kind):,} {label}"
+                 for kind, label in ((table, "table cells had a row or column header"),
+                                     (text, "text mentions had a sentence")) if kind]
+        lines.append(f"{name}: " + ", ".join(parts) + "; a fact with neither issued the direct query.")
+    return lines
+
+
 def coverage_rows(no_cov: Mapping[tuple[str, str], Run], with_cov: Mapping[tuple[str, str], Run],
                   interval: Mapping) -> list[dict[str, Any]]:
     """Table 13, Panel A: Recall@10 and MRR with w_cov 0 and 1, their paired difference."""
@@ -107,9 +147,14 @@ def label_length_rows(with_cov: Run, without: Run, taxonomy) -> list[dict[str, A
             for length in sorted(on, key=lambda b: (len(b), b))]
 
 
-def checked_values(direct, oracle, no_cov, datasets, relocation_rate_=None, exact_oracle=None) -> dict[str, float]:
-    """Chapter 01's check: both queries' metrics, the coverage term off, facts, CodiEsp's relocation and probe."""
+def checked_values(direct, oracle, no_cov, datasets, relocation_rate_=None, exact_oracle=None,
+                   located=None) -> dict[str, float]:
+    """Chapter 01's check: both queries' metrics, the coverage term off, facts, CodiEsp's relocation and probe,
+    and the located query where the chapter ran it."""
     results: dict[str, float] = {}
+    for name, run in (located or {}).items():
+        for m in LOCATED_METRICS:
+            results[f"{name}/{LOCATED}/{m}"] = run.metrics[m]
     for name in datasets:
         for method, group in (("direct", direct), ("oracle", oracle)):
             for m in METRICS:
