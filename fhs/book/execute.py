@@ -33,6 +33,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from fhs.book.paths import shown_values, without_absolute_paths
 from fhs.book.toc import Chapter, ProfileFile, chapters_from_toc, folded, load_profiles, merged
 from fhs.core.errors import InputError
 from fhs.core.files import write_text_atomic
@@ -315,12 +316,19 @@ def execute(plan_item: Plan, *, kernel: str, root: Path, failed_dir: Path,
             f"--- the executed notebook up to the failure: {kept}"
         ) from None
     seconds = time.perf_counter() - started
+    without_absolute_paths(partial, chapter.source, chapter.output, plan_item.parameters, root)
     datasets = plan_item.parameters.get("datasets")
     if isinstance(datasets, list):
         hide_absent_prose(partial, [str(name) for name in datasets])
     chapter.output.parent.mkdir(parents=True, exist_ok=True)
     partial.replace(chapter.output)
     return seconds
+
+
+def log_entry(plan_item: Plan, profile: str, seconds: float, root: Path) -> dict[str, Any]:
+    """A chapter's line in the run log; the Provenance page prints its parameters, so no absolute path."""
+    return {"key": plan_item.key, "profile": profile, "seconds": round(seconds, 1), "finished": _now(),
+            "parameters": shown_values(plan_item.parameters, root)}
 
 
 NEEDS_TAG = "needs-"
@@ -417,10 +425,7 @@ def run(root: Path, profile: str, *, only: Iterable[str] = (), force: bool = Fal
             print(f"\nFAILED: {error}", file=sys.stderr, flush=True)
             return 1
         total += seconds
-        log.entries[p.chapter.stem] = {
-            "key": p.key, "profile": profile, "seconds": round(seconds, 1),
-            "finished": _now(), "parameters": p.parameters,
-        }
+        log.entries[p.chapter.stem] = log_entry(p, profile, seconds, root)
         log.save()
         append_timing(state_dir / "timings.tsv", profile, p.chapter.stem, seconds, "ok")
         print(f"      done in {seconds:.1f} s", file=out, flush=True)
