@@ -114,6 +114,17 @@ def test_an_executed_chapter_names_neither_the_checkout_nor_the_spec_by_its_abso
     assert str(built["tree"]) not in run_log and str(built["spec"]) not in run_log  # the Provenance page prints it
 
 
+@pytest.mark.slow
+def test_the_check_is_shown_once_as_a_table_with_its_text_as_that_outputs_fallback(built):
+    close = _code_cells(built["page"])[-1]
+    shown = [o for o in close["outputs"] if "Regression check" in json.dumps(o)]
+    assert len(shown) == 1 and shown[0]["output_type"] == "display_data"
+    data = shown[0]["data"]
+    assert "<table>" in "".join(data["text/html"])
+    plain = "".join(data["text/plain"])
+    assert plain.startswith("Regression check: 01_readiness_gap") and "Recorded values: fhs/book/regressions/" in plain
+
+
 def test_paths_are_shown_relative_to_the_folder_or_the_checkout_never_absolute(tmp_path):
     assert shown_path(tmp_path / "runs" / "x.json", tmp_path) == "runs/x.json"
     assert shown_path(REGRESSIONS_DIR / "01_readiness_gap.yaml", tmp_path) == \

@@ -70,17 +70,35 @@ class Page:
     def seeds(self) -> tuple[int, ...]:
         return tuple(c.seed for c in self.choices)
 
-    def close(self, checked: Mapping[str, Any], *, inputs: Mapping[str, str] | None = None) -> CheckReport:
-        """The closing check: compare, record the values (not a protocol check's), fail on a miss, say the time."""
+    def close(self, checked: Mapping[str, Any], *, inputs: Mapping[str, str] | None = None) -> None:
+        """The closing check: compare, show the table once, record the values (not a protocol check's),
+        fail on a miss, say the time.
+
+        Returns nothing, so a ``page.close(...)`` as a cell's last line adds no second copy of the table."""
         report = check(checked, chapter=self.name, profile=self.profile,
-                       save=not self.protocol_check, inputs=inputs)
+                       save=not self.protocol_check, inputs=inputs, quiet=True)
+        show_report(report)
         if self.protocol_check:
             print(f"PROTOCOL CHECK: {len(checked)} metrics produced; not compared with recorded values.")
         else:
             report.assert_ok()
         print(f"page time: {time.perf_counter() - self.started:.0f} s (profile {self.profile}; "
               "the Provenance page lists every chapter's time)")
-        return report
+
+
+def show_report(report: CheckReport) -> None:
+    """One output for the check: its HTML table in the book (the same output's plain text where HTML is not
+    shown), the text table in a console."""
+    try:
+        from IPython import get_ipython
+        from IPython.display import display
+    except ImportError:
+        print(report)
+        return
+    if get_ipython() is None:
+        print(report)
+    else:
+        display(report)
 
 
 def open_page(name: str, profile: str, runs_dir: str | Path = "runs", *, server: Mapping[str, Any] | None = None,
