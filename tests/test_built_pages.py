@@ -125,6 +125,17 @@ def test_the_check_is_shown_once_as_a_table_with_its_text_as_that_outputs_fallba
     assert plain.startswith("Regression check: 01_readiness_gap") and "Recorded values: fhs/book/regressions/" in plain
 
 
+@pytest.mark.slow
+def test_a_cells_warnings_read_as_one_line_that_points_to_the_log(built):
+    many, one = _code_cells(built["page"])[-3:-1]
+    lines = "".join("".join(o.get("text", "")) for o in many["outputs"]).splitlines()
+    assert lines == ["fhs: 15 warnings, the first: stage 0: 3 of 3 answers could not be parsed "
+                     "(every one in runs/smoke/logs/01_readiness_gap.log)"]
+    assert "".join("".join(o.get("text", "")) for o in one["outputs"]).strip() == "fhs: warning: only this one"
+    log = (built["tree"] / "runs" / "smoke" / "logs" / "01_readiness_gap.log").read_text().splitlines()
+    assert len(log) == 16 and log[14] == "fhs: warning: stage 14: 3 of 3 answers could not be parsed"
+
+
 def test_paths_are_shown_relative_to_the_folder_or_the_checkout_never_absolute(tmp_path):
     assert shown_path(tmp_path / "runs" / "x.json", tmp_path) == "runs/x.json"
     assert shown_path(REGRESSIONS_DIR / "01_readiness_gap.yaml", tmp_path) == \

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from fhs.book.check import CheckReport, check
+from fhs.book.page_warnings import collect_warnings, log_path
 from fhs.book.study import Study
 from fhs.book.toc import SAMPLE_DEFAULTS, SAMPLE_KEYS, SERVER_KEYS
 from fhs.core.errors import InputError
@@ -117,6 +118,7 @@ def open_page(name: str, profile: str, runs_dir: str | Path = "runs", *, server:
         study.profile = replace(study.profile, llm_fraction=float(sampled["llm_fraction"]))
     page = Page(name, profile, study, interval=dict(resamples=sampled["bootstrap_resamples"], seed=sampled["seed"]),
                 protocol_check=bool(sampled["protocol_check"]))
+    collect_warnings(log_path(runs_dir, profile, name))  # in a notebook: one line per cell, the rest in the log
     if llm:
         chosen = study.seeds(sampled["runs"]) if seeds is None else tuple(seeds)
         base_url = served.get("base_url")
