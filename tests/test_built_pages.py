@@ -136,6 +136,11 @@ def test_a_cells_warnings_read_as_one_line_that_points_to_the_log(built):
     assert len(log) == 16 and log[14] == "fhs: warning: stage 14: 3 of 3 answers could not be parsed"
 
 
+@pytest.mark.slow
+def test_the_kernel_runs_without_the_unencrypted_tcp_warning(built):
+    assert "without encryption" not in built["stderr"] and "IPKernelApp" not in built["stderr"]
+
+
 def test_paths_are_shown_relative_to_the_folder_or_the_checkout_never_absolute(tmp_path):
     assert shown_path(tmp_path / "runs" / "x.json", tmp_path) == "runs/x.json"
     assert shown_path(REGRESSIONS_DIR / "01_readiness_gap.yaml", tmp_path) == \

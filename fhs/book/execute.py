@@ -297,11 +297,11 @@ def execute(plan_item: Plan, *, kernel: str, root: Path, failed_dir: Path,
     partial = work / f"{chapter.stem}.ipynb"
     started = time.perf_counter()
     try:
-        with _environment(env):
+        with _environment(env), _ipc_kernel() as kernel_config:
             papermill.execute_notebook(
                 str(source_ipynb), str(partial), parameters=plan_item.parameters,
                 kernel_name=kernel, progress_bar=progress_bar, cwd=str(root),
-                execution_timeout=timeout,
+                execution_timeout=timeout, **kernel_config,
             )
     except PapermillExecutionError as error:
         failed_dir.mkdir(parents=True, exist_ok=True)
@@ -323,6 +323,25 @@ def execute(plan_item: Plan, *, kernel: str, root: Path, failed_dir: Path,
     chapter.output.parent.mkdir(parents=True, exist_ok=True)
     partial.replace(chapter.output)
     return seconds
+
+
+@contextmanager
+def _ipc_kernel() -> Iterator[dict[str, Any]]:
+    """papermill's arguments for a kernel on IPC transport (sockets in a private folder, removed after).
+
+    Over TCP, ipykernel logs a warning per chapter that its traffic is not encrypted; the
+    kernel and the runner share one machine, so a local socket is what they need. Where
+    there are no Unix sockets the kernel keeps jupyter_client's TCP default."""
+    if os.name != "posix":
+        yield {}
+        return
+    import tempfile
+
+    from traitlets.config import Config
+
+    # a short folder: a Unix socket's path must fit in about 100 bytes
+    with tempfile.TemporaryDirectory(prefix="fhs-kernel-") as folder:
+        yield {"config": Config({"KernelManager": {"transport": "ipc", "ip": str(Path(folder) / "kernel")}})}
 
 
 def log_entry(plan_item: Plan, profile: str, seconds: float, root: Path) -> dict[str, Any]:
