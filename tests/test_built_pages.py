@@ -155,3 +155,18 @@ def test_a_check_reports_plain_text_names_its_regression_file_relative_to_the_ch
     for text in (repr(report), report._repr_html_()):
         assert str(CHECKOUT) not in text and "PosixPath" not in text
         assert "fhs/book/regressions/01_readiness_gap.yaml" in text
+
+
+def test_methods_that_tie_share_one_readable_label():
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    methods = ["direct", "fhs", "hybrid", "iterative"]
+    results = {("mine", m): [memory_run("mine", m, [fact("a", 1), fact("b", 1, context="c2")])] for m in methods}
+    figure = M.head_depth_figure(results, ["mine"], methods, {"resamples": 20, "seed": 1})
+    for ax in figure.axes:
+        assert [t.get_text() for t in ax.texts] == ["direct, fhs, hybrid,\niterative"]
+        assert ax.texts[0].get_ha() == "right"  # at Recall@50 = 1 the label sits left of the point
+    assert [names for *_, names in M.tied_groups({"a": (1.0, 0.5), "b": (1.0, 0.501), "c": (0.2, 0.5)})] == \
+        [["a", "b"], ["c"]]
