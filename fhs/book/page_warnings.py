@@ -1,7 +1,7 @@
 """A chapter's warnings: every one into the page's log, one line under the cell that raised them.
 
 A run of chapter 2 on a small model warns once per run and stage that answers could not
-be parsed; fifteen such lines read as a wall on the page. While a chapter runs in a
+be parsed, and a line per warning reads as a wall on the page. While a chapter runs in a
 notebook, :func:`fhs.core.errors.warn` hands each warning to :class:`PageWarnings`, which
 appends it to ``<runs_dir>/<profile>/logs/<chapter>.log``, and after each cell the page
 shows one line: the warning itself when there was one, else how many, the first, and
