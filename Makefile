@@ -29,6 +29,7 @@ VLLM_VENV ?= .vllm## the vLLM server's own virtual environment (not VENV)
 REHEARSAL_FRACTION ?= 0.02## share of the paper profile's LLM facts `make rehearsal` runs (fhs plan --fraction takes the same)
 REHEARSAL_PORT ?= 8017## port of the rehearsal's simulated server on 127.0.0.1
 CHROMIUM ?= chromium## the headless browser `make check-browser` drives (Debian's chromium package)
+BOOK ?= _build/html## the built book `make check-browser` opens, e.g. an adapter's: BOOK=_build/adapter/_build/html
 REHEARSAL_ARGS ?= ## more arguments for scripts/rehearsal.py, e.g. "--chapter 02_main_results --server-args '--time-scale 10'"
 export FHS_DATA FHS_DATA_BASE_URL VLLM_PORT VLLM_MODEL VLLM_VENV
 
@@ -56,7 +57,7 @@ LLAMA_WHEEL = $(LLAMA_WHEELS)/.built
 # which splits it as the shell splits words but runs nothing.
 literal = $(if $(filter command line environment%,$(origin $(1))),$(value $(1)),$($(1)))
 USER_VARIABLES := PYTHON VENV PROFILE ARGS REPLAY DATASETS CHAPTERS ADAPTER_BOOK PYTEST_ARGS PIP_FIND_LINKS \
-	FHS_DATA FHS_DATA_BASE_URL VLLM_PORT VLLM_MODEL VLLM_VENV REHEARSAL_FRACTION REHEARSAL_PORT CHROMIUM \
+	FHS_DATA FHS_DATA_BASE_URL VLLM_PORT VLLM_MODEL VLLM_VENV REHEARSAL_FRACTION REHEARSAL_PORT CHROMIUM BOOK \
 	REHEARSAL_ARGS LLAMA_WHEELS LLAMA_CMAKE_ARGS
 $(foreach name,$(USER_VARIABLES),$(eval override $(name) := $$(call literal,$(name)))$(eval export FHS_MK_$(name) := $$($(name))))
 
@@ -117,9 +118,9 @@ check-offline: ## check that the built HTML loads nothing from the network
 # Every built page in headless Chromium (Debian's `chromium`), from file:// with the network off:
 # fails on a console error, an image that did not load, math MathJax did not render, or a request
 # leaving the machine; a screenshot per page under _build/browser/. Run it after `make book`.
-check-browser: install-book ## open every built page in headless Chromium, offline; fail on what a reader would see broken
+check-browser: install-book ## open every built page of BOOK in headless Chromium, offline; fail on what a reader would see broken
 	@command -v "$$FHS_MK_CHROMIUM" >/dev/null 2>&1 || { echo "check-browser: no '$$FHS_MK_CHROMIUM' on PATH: install Debian's chromium (apt-get install chromium) or set CHROMIUM=/path/to/chromium" >&2; exit 2; }
-	$(RUN_PY) scripts/check_browser.py _build/html --screenshots _build/browser --chromium "$$FHS_MK_CHROMIUM"
+	$(RUN_PY) scripts/check_browser.py "$$FHS_MK_BOOK" --screenshots _build/browser --chromium "$$FHS_MK_CHROMIUM"
 
 test: install-test models ## check the layering (lint-imports), fetch what FHS_DATA lacks, then run the test suite
 	$(RUN_BIN)/lint-imports

@@ -175,4 +175,4 @@ print("\n".join(stage_ceilings.crossing_lines(crossings)))
 
 # %%
 results = stage_ceilings.checked_values(labels, stages, baselines, frames)
-report = page.close(results, inputs=study.input_fingerprints({labels[name]: used for name, used in facts.items()}))
+page.close(results, inputs=study.input_fingerprints({labels[name]: used for name, used in facts.items()}))

@@ -36,7 +36,8 @@ import pandas as pd
 
 from fhs.book.build_report import chapter_costs, table_rows
 from fhs.book.execute import git_commit
-from fhs.book.report import show, shown_path
+from fhs.book.paths import shown_path
+from fhs.book.report import show
 from fhs.run.cpu_info import cpu_record, llama_system_info
 
 # %% [markdown]

@@ -16,7 +16,6 @@ import argparse
 import os
 import subprocess
 import sys
-from datetime import datetime, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def build(args: argparse.Namespace) -> int:
     from fhs.book.execute import (STATE_DIR, RunLog, append_timing, check_kernel, declared_parameters, execute,
-                                  kernel_environment, plan, read_source)
+                                  kernel_environment, log_entry, plan, read_source)
 
     out = (ROOT / args.out) if not Path(args.out).is_absolute() else Path(args.out)
     check_out(out, files=[(ROOT, "companion's own book folder"), *((path, "dataset spec") for path in args.datasets)],
@@ -101,9 +100,7 @@ def build(args: argparse.Namespace) -> int:
             log.save()
             print(f"\nFAILED: {error}", file=sys.stderr, flush=True)
             return 1
-        log.entries[p.chapter.stem] = {"key": p.key, "profile": args.profile, "seconds": round(seconds, 1),
-                                       "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                                       "parameters": p.parameters}
+        log.entries[p.chapter.stem] = log_entry(p, args.profile, seconds, out)
         log.save()
         append_timing(out / STATE_DIR / "timings.tsv", args.profile, p.chapter.stem, seconds, "ok")
         print(f"      done in {seconds:.1f} s", flush=True)

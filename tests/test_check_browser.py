@@ -71,3 +71,20 @@ def test_a_broken_page_fails_and_a_sound_one_passes(tmp_path):
     assert "no MathJax" in " ".join(results["book/no_mathjax.html"].problems)
     assert sorted(p.name for p in (tmp_path / "shots").iterdir()) == [
         "book__broken.png", "book__fine.png", "book__math.png", "book__no_mathjax.png"]  # redirects are not loaded
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="no make on this machine")
+@pytest.mark.parametrize("book", ["_build/html", "_build/adapter/_build/html", "my book;echo $(HOME) `id` $$x \"q"])
+def test_make_check_browser_hands_the_book_folder_to_the_script_as_one_argument(tmp_path, book):
+    """BOOK picks the built book (an adapter's too); the shell never splits or runs what it holds."""
+    import subprocess
+
+    python = tmp_path / "venv" / "bin" / "python"  # stands in for the environment's Python: records its argv
+    python.parent.mkdir(parents=True)
+    python.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {tmp_path / "argv.txt"}\n')
+    python.chmod(0o755)
+    given = [] if book == "_build/html" else [f"BOOK={book}"]  # the default, then BOOK given
+    done = subprocess.run(["make", "-o", "install-book", "check-browser", f"VENV={python.parent.parent}",
+                           "CHROMIUM=true", *given], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "argv.txt").read_text().splitlines()[:2] == ["scripts/check_browser.py", book]

@@ -69,6 +69,7 @@ from typing import Any
 import yaml
 
 from fhs.book.fingerprint import InputChange, changed_inputs
+from fhs.book.paths import shown_path
 from fhs.core.errors import InputError, shown
 from fhs.core.files import write_text_atomic
 from fhs.core.yamlfile import read_yaml_file
@@ -219,7 +220,7 @@ class CheckReport:
         rows = self.table()
         header = f"Regression check: {self.chapter} [profile {self.profile}]"
         if not rows:
-            return header + "\n(no metrics)\n" + self.inputs_line()
+            return "\n".join([header, "(no metrics)", self.inputs_line(), *self._source_line()])
         columns = list(rows[0])
         widths = {c: max(len(c), *(len(r[c]) for r in rows)) for c in columns}
         numeric = {"expected", "tol", "actual", "paper", "gap"}
@@ -233,8 +234,16 @@ class CheckReport:
         body = [header, line({c: c for c in columns}),
                 line({c: "-" * widths[c] for c in columns})]
         body += [line(r) for r in rows]
-        body += [f"{counts}. gap = ours - paper.", self.inputs_line(), LEGEND]
+        body += [f"{counts}. gap = ours - paper.", self.inputs_line(), *self._source_line(), LEGEND]
         return "\n".join(body)
+
+    def __repr__(self) -> str:  # a notebook's plain-text fallback: the table, never the file's absolute path
+        return str(self)
+
+    def _source_line(self) -> list[str]:
+        if self.source is None:
+            return []
+        return [f"Recorded values: {shown_path(self.source)}."]
 
     def _repr_html_(self) -> str:  # a report left as a cell's last value renders as a table
         import html
@@ -249,6 +258,7 @@ class CheckReport:
                 f"[profile {html.escape(self.profile)}]</b></p>"
                 f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
                 f"<p>{html.escape(self.inputs_line())}</p>"
+                + "".join(f"<p>{html.escape(line)}</p>" for line in self._source_line()) +
                 f"<p><small>{html.escape(LEGEND).replace(chr(10), ' ')}</small></p>")
 
 

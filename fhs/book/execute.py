@@ -33,6 +33,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from fhs.book.paths import shown_values, without_absolute_paths
 from fhs.book.toc import Chapter, ProfileFile, chapters_from_toc, folded, load_profiles, merged
 from fhs.core.errors import InputError
 from fhs.core.files import write_text_atomic
@@ -296,11 +297,11 @@ def execute(plan_item: Plan, *, kernel: str, root: Path, failed_dir: Path,
     partial = work / f"{chapter.stem}.ipynb"
     started = time.perf_counter()
     try:
-        with _environment(env):
+        with _environment(env), _ipc_kernel() as kernel_config:
             papermill.execute_notebook(
                 str(source_ipynb), str(partial), parameters=plan_item.parameters,
                 kernel_name=kernel, progress_bar=progress_bar, cwd=str(root),
-                execution_timeout=timeout,
+                execution_timeout=timeout, **kernel_config,
             )
     except PapermillExecutionError as error:
         failed_dir.mkdir(parents=True, exist_ok=True)
@@ -315,12 +316,38 @@ def execute(plan_item: Plan, *, kernel: str, root: Path, failed_dir: Path,
             f"--- the executed notebook up to the failure: {kept}"
         ) from None
     seconds = time.perf_counter() - started
+    without_absolute_paths(partial, chapter.source, chapter.output, plan_item.parameters, root)
     datasets = plan_item.parameters.get("datasets")
     if isinstance(datasets, list):
         hide_absent_prose(partial, [str(name) for name in datasets])
     chapter.output.parent.mkdir(parents=True, exist_ok=True)
     partial.replace(chapter.output)
     return seconds
+
+
+@contextmanager
+def _ipc_kernel() -> Iterator[dict[str, Any]]:
+    """papermill's arguments for a kernel on IPC transport (sockets in a private folder, removed after).
+
+    Over TCP, ipykernel logs a warning per chapter that its traffic is not encrypted; the
+    kernel and the runner share one machine, so a local socket is what they need. Where
+    there are no Unix sockets the kernel keeps jupyter_client's TCP default."""
+    if os.name != "posix":
+        yield {}
+        return
+    import tempfile
+
+    from traitlets.config import Config
+
+    # a short folder: a Unix socket's path must fit in about 100 bytes
+    with tempfile.TemporaryDirectory(prefix="fhs-kernel-") as folder:
+        yield {"config": Config({"KernelManager": {"transport": "ipc", "ip": str(Path(folder) / "kernel")}})}
+
+
+def log_entry(plan_item: Plan, profile: str, seconds: float, root: Path) -> dict[str, Any]:
+    """A chapter's line in the run log; the Provenance page prints its parameters, so no absolute path."""
+    return {"key": plan_item.key, "profile": profile, "seconds": round(seconds, 1), "finished": _now(),
+            "parameters": shown_values(plan_item.parameters, root)}
 
 
 NEEDS_TAG = "needs-"
@@ -417,10 +444,7 @@ def run(root: Path, profile: str, *, only: Iterable[str] = (), force: bool = Fal
             print(f"\nFAILED: {error}", file=sys.stderr, flush=True)
             return 1
         total += seconds
-        log.entries[p.chapter.stem] = {
-            "key": p.key, "profile": profile, "seconds": round(seconds, 1),
-            "finished": _now(), "parameters": p.parameters,
-        }
+        log.entries[p.chapter.stem] = log_entry(p, profile, seconds, root)
         log.save()
         append_timing(state_dir / "timings.tsv", profile, p.chapter.stem, seconds, "ok")
         print(f"      done in {seconds:.1f} s", file=out, flush=True)

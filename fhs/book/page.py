@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from fhs.book.check import CheckReport, check
+from fhs.book.page_warnings import collect_warnings, log_path
 from fhs.book.study import Study
 from fhs.book.toc import SAMPLE_DEFAULTS, SAMPLE_KEYS, SERVER_KEYS
 from fhs.core.errors import InputError
@@ -70,17 +71,35 @@ class Page:
     def seeds(self) -> tuple[int, ...]:
         return tuple(c.seed for c in self.choices)
 
-    def close(self, checked: Mapping[str, Any], *, inputs: Mapping[str, str] | None = None) -> CheckReport:
-        """The closing check: compare, record the values (not a protocol check's), fail on a miss, say the time."""
+    def close(self, checked: Mapping[str, Any], *, inputs: Mapping[str, str] | None = None) -> None:
+        """The closing check: compare, show the table once, record the values (not a protocol check's),
+        fail on a miss, say the time.
+
+        Returns nothing, so a ``page.close(...)`` as a cell's last line adds no second copy of the table."""
         report = check(checked, chapter=self.name, profile=self.profile,
-                       save=not self.protocol_check, inputs=inputs)
+                       save=not self.protocol_check, inputs=inputs, quiet=True)
+        show_report(report)
         if self.protocol_check:
             print(f"PROTOCOL CHECK: {len(checked)} metrics produced; not compared with recorded values.")
         else:
             report.assert_ok()
         print(f"page time: {time.perf_counter() - self.started:.0f} s (profile {self.profile}; "
               "the Provenance page lists every chapter's time)")
-        return report
+
+
+def show_report(report: CheckReport) -> None:
+    """One output for the check: its HTML table in the book (the same output's plain text where HTML is not
+    shown), the text table in a console."""
+    try:
+        from IPython import get_ipython
+        from IPython.display import display
+    except ImportError:
+        print(report)
+        return
+    if get_ipython() is None:
+        print(report)
+    else:
+        display(report)
 
 
 def open_page(name: str, profile: str, runs_dir: str | Path = "runs", *, server: Mapping[str, Any] | None = None,
@@ -99,6 +118,7 @@ def open_page(name: str, profile: str, runs_dir: str | Path = "runs", *, server:
         study.profile = replace(study.profile, llm_fraction=float(sampled["llm_fraction"]))
     page = Page(name, profile, study, interval=dict(resamples=sampled["bootstrap_resamples"], seed=sampled["seed"]),
                 protocol_check=bool(sampled["protocol_check"]))
+    collect_warnings(log_path(runs_dir, profile, name))  # in a notebook: one line per cell, the rest in the log
     if llm:
         chosen = study.seeds(sampled["runs"]) if seeds is None else tuple(seeds)
         base_url = served.get("base_url")

@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import html
 import math
-import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -383,13 +381,3 @@ def paper_values(names: Iterable[str], values: Sequence[float | None]) -> dict[s
     if len(names) != len(values):
         raise ValueError(f"{len(names)} names but {len(values)} paper values")
     return dict(zip(names, values))
-
-
-def shown_path(path: str | os.PathLike) -> str:
-    """A path as a page may print it: relative to the working directory when inside it, ``~/...`` under
-    the home folder, else its last two parts; a page never names the machine's absolute paths."""
-    resolved = Path(path).expanduser().resolve()
-    for base, prefix in ((Path.cwd().resolve(), ""), (Path.home().resolve(), "~/")):
-        if resolved.is_relative_to(base):
-            return prefix + (str(resolved.relative_to(base)) or ".")
-    return "…/" + "/".join(resolved.parts[-2:])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TypeVar
@@ -67,8 +68,17 @@ def choose(registry: Mapping[str, T], name: str, what: str) -> T:
                          fix=f"choose one of {', '.join(registry)}") from None
 
 
+WARNINGS = logging.getLogger("fhs.warnings")  # a handler here takes every warning instead of stderr
+
+
 def warn(message: str) -> None:
-    """One line on stderr that a run goes on despite something the user should know."""
+    """One line on stderr that a run goes on despite something the user should know.
+
+    Where a handler is attached to :data:`WARNINGS` (a book's chapter: ``fhs.book.page_warnings``)
+    the warning goes to it instead."""
+    if WARNINGS.handlers:
+        WARNINGS.warning(message)
+        return
     import sys
 
     print(f"fhs: warning: {message}", file=sys.stderr, flush=True)

@@ -236,8 +236,35 @@ def head_metrics_figure(results: Results, datasets: Sequence[str], methods: Sequ
     return fig
 
 
+def tied_groups(points: Mapping[str, tuple[float, float]], decimals: int = 2) -> list[tuple[float, float, list[str]]]:
+    """Points that would print on top of each other (equal to ``decimals``) as one ``(x, y, names)`` each.
+
+    On a small sample every method can sit at Recall@50 = 1.0 with the same head metric;
+    one label per group, naming its methods, stays readable where one label per method
+    overprints."""
+    groups: dict[tuple[float, float], tuple[float, float, list[str]]] = {}
+    for name, (x, y) in points.items():
+        groups.setdefault((round(x, decimals), round(y, decimals)), (x, y, []))[2].append(name)
+    return list(groups.values())
+
+
+def group_label(names: Sequence[str], suffix: str = "", per_line: int = 3) -> str:
+    """A group's label: its names, ``per_line`` to a line."""
+    lines = [", ".join(names[i:i + per_line]) for i in range(0, len(names), per_line)]
+    return ",\n".join(lines) + suffix
+
+
+def _annotate_groups(ax, points: Mapping[str, tuple[float, float]], suffix: str, below: bool) -> None:
+    for x, y, names in tied_groups(points):
+        left = x > 0.5  # a label right of a point near Recall@50 = 1 would leave the axes
+        ax.annotate(group_label(names, suffix), (x, y), fontsize=7, textcoords="offset points",
+                    xytext=(-3 if left else 3, -9 if below else 3), ha="right" if left else "left",
+                    va="top" if below else "bottom")
+
+
 def head_depth_figure(results: Results, datasets: Sequence[str], methods: Sequence[str], interval: Mapping):
-    """Recall@50 (reach) against Recall@1 and MRR (position), one point per method, the paper's as crosses."""
+    """Recall@50 (reach) against Recall@1 and MRR (position), one point per method, the paper's as crosses;
+    methods that tie share one label."""
     import matplotlib.pyplot as plt
 
     from fhs.book.report import NEUTRAL_COLOR, OURS_COLOR
@@ -247,15 +274,20 @@ def head_depth_figure(results: Results, datasets: Sequence[str], methods: Sequen
     for col, name in enumerate(datasets):
         for row, head in enumerate(("recall@1", "mrr")):
             ax = axes[row, col]
+            ours: dict[str, tuple[float, float]] = {}
+            paper: dict[str, tuple[float, float]] = {}
             for method in methods:
                 runs = results[(name, method)]
                 x, y = mean_metric(runs, "recall@50", interval), mean_metric(runs, head, interval)
-                ax.scatter([x], [y], color=OURS_COLOR if method == "fhs" else NEUTRAL_COLOR, s=40, zorder=3)
-                ax.annotate(method, (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
+                if x is not None and y is not None:
+                    ours[method] = (x, y)
+                    ax.scatter([x], [y], color=OURS_COLOR if method == "fhs" else NEUTRAL_COLOR, s=40, zorder=3)
                 px, py = paper_value(name, method, "recall@50"), paper_value(name, method, head)
                 if px is not None and py is not None:
+                    paper[method] = (px, py)
                     ax.scatter([px], [py], marker="x", color="black", s=30, zorder=3)
-                    ax.annotate(f"{method} (paper)", (px, py), fontsize=7, xytext=(3, -9), textcoords="offset points")
+            _annotate_groups(ax, ours, "", below=False)
+            _annotate_groups(ax, paper, " (paper)", below=True)
             ax.set_xlabel("Recall@50 (reach)")
             ax.set_ylabel(f"{head} (position)")
             ax.set_title(shown_name(results, name))
