@@ -27,6 +27,41 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 DEFAULT_MAX_IN_FLIGHT = 128  # requests per server: enough to fill a vLLM batch on one large GPU
+# The most requests in flight to one server whatever the host allows: many times any server's batch
+# (vLLM's --max-num-seqs is a few hundred), and each request in flight holds a connection.
+MAX_IN_FLIGHT = 4096
+FILES_KEPT = 256  # open files kept for everything but connections (caches, data, the interpreter)
+
+
+def in_flight_cap(servers: int = 1) -> int:
+    """The most requests in flight per server this process can hold: each holds a connection, an open
+    file, so all servers together stay under the open-file limit (``ulimit -n``) less ``FILES_KEPT``,
+    and never over ``MAX_IN_FLIGHT``."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (ImportError, OSError, ValueError):
+        return MAX_IN_FLIGHT  # no limit known: the fixed cap alone
+    if soft < 0 or soft == resource.RLIM_INFINITY:
+        return MAX_IN_FLIGHT
+    return max(1, min(MAX_IN_FLIGHT, (soft - FILES_KEPT) // max(1, servers)))
+
+
+def check_in_flight(limit: object, servers: int = 1) -> int:
+    """``limit`` if it is a whole number from 1 to :func:`in_flight_cap`, else a one-line InputError."""
+    from fhs.core.errors import InputError
+
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise InputError(f"must be a whole number of at least 1, got {limit!r}", field="max-in-flight")
+    cap = in_flight_cap(servers)
+    if limit > cap:
+        per = f" for each of {servers} servers" if servers > 1 else ""
+        raise InputError(f"{limit:,} requests in flight{per} is more than this machine can hold: at most {cap:,} "
+                         f"(each holds a connection; the open-file limit, `ulimit -n`, less {FILES_KEPT} kept "
+                         f"for files, and never over {MAX_IN_FLIGHT:,})", field="max-in-flight",
+                         fix=f"pass --max-in-flight {cap} or less, matched to the server's --max-num-seqs")
+    return limit
 
 
 class InFlightGate:
