@@ -30,6 +30,7 @@ from fhs.llm.factory import server_urls
 from fhs.llm.cache import CachedLLM, ResponseCache
 from fhs.llm.contract import BackendError, Message, Request, RequestRefused
 from fhs.llm.inflight import in_flight_cap
+from fhs.llm.jsonout import MAX_REPLY_CHARS
 from fhs.llm.openai import MAX_REPLY_BYTES, MAX_WAIT_S, OpenAIBackend, UnusableReply
 from fhs.llm.server_info import served_context_length
 from fhs.plan.sim_server import running
@@ -218,6 +219,16 @@ def test_a_reply_over_the_size_limit_is_refused_naming_it_and_nothing_is_cached(
             llm.complete(one_request())
     assert f"{MAX_REPLY_BYTES:,} bytes" in str(error.value)
     assert len(ResponseCache(tmp_path / "c.sqlite")) == 0
+
+
+def test_a_reply_longer_than_any_stage_parses_is_not_cached_whole(tmp_path):
+    long = "x" * (MAX_REPLY_CHARS * 20)
+    with serve(lambda body: (200, completion(long), {})) as (url, _):
+        llm = CachedLLM(OpenAIBackend([url], "m"), ResponseCache(tmp_path / "c.sqlite"))
+        assert llm.complete(one_request())[0].text == long  # this run sees it (and no stage parses it)
+    with sqlite3.connect(tmp_path / "c.sqlite") as db:
+        assert db.execute("SELECT length(text) FROM responses").fetchone()[0] == MAX_REPLY_CHARS + 1
+    assert ResponseCache(tmp_path / "c.sqlite").unparsed_count() == 1  # so the next run asks again
 
 
 def test_a_reply_without_a_length_that_runs_past_the_limit_is_cut_off():

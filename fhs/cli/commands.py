@@ -197,7 +197,8 @@ def cmd_run(args: argparse.Namespace) -> dict:
     workers = args.workers or (spec.model.profile.workers if asks_server else 1)
     try:
         outcome = spec.execute(experiment, facts, out_dir=args.out, fresh=args.fresh, refused=args.refused,
-                               sources=sources, retry_unusable=args.retry_unusable, workers=workers, progress=not args.quiet)
+                               sources=sources, retry_unusable=args.retry_unusable, workers=workers,
+                               progress=not args.quiet)
         metrics, nothing_ran = outcome.metrics, None
     except AllFactsFailed as error:
         metrics, nothing_ran = error.metrics, error
@@ -313,7 +314,8 @@ def cmd_bench_llm(args: argparse.Namespace) -> dict:
         from fhs.method.registry import LLM_METHODS, METHODS
 
         raise InputError(f"no method named in {args.methods!r}", field="methods",
-                         fix=f"pass a comma-separated list such as direct,fhs (LLM methods: {', '.join(m for m in METHODS if m in LLM_METHODS)})")
+                         fix="pass a comma-separated list such as direct,fhs (LLM methods: "
+                             + ", ".join(m for m in METHODS if m in LLM_METHODS) + ")")
     result = bench_llm(args.dataset or ["fincl", "codiesp"], methods, profile=args.profile or "cpu",
                        backend=args.backend, model=args.model, facts=args.facts or 3, data=args.data,
                        cache=args.cache)

@@ -34,8 +34,8 @@ CONNECTIONS_PER_CLIENT = 16  # connections per httpx pool (see OpenAIBackend._ht
 DEFAULT_REQUEST_TIMEOUT_S = 600.0  # one attempt, from sending to the answer's last byte (--request-timeout)
 DEFAULT_GIVE_UP_S = 600.0  # a request stops after this long with no successful answer at all (--give-up-after)
 MAX_WAIT_S = 7 * 24 * 3600.0  # the longest --request-timeout or --give-up-after: a week
-MAX_BACKOFF_S = 30.0
-LAST_TRY_S = 1.0  # an attempt started at the give-up time still has this long (or its own deadline) to answer  # the longest wait between two attempts, unless the server's Retry-After asks for more
+MAX_BACKOFF_S = 30.0  # the longest wait between two attempts, unless the server's Retry-After asks for more
+LAST_TRY_S = 1.0  # an attempt started at the give-up time still has this long (or its own deadline) to answer
 UNREACHABLE_TRIES = 5  # a server that never answered anything (nothing listens?) is named after this many tries
 API_KEY_ENV_VAR = "OPENAI_API_KEY"  # the key sent as a bearer token, as the ecosystem's clients read it; never recorded
 
@@ -243,7 +243,8 @@ class OpenAIBackend:
                 finally:
                     gate.release()
             except _GiveUpReached:  # the give-up time came with this attempt still unanswered
-                last_problem = "; then ".join(filter(None, [last_problem, "a request still unanswered at the give-up time"]))
+                last_problem = "; then ".join(filter(None, [last_problem,
+                                                            "a request still unanswered at the give-up time"]))
                 unreachable = False
             except asyncio.TimeoutError:  # retried like a reset: a hung or trickling connection
                 last_problem = f"no complete answer within the {self.timeout:g} s deadline of one request"
