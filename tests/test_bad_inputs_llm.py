@@ -29,7 +29,7 @@ from fhs.core.errors import InputError
 from fhs.llm.factory import server_urls
 from fhs.llm.cache import CachedLLM, ResponseCache
 from fhs.llm.contract import BackendError, Message, Request, RequestRefused
-from fhs.llm.inflight import in_flight_cap
+from fhs.llm.inflight import FILES_KEPT, check_in_flight, in_flight_cap
 from fhs.llm.jsonout import MAX_REPLY_CHARS
 from fhs.llm.openai import MAX_REPLY_BYTES, MAX_WAIT_S, OpenAIBackend, UnusableReply
 from fhs.llm.server_info import served_context_length
@@ -298,6 +298,18 @@ def test_more_requests_in_flight_than_the_host_holds_is_one_line_at_once(tmp_pat
     assert code == 2 and time.perf_counter() - started < 5
     line = one_line_error(err)
     assert "max-in-flight" in line and f"at most {in_flight_cap():,}" in line
+
+
+def test_the_cap_follows_the_hard_open_file_limit_and_the_soft_one_is_raised_to_match(monkeypatch):
+    import resource
+
+    asked = []
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (256, 1024))
+    monkeypatch.setattr(resource, "setrlimit", lambda which, limits: asked.append(limits))
+    assert in_flight_cap() == 1024 - FILES_KEPT and in_flight_cap(servers=2) == (1024 - FILES_KEPT) // 2
+    with pytest.raises(InputError, match=f"at most {1024 - FILES_KEPT}"):
+        check_in_flight(1000)
+    assert check_in_flight(200) == 200 and asked == [(200 + FILES_KEPT, 1024)]  # a low soft limit is raised
 
 
 def test_clients_are_made_as_requests_need_them():
