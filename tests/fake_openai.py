@@ -17,9 +17,12 @@ from typing import Any
 Reply = Callable[[dict], tuple[int, Any, dict]]
 
 
-def completion(content: Any, usage: Any = None) -> dict:
-    """A chat completion whose message content is ``content`` (a string, None or a list of parts)."""
-    body = {"model": "fake", "choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]}
+def completion(content: Any, usage: Any = None, model: str | None = None) -> dict:
+    """A chat completion whose message content is ``content`` (a string, None or a list of parts);
+    it names ``model`` where given (else no model, as the client then takes the one it asked)."""
+    body: dict = {"choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]}
+    if model is not None:
+        body["model"] = model
     if usage is not None:
         body["usage"] = usage
     return body

@@ -123,10 +123,12 @@ def bench_llm(datasets: Sequence[str], methods: Sequence[str], *, profile: str =
     from fhs.llm.factory import make_llm
     from fhs.run.inputs import ModelChoice, load_experiment
 
-    if facts < 1:  # zero facts would report 0.0 s per fact
-        from fhs.core.errors import InputError
+    from fhs.core.errors import InputError
 
+    if facts < 1:  # zero facts would report 0.0 s per fact
         raise InputError(f"must be at least 1, got {facts}", field="facts", fix="measure at least one fact")
+    if not methods:  # nothing to measure: fail before a model is loaded
+        raise InputError("no method to measure", field="methods", fix="name at least one method, e.g. direct,fhs")
     for method in methods:
         get_method(method)  # fail on an unknown name before loading a model
     choice = ModelChoice.resolve(profile, backend=backend, model=model, seed=seed)

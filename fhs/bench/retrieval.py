@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fhs.core.errors import InputError
+from fhs.core.errors import InputError, warn
 from fhs.core.text import tokenize
 from fhs.data.evidence import direct_query
 from fhs.retrieval.bm25 import BM25Index, top_k_order
@@ -108,7 +108,11 @@ def bench_retrieval(dataset: str, *, data: str | Path | None = None, limit: int 
     facts = [f for f in experiment.facts if f.datatype == datatype] or experiment.facts
     texts = [direct_query(facts[i % len(facts)]) for i in range(n_queries)]
     queries = [sorted(set(tokenize(text))) for text in texts]
-    k = experiment.retriever.config.top_k
+    # a list cannot be longer than the index it comes from (a small user taxonomy has fewer concepts than k)
+    k = min(experiment.retriever.config.top_k, len(documents))
+    if k < experiment.retriever.config.top_k:
+        warn(f"the {datatype} index has {len(documents):,} documents, fewer than top_k "
+             f"{experiment.retriever.config.top_k}: lists of {k} are timed and compared")
 
     builds: dict[str, list[float]] = {}
 

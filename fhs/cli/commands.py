@@ -178,7 +178,12 @@ def cmd_run(args: argparse.Namespace) -> dict:
             max_in_flight=args.max_in_flight, thinking={"on": True, "off": False}.get(args.thinking),
             replay=args.replay, request_timeout=args.request_timeout, give_up_after=args.give_up_after,
             oracle_noise=args.oracle_noise))
-    elif args.oracle_noise is not None:
+    if args.retry_unusable and (args.replay_unparsed or not spec.asks_model):
+        raise InputError("--retry-unusable asks the model again for answers no stage could use"
+                         + (", which --replay-unparsed serves from the cache instead" if spec.asks_model
+                            else f"; --method {args.method} asks no model"),
+                         field="retry-unusable", fix="leave one of them out")
+    if args.oracle_noise is not None and not spec.asks_model:
         raise InputError(f"--method {args.method} asks no model, so the oracle has nothing to answer",
                          field="oracle-noise", fix="leave --oracle-noise out, or run an LLM method")
     experiment = _experiment(args)
@@ -208,7 +213,8 @@ def cmd_run(args: argparse.Namespace) -> dict:
     workers = args.workers or (spec.model.profile.workers if asks_server else 1)
     try:
         outcome = spec.execute(experiment, facts, out_dir=args.out, fresh=args.fresh, refused=args.refused,
-                               sources=sources, workers=workers, progress=not args.quiet)
+                               sources=sources, retry_unusable=args.retry_unusable, workers=workers,
+                               progress=not args.quiet)
         metrics, nothing_ran = outcome.metrics, None
     except AllFactsFailed as error:
         metrics, nothing_ran = error.metrics, error
@@ -323,7 +329,13 @@ def cmd_bench_llm(args: argparse.Namespace) -> dict:
     if args.out:
         guard_out(args.out, args.data, files=[*_spec_files(args.dataset), *(
             [(args.cache, "response cache")] if args.cache else [])])
-    methods = _names(args.methods or "direct,structured,fhs")
+    methods = _names(args.methods if args.methods is not None else "direct,structured,fhs")
+    if not methods:
+        from fhs.method.registry import LLM_METHODS, METHODS
+
+        raise InputError(f"no method named in {args.methods!r}", field="methods",
+                         fix="pass a comma-separated list such as direct,fhs (LLM methods: "
+                             + ", ".join(m for m in METHODS if m in LLM_METHODS) + ")")
     result = bench_llm(args.dataset or ["fincl", "codiesp"], methods, profile=args.profile or "cpu",
                        backend=args.backend, model=args.model, facts=args.facts or 3, data=args.data,
                        cache=args.cache)

@@ -15,7 +15,7 @@ from fhs.data.datasets import DATASETS
 from fhs.data.domain import available_domains
 from fhs.data.taxonomies import TAXONOMIES
 from fhs.llm.factory import BACKENDS
-from fhs.llm.openai import DEFAULT_GIVE_UP_S, DEFAULT_REQUEST_TIMEOUT_S, STRUCTURED_MODES
+from fhs.llm.openai import DEFAULT_GIVE_UP_S, DEFAULT_REQUEST_TIMEOUT_S, MAX_WAIT_S, STRUCTURED_MODES
 from fhs.method.config import DEFAULT_CONFIG, NAMED_CONFIGS
 from fhs.method.knobs import FUSION, NORMALISE, RENDER, WINDOW
 from fhs.method.registry import METHODS
@@ -96,12 +96,13 @@ def _rate(name: str):
 
 
 def _seconds(name: str):
-    """An argparse type: a duration in seconds, a finite number above zero."""
+    """An argparse type: a duration in seconds, a finite number above zero and at most ``MAX_WAIT_S``."""
 
     def parse(text: str) -> float:
         value = _weight(name)(text)
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"--{name} must be a number of seconds above 0, got {text}")
+        if not 0 < value <= MAX_WAIT_S:
+            raise argparse.ArgumentTypeError(f"--{name} must be a number of seconds above 0 and at most "
+                                             f"{MAX_WAIT_S:,.0f} (a week), got {text}")
         return value
 
     return parse
@@ -176,6 +177,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--fresh", action="store_true",
                      help="discard the records already in --out instead of resuming from them, and reuse no "
                           "verdict of the verdict ledger (model answers still come from --cache)")
+    run.add_argument("--retry-unusable", action="store_true",
+                     help="run again the finished facts whose records hold an answer no stage could use (not "
+                          "parseable, or cut at max_tokens), asking the model again for those answers: after "
+                          "fixing a server that sent them")
     run.add_argument("--replay-unparsed", action="store_true",
                      help="serve cached answers that a stage could not parse (default: ask the model again)")
     run.add_argument("--replay-from-any-server", action="store_true",

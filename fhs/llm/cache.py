@@ -151,13 +151,14 @@ class ResponseCache:
 
         An answer cut at ``max_tokens`` (``finish_reason == "length"``) or longer
         than any stage parses (``MAX_REPLY_CHARS``) is stored already marked
-        unparsed: no stage can use it, so the next run asks again.
+        unparsed: no stage can use it, so the next run asks again. Of a longer one
+        only its first ``MAX_REPLY_CHARS + 1`` characters are kept.
         """
         now = time.time()
         with self._lock, self._db:
             self._db.executemany(
                 f"INSERT OR REPLACE INTO responses ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})",
-                [(key, kind, model, purpose, r.text, r.tokens_in, r.tokens_out, r.seconds, now)
+                [(key, kind, model, purpose, _kept_text(r.text), r.tokens_in, r.tokens_out, r.seconds, now)
                  for key, kind, model, purpose, r in entries])
             # a new answer is innocent until its stage says otherwise
             self._db.executemany("DELETE FROM unparsed WHERE key = ?", [(e[0],) for e in entries])
@@ -210,6 +211,12 @@ class ResponseCache:
 
     def close(self) -> None:
         self._db.close()
+
+
+def _kept_text(text: str) -> str:
+    """The text stored for an answer: whole, or for one longer than any stage parses, only as much as
+    still says so (it is stored marked unparsed either way; a cache must not grow by megabytes an answer)."""
+    return text if len(text or "") <= MAX_REPLY_CHARS else text[: MAX_REPLY_CHARS + 1]
 
 
 def unusable(response: Response) -> bool:

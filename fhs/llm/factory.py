@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from fhs.core.errors import InputError
+from fhs.core.urls import server_url
 from fhs.llm.cache import CachedLLM, ResponseCache
 from fhs.llm.contract import LLM
 from fhs.llm.llama_cpp import LlamaCppBackend
@@ -65,12 +66,15 @@ def make_llm(
 
 
 def server_urls(base_urls: Sequence[str] | None) -> list[str]:
-    """The URLs given, else ``$FHS_LLM_BASE_URLS`` (comma-separated), else ``http://127.0.0.1:8000``."""
+    """The URLs given, else ``$FHS_LLM_BASE_URLS`` (comma-separated), else ``http://127.0.0.1:8000``;
+    each checked to be an http(s) URL with a host (a one-line error names the first that is not)."""
     urls = list(base_urls or [])
+    field = "base-url"
     if not urls:
         raw = os.environ.get(BASE_URLS_ENV_VAR, "")
         urls = [u.strip() for u in raw.split(",") if u.strip()] or [DEFAULT_BASE_URL]
-    return urls
+        field = BASE_URLS_ENV_VAR if raw.strip() else field
+    return [server_url(url, field) for url in urls]
 
 
 def backend_identity(backend: str, model: str, *, base_urls: Sequence[str] | None = None,

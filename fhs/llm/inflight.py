@@ -27,6 +27,65 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 DEFAULT_MAX_IN_FLIGHT = 128  # requests per server: enough to fill a vLLM batch on one large GPU
+# The most requests in flight to one server whatever the host allows: many times any server's batch
+# (vLLM's --max-num-seqs is a few hundred), and each request in flight holds a connection.
+MAX_IN_FLIGHT = 4096
+FILES_KEPT = 128  # open files kept for everything but connections (caches, data, the interpreter)
+
+
+def _open_file_limits() -> tuple[int, int | None] | None:
+    """``(soft, hard)`` open-file limits of this process (``ulimit -n``; an unlimited one is None), or None
+    where they are not known."""
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        unlimited = resource.RLIM_INFINITY
+    except (ImportError, OSError, ValueError):
+        return None
+    return (-1 if soft == unlimited else soft), (None if hard == unlimited or hard < 0 else hard)
+
+
+def in_flight_cap(servers: int = 1) -> int:
+    """The most requests in flight per server this process can hold: each holds a connection, an open
+    file, so all servers together stay under the hard open-file limit (the soft one is raised to what
+    is needed, :func:`check_in_flight`) less ``FILES_KEPT``, and never over ``MAX_IN_FLIGHT``."""
+    limits = _open_file_limits()
+    if limits is None or limits[1] is None:
+        return MAX_IN_FLIGHT
+    return max(1, min(MAX_IN_FLIGHT, (limits[1] - FILES_KEPT) // max(1, servers)))
+
+
+def check_in_flight(limit: object, servers: int = 1) -> int:
+    """``limit`` if it is a whole number from 1 to :func:`in_flight_cap`, else a one-line InputError;
+    the soft open-file limit is raised (up to the hard one) to hold that many connections."""
+    from fhs.core.errors import InputError
+
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise InputError(f"must be a whole number of at least 1, got {limit!r}", field="max-in-flight")
+    cap = in_flight_cap(servers)
+    if limit > cap:
+        per = f" for each of {servers} servers" if servers > 1 else ""
+        raise InputError(f"{limit:,} requests in flight{per} is more than this machine can hold: at most {cap:,} "
+                         f"(each holds a connection, an open file: the hard open-file limit less {FILES_KEPT} "
+                         f"kept for files, and never over {MAX_IN_FLIGHT:,})", field="max-in-flight",
+                         fix=f"pass --max-in-flight {cap} or less, matched to the server's --max-num-seqs")
+    _raise_soft_limit(limit * max(1, servers) + FILES_KEPT)
+    return limit
+
+
+def _raise_soft_limit(needed: int) -> None:
+    """Let this process open ``needed`` files, where the hard limit allows (a courtesy: nothing fails if not)."""
+    limits = _open_file_limits()
+    if limits is None or limits[0] < 0 or limits[0] >= needed:
+        return
+    try:
+        import resource
+
+        _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (needed if limits[1] is None else min(needed, hard), hard))
+    except (ImportError, OSError, ValueError):
+        pass
 
 
 class InFlightGate:

@@ -6,7 +6,9 @@ import asyncio
 import itertools
 import json
 import math
+import os
 import random
+import re
 import threading
 import time
 import weakref
@@ -14,9 +16,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fhs.core.errors import InputError, warn
+from fhs.core.urls import public_url, scrub, server_url
 from fhs.llm.contract import (BackendError, Request, RequestRefused, Response, as_json_types, chat_messages,
                               derive_seed)
-from fhs.llm.inflight import DEFAULT_MAX_IN_FLIGHT, BackgroundLoop, server_gate
+from fhs.llm.inflight import DEFAULT_MAX_IN_FLIGHT, BackgroundLoop, check_in_flight, server_gate
 from fhs.llm.llama_cpp import json_schema_grammar
 
 
@@ -30,8 +33,20 @@ PURPOSE_HEADER = "X-FHS-Purpose"
 CONNECTIONS_PER_CLIENT = 16  # connections per httpx pool (see OpenAIBackend._http)
 DEFAULT_REQUEST_TIMEOUT_S = 600.0  # one attempt, from sending to the answer's last byte (--request-timeout)
 DEFAULT_GIVE_UP_S = 600.0  # a request stops after this long with no successful answer at all (--give-up-after)
+MAX_WAIT_S = 7 * 24 * 3600.0  # the longest --request-timeout or --give-up-after: a week
 MAX_BACKOFF_S = 30.0  # the longest wait between two attempts, unless the server's Retry-After asks for more
+LAST_TRY_S = 1.0  # an attempt started at the give-up time still has this long (or its own deadline) to answer
 UNREACHABLE_TRIES = 5  # a server that never answered anything (nothing listens?) is named after this many tries
+API_KEY_ENV_VAR = "OPENAI_API_KEY"  # the key sent as a bearer token, as the ecosystem's clients read it; never recorded
+
+
+def check_seconds(value: object, field: str) -> float:
+    """``value`` as seconds if it is a finite number above 0 and at most ``MAX_WAIT_S``, else a one-line InputError."""
+    number = value if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
+    if not (math.isfinite(number) and 0 < number <= MAX_WAIT_S):
+        raise InputError(f"must be a number of seconds above 0 and at most {MAX_WAIT_S:,.0f} (a week), "
+                         f"got {value!r}", field=field)
+    return float(number)
 
 
 def _chat_url(base_url: str) -> str:
@@ -96,17 +111,18 @@ class OpenAIBackend:
         if structured not in STRUCTURED_MODES:
             raise InputError(f"unknown structured mode '{structured}'", field="structured",
                              fix=f"use one of {', '.join(STRUCTURED_MODES)}")
-        if isinstance(max_in_flight, bool) or not isinstance(max_in_flight, int) or max_in_flight < 1:
-            raise InputError(f"must be a whole number of at least 1, got {max_in_flight!r}", field="max_in_flight")
+        check_in_flight(max_in_flight, len(base_urls))
         for name, value in (("timeout", timeout), ("give_up_s", give_up_s)):
-            if isinstance(value, bool) or not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-                raise InputError(f"must be a number of seconds above 0, got {value!r}", field=name)
-        self.base_urls = [u.rstrip("/") for u in base_urls]
+            check_seconds(value, name)
+        # the URLs connected to keep any user info (httpx sends it as basic auth); what is shown or
+        # recorded is the public form (fhs.core.urls)
+        self.base_urls = [server_url(u).rstrip("/") for u in base_urls]
         self._endpoints = [_chat_url(u) for u in self.base_urls]
+        self._shown = {url: public_url(url) for url in self._endpoints}
         self.model = model
         self.max_in_flight = max_in_flight
         self.timeout = float(timeout)
-        self.api_key = api_key
+        self.api_key = api_key if api_key is not None else (os.environ.get(API_KEY_ENV_VAR) or None)
         self.structured = structured
         self.thinking = thinking
         template = {} if thinking is None else {"enable_thinking": bool(thinking)}
@@ -123,7 +139,7 @@ class OpenAIBackend:
         self._round_robin = itertools.count()
         self._round_robin_lock = threading.Lock()
         self._grammar_texts: dict[str, str] = {}
-        self._gates = [server_gate(url, max_in_flight) for url in self._endpoints]
+        self._gates = [server_gate(self._shown[url], max_in_flight) for url in self._endpoints]
         self._loop = BackgroundLoop(f"fhs-openai:{model}")
         self._client: list[Any] = []  # httpx.AsyncClients, made on the loop at first use (see _http)
         self._client_turn = itertools.count()
@@ -171,24 +187,26 @@ class OpenAIBackend:
         _shut_down(self._loop, self._client)
 
     def _http(self) -> Any:
-        """A client for the next request, made on the backend's loop the first time (connections kept alive).
+        """A client for the next request, made on the backend's loop when first needed (connections kept alive).
 
         httpcore's pool scans every connection for every queued request, so one pool of
         128 connections costs several times the CPU a request of pools of
         :data:`CONNECTIONS_PER_CLIENT` taken in turn (``python -m dev.bench_serve --pool`` measures it).
+        Clients are made as requests need them, not all up front.
         """
-        if not self._client:
+        slots = self.max_in_flight * len(self._endpoints)
+        turn = next(self._client_turn) % -(-slots // CONNECTIONS_PER_CLIENT)
+        if turn >= len(self._client):
             import httpx
 
             headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-            slots = self.max_in_flight * len(self._endpoints)
             limits = httpx.Limits(max_connections=None, max_keepalive_connections=CONNECTIONS_PER_CLIENT)
             # A proxy from the environment must not intercept a server on this machine.
             local = all(_is_loopback(u) for u in self.base_urls)
-            self._client.extend(httpx.AsyncClient(timeout=httpx.Timeout(self.timeout), headers=headers,
-                                                  limits=limits, trust_env=not local)
-                                for _ in range(-(-slots // CONNECTIONS_PER_CLIENT)))
-        return self._client[next(self._client_turn) % len(self._client)]
+            self._client.append(httpx.AsyncClient(timeout=httpx.Timeout(self.timeout), headers=headers,
+                                                  limits=limits, trust_env=not local))
+            return self._client[-1]
+        return self._client[turn]
 
     async def _complete_all(self, requests: list[Request], slots: list[int]) -> list[Response]:
         tasks = [asyncio.ensure_future(self._one(r, s)) for r, s in zip(requests, slots)]
@@ -208,38 +226,42 @@ class OpenAIBackend:
         tried: list[str] = []
         began = time.monotonic()
         tries = 0
+        last_problem = ""
         while True:
             index = (slot + tries) % len(self._endpoints)
             url, gate = self._endpoints[index], self._gates[index]
-            if url not in tried:
-                tried.append(url)
+            if self._shown[url] not in tried:
+                tried.append(self._shown[url])
             tries += 1
             retry_after = 0.0
             try:
                 await gate.acquire()
                 try:  # the slot is held for one attempt at most, and freed at its deadline
                     started = time.perf_counter()
-                    reply = await asyncio.wait_for(self._post(self._http(), url, body, headers), self.timeout)
+                    reply = await self._attempt(self._post(self._http(), url, body, headers), began)
                     seconds = time.perf_counter() - started
                 finally:
                     gate.release()
+            except _GiveUpReached:  # the give-up time came with this attempt still unanswered
+                last_problem = "; then ".join(filter(None, [last_problem,
+                                                            "a request still unanswered at the give-up time"]))
+                unreachable = False
             except asyncio.TimeoutError:  # retried like a reset: a hung or trickling connection
                 last_problem = f"no complete answer within the {self.timeout:g} s deadline of one request"
                 unreachable = False
             except httpx.TransportError as error:
-                last_problem = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+                last_problem = self._scrub(f"{type(error).__name__}: {error}" if str(error) else type(error).__name__)
                 unreachable = isinstance(error, httpx.ConnectError)
             else:
                 self._answered = True
+                shown = self._shown[url]
                 if reply.status_code < 400:
                     self._last_success = time.monotonic()
-                    return self._response(url, reply, seconds)
+                    return self._response(shown, reply, seconds)
                 if reply.status_code not in _RETRY_STATUS:
                     raise RequestRefused(
-                        f"{url} refused the request with HTTP {reply.status_code}: "
-                        f"{' '.join(reply.text[:300].split())}"
-                    )
-                last_problem = f"HTTP {reply.status_code}: {' '.join(reply.text[:200].split())}"
+                        f"{shown} refused the request with HTTP {reply.status_code}: {self._scrub(reply.excerpt(300))}")
+                last_problem = f"HTTP {reply.status_code}: {self._scrub(reply.excerpt(200))}"
                 unreachable = False
                 retry_after = _retry_after(reply.headers.get("retry-after"))
             where = ", ".join(tried)
@@ -258,6 +280,37 @@ class OpenAIBackend:
                 (0.5 + self._jitter.random() / 2)
             await asyncio.sleep(min(wait, self.give_up_s - quiet))
 
+    async def _attempt(self, post: Any, began: float) -> "_Reply":
+        """One attempt, cut at its own deadline (``timeout``) or at the give-up time, whichever comes first.
+
+        The give-up time moves with the backend's last success, so it is read again while the attempt
+        waits: a request in flight outlives ``give_up_s`` without an answer from the server by
+        ``LAST_TRY_S`` at most (the last try, made at the give-up time, has that long).
+        """
+        task = asyncio.ensure_future(post)
+        now = time.monotonic()
+        deadline, floor = now + self.timeout, now + min(self.timeout, LAST_TRY_S)
+        try:
+            while True:
+                give_up = max(began, self._last_success or began, floor - self.give_up_s) + self.give_up_s
+                left = min(deadline, give_up) - time.monotonic()
+                if left > 0:
+                    done, _ = await asyncio.wait({task}, timeout=left)
+                    if done:
+                        return task.result()
+                    continue
+                if time.monotonic() >= deadline:
+                    raise asyncio.TimeoutError
+                raise _GiveUpReached
+        finally:
+            if not task.done():
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+
+    def _scrub(self, text: str) -> str:
+        """A server's or transport's words with the servers' user info taken out."""
+        return scrub(text, self._endpoints)
+
     def _failed(self, where: str, tries: int, last_problem: str, unreachable: bool) -> BackendError:
         """The error of a request that ran out of tries (``max_retries``, or a server never reached)."""
         if unreachable:
@@ -269,23 +322,55 @@ class OpenAIBackend:
             )
         return BackendError(f"the model server at {where} kept failing after {tries} tries ({last_problem})")
 
-    @staticmethod
-    async def _post(client: Any, url: str, body: Mapping[str, Any], headers: Mapping[str, str]) -> Any:
-        """POST and read the whole body (``wait_for`` around it bounds the attempt, not each read)."""
-        return await client.post(url, json=body, headers=headers)
+    async def _post(self, client: Any, url: str, body: Mapping[str, Any], headers: Mapping[str, str]) -> "_Reply":
+        """POST and read the body, at most ``MAX_REPLY_BYTES`` of it (``_attempt`` bounds the time)."""
+        async with client.stream("POST", url, json=body, headers=headers) as reply:
+            declared = reply.headers.get("content-length", "")
+            if declared.isdigit() and int(declared) > MAX_REPLY_BYTES:
+                raise self._too_large(url, f"it announced {int(declared):,} bytes")
+            chunks, size = [], 0
+            async for chunk in reply.aiter_bytes():
+                size += len(chunk)
+                if size > MAX_REPLY_BYTES:
+                    raise self._too_large(url, "its body ran past it")
+                chunks.append(chunk)
+            return _Reply(reply.status_code, reply.headers, b"".join(chunks))
 
-    def _response(self, url: str, reply: Any, seconds: float) -> Response:
+    def _too_large(self, url: str, how: str) -> RequestRefused:
+        return RequestRefused(f"{self._shown[url]} sent a reply over the limit of {MAX_REPLY_BYTES:,} bytes on one "
+                              f"answer ({how}): no stage reads a reply that long; check the server's max_tokens")
+
+    def _response(self, url: str, reply: "_Reply", seconds: float) -> Response:
+        """The answer in ``reply`` (``url`` as shown); a reply that holds no answer text is refused, never cached."""
         try:
-            data = reply.json()
+            data = json.loads(reply.content)
             choice = data["choices"][0]
-            text = content_text(choice["message"].get("content"))
+            message = choice["message"]
+            content = message.get("content")
+            text = content_text(content)
+        except RecursionError:
+            raise BackendError(f"{url} answered with JSON nested deeper than this client parses: "
+                               f"not a chat completion; check the server") from None
         except (ValueError, KeyError, IndexError, TypeError, AttributeError) as error:
             raise BackendError(
                 f"{url} answered with something that is not a chat completion "
-                f"({type(error).__name__}): {' '.join(reply.text[:300].split())}"
+                f"({type(error).__name__}): {self._scrub(reply.excerpt(300))}"
             ) from None
         usage = data.get("usage") if isinstance(data.get("usage"), Mapping) else {}
         finish = choice.get("finish_reason") if isinstance(choice, Mapping) else None
+        answered = data.get("model")
+        if isinstance(answered, str) and answered and not same_model(self.model, answered):
+            raise BackendError(f"{url} answered with model {shown_name(answered)}, not the model asked, "
+                               f"{shown_name(self.model)}: its answers would be kept under the wrong name; "
+                               f"pass --model {shown_name(answered)} if that is the model meant, or serve "
+                               f"{shown_name(self.model)} there")
+        if content is None or (isinstance(content, list) and not text):
+            said = "tool calls" if message.get("tool_calls") else \
+                "a refusal" if message.get("refusal") else "no text"
+            raise UnusableReply(f"{url} answered with {said} instead of the message's text "
+                                f"(content {shown_name(content) if content is not None else 'null'}, "
+                                f"finish_reason {shown_name(finish)}): not an answer, so it is not kept; "
+                                f"check the server's chat template and tool settings")
         return Response(
             text=text,
             tokens_in=_token_count(usage, "prompt_tokens", url),
@@ -294,6 +379,60 @@ class OpenAIBackend:
             model=str(data.get("model") or self.model),
             finish_reason=finish if isinstance(finish, str) and finish else None,
         )
+
+
+# A reply body over this many bytes is refused: no stage parses more than MAX_REPLY_CHARS
+# (fhs/llm/jsonout.py) of text, and even escaped as JSON, with usage and the rest, an answer
+# of that length fits many times over.
+MAX_REPLY_BYTES = 4 << 20
+
+
+class UnusableReply(RequestRefused):
+    """The server answered, but with no text a stage can read (content null, tool calls only).
+
+    Not an answer: nothing is cached, the fact is recorded as failed, and the same command run
+    again asks the server again.
+    """
+
+
+class _GiveUpReached(Exception):
+    """The give-up time came while an attempt was still waiting for its answer."""
+
+
+class _Reply:
+    """A reply read within ``MAX_REPLY_BYTES``: status, headers and body."""
+
+    def __init__(self, status_code: int, headers: Any, content: bytes) -> None:
+        self.status_code, self.headers, self.content = status_code, headers, content
+
+    def excerpt(self, limit: int) -> str:
+        """The body's start as one line of text."""
+        return " ".join(self.content[: limit * 4].decode("utf-8", "replace")[:limit].split())
+
+
+_SNAPSHOT = re.compile(r"-(\d{4}(-\d{2}-\d{2})?|\d{8})")
+
+
+def same_model(asked: str, answered: str) -> bool:
+    """Whether a reply's ``model`` names the model asked: the same name, or a dated snapshot of it
+    (``gpt-4o`` answered as ``gpt-4o-2024-08-06``), as OpenAI's API names them."""
+    if answered == asked:
+        return True
+    return answered.startswith(asked) and _SNAPSHOT.fullmatch(answered[len(asked):]) is not None
+
+
+def shown_name(value: Any) -> str:
+    """A name from a server, quoted and cut short for an error line."""
+    text = value if isinstance(value, str) else json.dumps(value)[:80] if _jsonable(value) else type(value).__name__
+    return repr(text if len(text) <= 80 else text[:80] + "...")
+
+
+def _jsonable(value: Any) -> bool:
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError, RecursionError):
+        return False
+    return True
 
 
 def openai_identity(model: str, base_urls: Sequence[str], *, structured: str = "json_schema",
@@ -308,7 +447,7 @@ def openai_identity(model: str, base_urls: Sequence[str], *, structured: str = "
     kind = "openai" if structured == "json_schema" else f"openai-{structured}"
     if thinking:
         kind += "-thinking"
-    urls = sorted(u.rstrip("/") for u in base_urls)
+    urls = sorted(public_url(u).rstrip("/") for u in base_urls)
     return kind, f"openai:{model}", "" if any_server else ",".join(urls)
 
 

@@ -11,6 +11,7 @@ says, the caller falls back to the profile's value.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -38,19 +39,39 @@ def context_length_of(listing: Mapping[str, Any], model: str) -> int | None:
     return None
 
 
+MAX_LISTING_BYTES = 1 << 20  # a /v1/models reply longer than this is not read (a listing is a few KB)
+
+
 def served_context_length(base_url: str, model: str, *, api_key: str | None = None,
                           timeout: float = 5.0) -> int | None:
-    """``max_model_len`` of ``model`` on the server at ``base_url``; None if it is unreachable or does not say."""
+    """``max_model_len`` of ``model`` on the server at ``base_url``; None if it is unreachable or does not say.
+
+    A listing that is too long or nested too deep to read says nothing (with one warning).
+    """
     import httpx
+
+    from fhs.core.errors import warn
+    from fhs.core.urls import public_url
 
     url = _models_url(base_url)
     host = (urlsplit(url).hostname or "").lower()
     loopback = host in ("localhost", "::1") or host.startswith("127.")
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
-        reply = httpx.get(url, timeout=timeout, headers=headers, trust_env=not loopback)
-        reply.raise_for_status()
-        return context_length_of(reply.json(), model)
+        with httpx.stream("GET", url, timeout=timeout, headers=headers, trust_env=not loopback) as reply:
+            reply.raise_for_status()
+            body = bytearray()
+            for chunk in reply.iter_bytes():
+                body += chunk
+                if len(body) > MAX_LISTING_BYTES:
+                    warn(f"{public_url(url)} sent a model listing over {MAX_LISTING_BYTES:,} bytes: not read, "
+                         f"so the profile's context length is used")
+                    return None
+        return context_length_of(json.loads(bytes(body)), model)
+    except RecursionError:
+        warn(f"{public_url(url)} sent a model listing nested deeper than this client parses: not read, "
+             f"so the profile's context length is used")
+        return None
     except (httpx.HTTPError, ValueError):
         return None
 

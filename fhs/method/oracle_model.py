@@ -80,6 +80,9 @@ class OracleNoise:
             if name not in ("hypotheses", "verdicts") or not value.strip():
                 raise InputError(f"not an oracle noise setting: {part.strip()!r}", field="oracle-noise",
                                  fix="use hypotheses=P,verdicts=Q with probabilities from 0 to 1")
+            if name in given:
+                raise InputError(f"oracle noise {name} is given twice", field="oracle-noise",
+                                 fix=f"give {name}=P once")
             try:
                 given[name] = float(value)
             except ValueError:

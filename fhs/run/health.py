@@ -87,7 +87,9 @@ def warn_about(stages: Mapping[str, Mapping[str, int]], failures: Mapping[str, A
     the advice is about the model and its token caps instead."""
     lines = []
     advice = ("a small in-process model often misses the answer format; a larger model (--profile cpu) "
-              "or a higher max_tokens cap helps" if in_process else "check the server")
+              "or a higher max_tokens cap helps" if in_process else
+              "check the server; once it is fixed, run the same command with --retry-unusable to ask it again "
+              "for these facts")
     for name, block in stages.items():
         if block["calls"] and block["parse_failures"] > share * block["calls"]:
             cut = block.get("truncations", 0)
@@ -99,7 +101,7 @@ def warn_about(stages: Mapping[str, Mapping[str, int]], failures: Mapping[str, A
         counted = "count as misses in" if refused == "miss" else "are left out of"
         lines.append(f"{failures['count']} of {n_records} facts failed and {counted} the metrics "
                      f"(e.g. {failures['ids'][0]}: {next(iter(failures['reasons'].values()))[:160]}); "
-                     f"a rerun retries them")
+                     f"run the same command again to retry them")
     for line in lines:
         warn(line)
     return lines

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from fhs.core.errors import InputError, shown, warn
 from fhs.core.files import cache_dir
+from fhs.core.urls import public_url
 from fhs.data.datadir import data_dir
 from fhs.data.datasets import DatasetSpec, load_facts, resolve_dataset, taxonomy_dataset
 from fhs.data.facts import Fact
@@ -268,7 +269,18 @@ class ModelChoice:
             from fhs.method.oracle_model import OracleNoise
 
             oracle_noise = str(OracleNoise.parse(oracle_noise))
+        if backend == ORACLE and replay is not None:
+            raise InputError(f"--backend {ORACLE} answers from the facts' gold and --replay from an archive: "
+                             "a run takes its answers from one of them", field="replay",
+                             fix=f"leave out --replay to run the oracle, or --backend {ORACLE} to replay the archive")
         urls = tuple(base_urls or ()) or (chosen.base_urls if (backend or chosen.backend) == "openai" else ())
+        if (backend or chosen.backend) == "openai":  # a bad URL or in-flight limit fails before any data loads
+            from fhs.llm.factory import server_urls
+            from fhs.llm.inflight import check_in_flight
+
+            urls = tuple(server_urls(urls)) if urls else urls
+            if max_in_flight is not None:
+                check_in_flight(max_in_flight, max(1, len(urls)))
         return cls(profile=chosen, backend=backend or chosen.backend, model=model or chosen.model,
                    base_urls=urls, seed=seed, cache_path=Path(cache) if cache else default_llm_cache(),
                    structured=structured, replay_unparsed=replay_unparsed, any_server=any_server,
@@ -335,7 +347,7 @@ class ModelChoice:
             info = MODELS.get(self.model)
             return {"sha256": info.sha256 if info and info.sha256 else _gguf_digest(model_path(self.model))}
         if self.backend == "openai":
-            return {"model": self.model, "base_urls": list(self.base_urls)}
+            return {"model": self.model, "base_urls": [public_url(u) for u in self.base_urls]}
         if self.backend == ORACLE:
             return {"model": ORACLE}
         return {"model": self.model}
@@ -367,16 +379,16 @@ class ModelChoice:
 
 
 def _seconds(value: float | int | str | None, name: str) -> float | None:
-    """A duration in seconds above 0 (a chapter parameter or an option), or None for the default."""
+    """A duration in seconds (a chapter parameter or an option) as the client accepts it, or None for the default."""
+    from fhs.llm.openai import check_seconds
+
     if value is None:
         return None
     try:
-        seconds = float(value)
+        seconds = float(value) if not isinstance(value, bool) else value
     except (TypeError, ValueError):
-        seconds = math.nan
-    if isinstance(value, bool) or not math.isfinite(seconds) or seconds <= 0:
-        raise InputError(f"must be a number of seconds above 0, got {shown(value)}", field=name)
-    return seconds
+        raise InputError(f"must be a number of seconds, got {shown(value)}", field=name) from None
+    return check_seconds(seconds, name)
 
 
 _CLIENTS: dict[tuple, object] = {}  # model clients and verdict ledgers, shared by equal model choices

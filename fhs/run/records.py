@@ -305,6 +305,11 @@ class RecordWriter:
         """Whether the fact's record says it failed (a rerun retries it)."""
         return bool(_unpack(self._summaries[fact_id]).get("failed"))
 
+    def unusable(self, fact_id: str) -> bool:
+        """Whether the fact's record holds an answer no stage could use (not parsed, or cut at max_tokens)."""
+        health = _unpack(self._summaries[fact_id]).get("health") or {}
+        return any(len(counts) > 1 and counts[1] for counts in health.values())
+
     def write(self, record: Mapping[str, Any]) -> dict:
         """Append one record (a line, flushed at once); returns its summary (with the record's offset)."""
         return self.append(*encoded(record))

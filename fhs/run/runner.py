@@ -53,7 +53,9 @@ class RunJob:
 
     ``stamp`` is the run directory's ``run-config.json`` (records of another
     stamp are refused); ``refused`` says whether facts the server refused count
-    as misses or are left out of the metrics (``fhs.run.evaluate.REFUSED``).
+    as misses or are left out of the metrics (``fhs.run.evaluate.REFUSED``); ``retry_unusable`` runs
+    again the recorded facts that hold an answer no stage could use (the cache asks the model again
+    for exactly those answers: it keeps them apart, ``fhs.llm.cache``).
     """
 
     facts: Sequence[Fact]
@@ -63,6 +65,7 @@ class RunJob:
     stamp: Mapping[str, Any] | None = None
     fresh: bool = False
     refused: str = MISS
+    retry_unusable: bool = False
 
 
 @dataclass
@@ -122,12 +125,14 @@ Task = list[tuple[int, Fact]]  # one fact's (run index, fact) pairs, in the orde
 
 
 def _fact_tasks(jobs: Sequence[RunJob], writers: Sequence[RecordWriter]) -> list[Task]:
-    """One task per fact id still to do (not recorded, or recorded as failed), in first-seen order."""
+    """One task per fact id still to do (not recorded, recorded as failed, or with an unusable answer
+    when the job retries those), in first-seen order."""
     tasks: dict[str, Task] = {}
     for index, (job, writer) in enumerate(zip(jobs, writers)):
         seen: set[str] = set()
         for fact in job.facts:
-            if fact.id in seen or (fact.id in writer and not writer.failed(fact.id)):
+            if fact.id in seen or (fact.id in writer and not writer.failed(fact.id)
+                                   and not (job.retry_unusable and writer.unusable(fact.id))):
                 continue
             seen.add(fact.id)
             tasks.setdefault(fact.id, []).append((index, fact))
@@ -385,11 +390,13 @@ def run_method(
     workers: int = 1,
     fresh: bool = False,
     refused: str = MISS,
+    retry_unusable: bool = False,
 ) -> dict:
     """Run ``method`` on every fact not yet recorded in ``out_dir``; return metrics.json's content.
 
     One run of :func:`run_jobs` (see there for what the metrics count);
     ``workers`` facts are in flight at once.
     """
-    job = RunJob(facts, method, ctx, Path(out_dir), stamp=run_config, fresh=fresh, refused=refused)
+    job = RunJob(facts, method, ctx, Path(out_dir), stamp=run_config, fresh=fresh, refused=refused,
+                 retry_unusable=retry_unusable)
     return run_jobs([job], workers=workers, progress=progress)[0].metrics

@@ -193,7 +193,7 @@ class RunSpec:
     # ---- execution --------------------------------------------------------------------------
     def job(self, experiment: Experiment, facts: Sequence[Fact], *, out_dir: str | Path | None = None,
             root: str | Path | None = None, fresh: bool = False, refused: str = MISS,
-            sources: Mapping[str, Any] | None = None) -> RunJob:
+            sources: Mapping[str, Any] | None = None, retry_unusable: bool = False) -> RunJob:
         """The run ready to execute: into ``out_dir``, or into its named folder under ``root``."""
         if (out_dir is None) == (root is None):
             raise ValueError("give a run either out_dir or root")
@@ -207,7 +207,8 @@ class RunSpec:
             sources = spec_sources(experiment.spec)
         stamp = self.stamp(experiment, ctx, sources)
         path = Path(out_dir) if out_dir is not None else Path(root) / self.folder_name(stamp, experiment.spec)
-        return RunJob(facts, self.method, ctx, path, stamp=stamp, fresh=fresh, refused=refused)
+        return RunJob(facts, self.method, ctx, path, stamp=stamp, fresh=fresh, refused=refused,
+                      retry_unusable=retry_unusable)
 
     def execute(self, experiment: Experiment, facts: Sequence[Fact], *, workers: int = 1, progress: bool = True,
                 **where: Any) -> RunOutcome:
