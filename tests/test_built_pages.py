@@ -60,6 +60,9 @@ page.close({"fincl/facts": 3})
 '''
 
 
+SERVER_WITH_PASSWORD = "http://reader:pw-Zq81x@127.0.0.1:9/v1"
+
+
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     """One chapter executed through the runner, with a dataset spec and a replay archive given by absolute paths."""
@@ -80,7 +83,8 @@ def built(tmp_path_factory):
     log = tmp / "stderr.txt"
     script = (f"import sys; from pathlib import Path; from fhs.book.execute import run; "
               f"sys.exit(run(Path({str(tree)!r}), 'smoke', progress_bar=False, "
-              f"overrides={{'spec': {str(spec)!r}, 'server': {{'replay': {str(archive)!r}}}}}))")
+              f"overrides={{'spec': {str(spec)!r}, 'server': {{'replay': {str(archive)!r}, "
+              f"'base_url': {SERVER_WITH_PASSWORD!r}}}}}))")
     with log.open("w") as err:  # the kernel writes its own log lines to the runner's stderr
         done = subprocess.run([_python(), "-c", script], cwd=tree, stdout=subprocess.PIPE, stderr=err, text=True,
                               timeout=300)
@@ -107,11 +111,13 @@ def test_an_executed_chapter_names_neither_the_checkout_nor_the_spec_by_its_abso
     record = json.loads(text)["metadata"]["papermill"]
     assert record["input_path"] == "notebooks/01_alpha.py" and record["output_path"] == "book/01_alpha.ipynb"
     assert record["parameters"]["spec"] == "…/elsewhere/greenhouse.yaml"
-    assert record["parameters"]["server"] == {"replay": "paper.fhsa"}
+    assert record["parameters"]["server"] == {"replay": "paper.fhsa", "base_url": "http://127.0.0.1:9/v1"}
+    assert "pw-Zq81x" not in text  # a server's password given to the book is never in a page
     injected = next(c for c in _code_cells(built["page"]) if "injected-parameters" in c["metadata"].get("tags", []))
     assert 'spec = "…/elsewhere/greenhouse.yaml"' in "".join(injected["source"])
     run_log = (built["tree"] / "_build" / ".notebooks" / "executions.json").read_text()
     assert str(built["tree"]) not in run_log and str(built["spec"]) not in run_log  # the Provenance page prints it
+    assert "pw-Zq81x" not in run_log
 
 
 @pytest.mark.slow

@@ -13,6 +13,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from fhs.core.urls import public_url
+
 CHECKOUT = Path(__file__).resolve().parents[2]  # the folder holding the fhs package
 
 
@@ -29,9 +31,10 @@ def shown_path(path: str | os.PathLike, root: str | os.PathLike | None = None) -
 
 def shown_values(value: Any, root: str | os.PathLike | None = None) -> Any:
     """``value`` with every absolute path in it (a string, in a list or mapping at any depth) shown as
-    :func:`shown_path` shows it; what is not an absolute path is left as it is."""
+    :func:`shown_path` shows it, and every URL without its user info (a server's password in
+    ``base_url``); anything else is left as it is."""
     if isinstance(value, str):
-        return shown_path(value, root) if os.path.isabs(value) else value
+        return shown_path(value, root) if os.path.isabs(value) else public_url(value)
     if isinstance(value, Mapping):
         return {key: shown_values(item, root) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
@@ -56,7 +59,8 @@ def without_absolute_paths(notebook_path: Path, source: Path, output: Path, para
         record["input_path"] = shown_path(source, root)
         record["output_path"] = shown_path(output, root)
         record["parameters"] = shown_values(record.get("parameters") or {}, root)
-    replaced = {value: shown_path(value, root) for value in _strings(parameters) if os.path.isabs(value)}
+    replaced = {value: shown_values(value, root) for value in _strings(parameters)}
+    replaced = {value: shown for value, shown in replaced.items() if shown != value}
     for cell in notebook.cells:
         if "injected-parameters" in cell.get("metadata", {}).get("tags", []):
             for value in sorted(replaced, key=len, reverse=True):  # a longer path before its own prefix
