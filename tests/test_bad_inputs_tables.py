@@ -110,6 +110,18 @@ def test_a_cell_over_the_csv_field_limit_is_refused_naming_its_line(tmp_path, ca
     assert code == 2 and f"{table}:3:" in line and "more than 131,072 characters" in line, line
 
 
+def test_a_tables_cell_limit_holds_after_a_loader_raised_the_process_wide_one(tmp_path, capsys):
+    """The FinCL and taxonomy loaders raise the csv module's one process-wide limit; a table keeps its own."""
+    import csv
+
+    before = csv.field_size_limit(2**31 - 1)
+    try:
+        test_a_cell_over_the_csv_field_limit_is_refused_naming_its_line(tmp_path, capsys)
+        assert csv.field_size_limit() == 2**31 - 1  # and the loaders' setting is put back
+    finally:
+        csv.field_size_limit(before)
+
+
 def test_a_cell_map_is_read_as_strictly(tmp_path):
     table = tmp_path / "t.csv"
     table.write_text("Metric,2024\nScope 1,1250\n", encoding="utf-8")

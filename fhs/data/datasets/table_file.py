@@ -23,6 +23,7 @@ from __future__ import annotations
 import csv
 import html
 import io
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,31 +53,47 @@ def _delimiter(path: str | Path) -> str:
     return "\t" if str(path).endswith(".tsv") else ","
 
 
+CELL_CHARS = 131_072  # the csv module's own default limit on one cell
+
+
+@contextmanager
+def _cell_limit(chars: int):
+    """The csv module's limit is one setting for the whole process (the FinCL and taxonomy
+    loaders raise it for their long contexts), so a table is read under its own and the
+    setting put back."""
+    before = csv.field_size_limit(chars)
+    try:
+        yield
+    finally:
+        csv.field_size_limit(before)
+
+
 def csv_rows(path: str | Path) -> list[tuple[int, list[str]]]:
     """``(line, cells)`` of every row of a CSV/TSV file, the line where the row starts.
 
     Read strictly: a quote that never closes would swallow the rest of the file into one
     cell, so it is refused naming the line where it opened; so are text after a closing
-    quote and a cell over the csv module's limit (``csv.field_size_limit()`` characters).
+    quote and a cell over ``CELL_CHARS`` characters.
     """
     text = read_text(path)
     delimiter = _delimiter(path)
     reader = csv.reader(io.StringIO(text), delimiter=delimiter, strict=True)
     rows: list[tuple[int, list[str]]] = []
-    while True:
-        start = reader.line_num + 1
-        try:
-            row = next(reader)
-        except StopIteration:
-            return rows
-        except csv.Error as error:
-            raise _csv_error(str(error), text, delimiter, path, start, reader.line_num) from None
-        rows.append((start, row))
+    with _cell_limit(CELL_CHARS):
+        while True:
+            start = reader.line_num + 1
+            try:
+                row = next(reader)
+            except StopIteration:
+                return rows
+            except csv.Error as error:
+                raise _csv_error(str(error), text, delimiter, path, start, reader.line_num) from None
+            rows.append((start, row))
 
 
 def _csv_error(message: str, text: str, delimiter: str, path, start: int, line: int) -> InputError:
     if "field larger than field limit" in message:
-        return InputError(f"a cell holds more than {csv.field_size_limit():,} characters, the limit on one cell",
+        return InputError(f"a cell holds more than {CELL_CHARS:,} characters, the limit on one cell",
                           path=path, line=line, fix="a table cell holds a value or a label, not a document")
     if "unexpected end of data" in message:
         opened = _open_quote_line(text, start, delimiter)
