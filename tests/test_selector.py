@@ -101,3 +101,80 @@ def test_select_end_to_end_and_invalid_reply_keeps_the_order():
     assert ids[:3] == ["C2", "C5", "C1"] and len(ids) == len(IDS) and sel.selected_index == 2
     ids, sel, calls = select(FACT, IDS, llm, TAXONOMY, DOMAIN, FHSConfig())
     assert ids == IDS and sel is None and len(calls) == 1
+
+
+# ---- the by-id layout (FHSConfig.selector_layout) --------------------------------------------------
+# the method's order; in id order (string order) the numbers are C1=1, C10=2, C2=3, C3=4
+METHOD_ORDER = ["C3", "C10", "C1", "C2"]
+
+
+def test_the_by_id_layout_sorts_the_candidates_then_gives_the_method_order_as_their_numbers():
+    request, _ = selector_request(FACT, METHOD_ORDER, TAXONOMY, DOMAIN, FHSConfig(selector_layout="by-id"))
+    prompt = request.messages[-1].content
+    assert prompt.index("[1] C1 /") < prompt.index("[2] C10 /") < prompt.index("[3] C2 /") < prompt.index("[4] C3 /")
+    assert prompt.rstrip().endswith("Ranking of these candidates, most likely first (candidate numbers):\n4, 2, 1, 3")
+    assert prompt.index("Task:") < prompt.index("Evidence (") < prompt.index("[1] C1 /")
+    assert request.shown == ("C1", "C10", "C2", "C3")  # what the answer's numbers point into
+    assert [request.shown[n - 1] for n in (4, 2, 1, 3)] == METHOD_ORDER
+
+
+def test_the_by_id_layout_in_the_authors_order_ends_with_the_task():
+    config = FHSConfig(selector_layout="by-id", prompt_order="evidence-first")
+    prompt = selector_request(FACT, METHOD_ORDER, TAXONOMY, DOMAIN, config)[0].messages[-1].content
+    assert prompt.index("Evidence (") < prompt.index("[1] C1 /") < prompt.index("4, 2, 1, 3") < prompt.index("Task:")
+
+
+def test_requests_about_one_fact_share_the_by_id_block_whatever_the_method_order():
+    config = FHSConfig(selector_layout="by-id")
+    one = selector_request(FACT, METHOD_ORDER, TAXONOMY, DOMAIN, config)[0].messages[-1].content
+    other = selector_request(FACT, METHOD_ORDER[::-1], TAXONOMY, DOMAIN, config)[0].messages[-1].content
+    head = "Ranking of these candidates"
+    assert one != other and one[: one.index(head)] == other[: other.index(head)]
+
+
+def test_an_answer_picks_the_same_candidates_in_both_layouts():
+    # C10 chosen, then C2: numbers 2 and 4 in the method's order, 2 and 3 in id order
+    replies = {"ranked": {"selected_index": 2, "ranked_indices": [2, 4]},
+               "by-id": {"selected_index": 2, "ranked_indices": [2, 3]}}
+    results = {}
+    for layout, reply in replies.items():
+        llm = ScriptedLLM({"selector": [json.dumps(reply)]})
+        results[layout] = select(FACT, METHOD_ORDER, llm, TAXONOMY, DOMAIN, FHSConfig(selector_layout=layout))[:2]
+    assert results["ranked"] == results["by-id"] == (["C10", "C2", "C3", "C1"], Selection(2, (2, 4)))
+
+
+def test_a_by_id_answer_naming_an_id_or_only_ranked_numbers_maps_back_too():
+    for reply in ({"selected_index": 99, "selected_id": "C2", "ranked_indices": []},
+                  {"selected_index": None, "ranked_indices": [3, 4]}):
+        llm = ScriptedLLM({"selector": [json.dumps(reply)]})
+        ids, selection, _ = select(FACT, METHOD_ORDER, llm, TAXONOMY, DOMAIN, FHSConfig(selector_layout="by-id"))
+        assert ids[0] == "C2" and selection.selected_index == 4
+
+
+def test_the_selector_layout_is_a_knob_and_a_checked_setting_whose_default_keeps_the_method_order():
+    from fhs.method.knobs import knob_overrides
+
+    assert knob_overrides(selector_layout="by-id") == {"selector_layout": "by-id"}
+    assert FHSConfig().selector_layout == "ranked"
+    prompt = selector_request(FACT, METHOD_ORDER, TAXONOMY, DOMAIN, FHSConfig())[0].messages[-1].content
+    assert prompt.index("[1] C3 /") < prompt.index("[2] C10 /") < prompt.index("[3] C1 /") < prompt.index("[4] C2 /")
+    assert "Ranking" not in prompt
+    with pytest.raises(ValueError, match="selector_layout"):
+        FHSConfig(selector_layout="sorted")
+
+
+@pytest.mark.model
+def test_a_real_model_answers_the_by_id_layout_with_numbers_that_map_back():
+    """SmolLM2-135M under the schema's grammar: a parseable answer whose numbers name shown candidates."""
+    from fhs.llm.factory import make_llm
+    from fhs.llm.models import smollm2_path
+
+    llm = make_llm("llama_cpp", str(smollm2_path()), n_ctx=4096, n_threads=2)
+    config = FHSConfig(selector_layout="by-id", selector_candidates=4, definition_chars=80, context_tokens=4096)
+    ids, selection, calls = select(FACT, METHOD_ORDER, llm, TAXONOMY, DOMAIN, config)
+    ((request, response),) = calls
+    assert request.shown == ("C1", "C10", "C2", "C3") and not response.cut_short
+    shown = parse_selection(response.text, request.shown)
+    assert shown is not None and selection is not None, response.text
+    assert ids[0] == request.shown[shown.selected_index - 1] == METHOD_ORDER[selection.selected_index - 1]
+    assert sorted(ids) == sorted(METHOD_ORDER)

@@ -164,7 +164,8 @@ def cmd_run(args: argparse.Namespace) -> dict:
     spec = RunSpec(dataset="", method=args.method, seed=args.seed, retriever=args.retriever,
                    dense_model=args.dense_model, w_cov=args.wcov, configuration=args.config,
                    overrides=knob_overrides(beta=args.beta, j=args.j, fusion=args.fusion, normalise=args.normalise,
-                                            render=args.render, window=args.window),
+                                            render=args.render, window=args.window,
+                                            selector_layout=args.selector_layout),
                    selector=None if args.selector is None else args.selector == "on")
     if spec.asks_model and (args.facts or args.taxonomy) and not args.domain:
         raise InputError(f"--method {args.method} asks a model, which needs the taxonomy's domain", field="domain",

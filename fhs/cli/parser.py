@@ -17,7 +17,7 @@ from fhs.data.taxonomies import TAXONOMIES
 from fhs.llm.factory import BACKENDS
 from fhs.llm.openai import DEFAULT_GIVE_UP_S, DEFAULT_REQUEST_TIMEOUT_S, MAX_WAIT_S, STRUCTURED_MODES
 from fhs.method.config import DEFAULT_CONFIG, NAMED_CONFIGS
-from fhs.method.knobs import FUSION, NORMALISE, RENDER, WINDOW
+from fhs.method.knobs import FUSION, NORMALISE, RENDER, SELECTOR_LAYOUT, WINDOW
 from fhs.method.registry import METHODS
 from fhs.retrieval.encoders import DEFAULT_MODEL, MODELS
 from fhs.retrieval.kinds import DEFAULT_RETRIEVER, RETRIEVERS
@@ -142,6 +142,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="query forms per hypothesis: both (paper), label only or definition only")
     knobs.add_argument("--window", choices=list(WINDOW), default=None,
                        help="verifier window: one candidate per category profile (paper) or the plain top K_v")
+    knobs.add_argument("--selector-layout", choices=list(SELECTOR_LAYOUT), default=None,
+                       help="selector candidates numbered in the method's order (paper) or by concept id, the "
+                            "method's order then given as numbers: a prefix a server caches (book/deviations.md)")
     run.add_argument("--out", required=True, help="run directory for records.jsonl and metrics.json")
     run.add_argument("--profile", default=None,
                      help=f"{names(PROFILES)}: backend, model and sample size (default: paper with "

@@ -39,6 +39,10 @@ RENDERINGS = ("label", "definition")
 SCORINGS = ("paper", "code", "strict")
 FILLS = ("mean", "zero")
 WINDOWS = ("profile", "rank")
+# How the selector lists its candidates: "ranked" = numbered in the method's order (Appendix B.5);
+# "by-id" = numbered in concept-id order, then the method's order as a list of those numbers, so
+# requests about one fact share the candidate block as a cacheable prefix (book/deviations.md).
+SELECTOR_LAYOUTS = ("ranked", "by-id")
 
 
 # One-pass structured grounding (the "structured" baseline): FHS's prompt and renderer with one greedy
@@ -102,6 +106,7 @@ class FHSConfig:
     # The authors' selector is shown every candidate (up to K); a CPU profile shows fewer.
     selector_candidates: int = 200
     selector_max_ranked: int = 20
+    selector_layout: str = "ranked"
     # Token and prompt budgets per stage
     max_tokens_hypothesis: int = 2048
     max_tokens_verifier: int = 2816
@@ -140,6 +145,7 @@ class FHSConfig:
         check("window", WINDOWS)
         check("normalize_over", NORMALIZE_OVER)
         check("prompt_order", PROMPT_ORDERS)
+        check("selector_layout", SELECTOR_LAYOUTS)
         object.__setattr__(self, "renderings", tuple(self.renderings))
         if not self.renderings or any(r not in RENDERINGS for r in self.renderings):
             raise ValueError(f"FHSConfig.renderings must be a non-empty subset of {RENDERINGS}, got {self.renderings!r}")

@@ -1,6 +1,6 @@
 """The FHS knobs the command line exposes, each a named setting of ``FHSConfig``.
 
-``fhs run --beta --j --fusion --normalise --render --window`` read their
+``fhs run --beta --j --fusion --normalise --render --window --selector-layout`` read their
 choices from these tables, so the help text, the validation and the config
 can never disagree. Every knob is a configuration of the one FHS code path
 (``fhs.method.fhs.run_fhs_fact``): changing one re-scores cached hypotheses
@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from fhs.core.errors import choose
-from fhs.method.config import RENDERINGS, WINDOWS, FHSConfig
+from fhs.method.config import RENDERINGS, SELECTOR_LAYOUTS, WINDOWS, FHSConfig
 from fhs.retrieval.fusion import FUSIONS
 
 # --render: which query forms each hypothesis issues (Section 4.2; Table 6's "- label form" rows)
@@ -23,13 +23,16 @@ NORMALISE: dict[str, bool] = {"range": True, "raw": False}
 FUSION: dict[str, str] = {name: name for name in FUSIONS}
 # --window: profile-diverse window (Section 4.4) or the plain top K_v
 WINDOW: dict[str, str] = {name: name for name in WINDOWS}
+# --selector-layout: candidates in the method's order (paper) or by concept id with the order as numbers
+SELECTOR_LAYOUT: dict[str, str] = {name: name for name in SELECTOR_LAYOUTS}
 
-KNOBS: dict[str, dict[str, Any]] = {"fusion": FUSION, "normalise": NORMALISE, "render": RENDER, "window": WINDOW}
+KNOBS: dict[str, dict[str, Any]] = {"fusion": FUSION, "normalise": NORMALISE, "render": RENDER, "window": WINDOW,
+                                    "selector-layout": SELECTOR_LAYOUT}
 
 
 def knob_overrides(*, beta: float | None = None, j: int | None = None, fusion: str | None = None,
                    normalise: str | None = None, render: str | None = None,
-                   window: str | None = None) -> dict[str, Any]:
+                   window: str | None = None, selector_layout: str | None = None) -> dict[str, Any]:
     """The ``FHSConfig`` fields a set of knob values sets (None leaves a field at its default)."""
     changes: dict[str, Any] = {}
     if beta is not None:
@@ -44,6 +47,8 @@ def knob_overrides(*, beta: float | None = None, j: int | None = None, fusion: s
         changes["renderings"] = choose(RENDER, render, "render")
     if window is not None:
         changes["window"] = choose(WINDOW, window, "window")
+    if selector_layout is not None:
+        changes["selector_layout"] = choose(SELECTOR_LAYOUT, selector_layout, "selector layout")
     return changes
 
 

@@ -7,6 +7,12 @@ method's order, and returns ``selected_index`` plus up to 20 ``ranked_indices``.
 The final list is: the selected candidate, then the other ranked ones, then
 the rest in the method's order. If the reply is unusable, the method's order
 is kept unchanged (a documented fallback: Acc. then equals Recall@1).
+
+``FHSConfig.selector_layout="by-id"`` numbers the candidates in concept-id order and
+gives the method's order as a list of those numbers (``prompts/selector_by_id.txt``):
+requests about one fact then share the candidate block as a prefix a server caches.
+The answer's numbers point into the list shown (``Request.shown``) and are mapped back
+to the method's order before the final list is built (book/deviations.md).
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from fhs.data.facts import Fact
 from fhs.data.taxonomy import Taxonomy
 from fhs.llm.contract import LLM, Request, Response
 from fhs.llm.jsonout import parse_object
-from fhs.method.config import FHSConfig
+from fhs.method.config import SELECTOR_LAYOUTS, FHSConfig
 from fhs.method.prompting import DEFAULT_ORDER, Budget, Fitted, fact_messages, fit_to_budget, last_resort, render
 from fhs.method.verifier import candidate_line, concept_or_stub
 
@@ -32,7 +38,7 @@ SHRINK_LADDER = ((12_000, 320), (8_000, 240), (5_000, 120), (5_000, 0))
 
 @dataclass(frozen=True)
 class Selection:
-    """The selector's answer as 1-based positions in the list it was shown."""
+    """The selector's answer as 1-based positions in the method's order (``parse_selection``: in the list shown)."""
 
     selected_index: int
     ranked_indices: tuple[int, ...]
@@ -51,14 +57,35 @@ ANSWER_SHAPES = {
 def selector_prompt(fact: Fact, ids: Sequence[str], taxonomy: Taxonomy | None, domain: Domain,
                     context_chars: int = 12_000, definition_chars: int = 320, max_ranked: int = 20,
                     field_chars: int | None = None, label_chars: int | None = None,
-                    compact: bool = True, order: str = DEFAULT_ORDER) -> str:
-    """The task and answer shape, the evidence, then the numbered candidates (the part that differs)."""
+                    compact: bool = True, order: str = DEFAULT_ORDER, layout: str = "ranked") -> str:
+    """The task and answer shape, the evidence, then the numbered candidates (the part that differs);
+    with ``layout="by-id"`` the candidates in id order, then the method's order as their numbers."""
+    listed = shown_order(ids, layout)
     lines = "\n".join(candidate_line(i, concept_or_stub(taxonomy, cid), definition_chars, label_chars)
-                      for i, cid in enumerate(ids, start=1))
-    return render("selector", order=order, evidence_kind=domain.evidence,
-                  evidence=evidence_block(fact, context_chars, field_chars, order),
-                  taxonomy=domain.taxonomy, candidate_lines=lines, max_ranked=str(max_ranked),
-                  answer_shape=ANSWER_SHAPES[compact])
+                      for i, cid in enumerate(listed, start=1))
+    fields = {"evidence_kind": domain.evidence, "evidence": evidence_block(fact, context_chars, field_chars, order),
+              "taxonomy": domain.taxonomy, "candidate_lines": lines, "max_ranked": str(max_ranked),
+              "answer_shape": ANSWER_SHAPES[compact]}
+    if layout == "ranked":
+        return render("selector", order=order, **fields)
+    number = {cid: i for i, cid in reversed(list(enumerate(listed, start=1)))}
+    return render("selector_by_id", order=order, ranking=", ".join(str(number[cid]) for cid in ids), **fields)
+
+
+def shown_order(ids: Sequence[str], layout: str) -> list[str]:
+    """The candidates in the order the prompt numbers them: the method's, or sorted by concept id."""
+    if layout not in SELECTOR_LAYOUTS:
+        raise ValueError(f"selector layout must be one of {SELECTOR_LAYOUTS}, got {layout!r}")
+    return sorted(ids) if layout == "by-id" else list(ids)
+
+
+def to_method_order(selection: Selection | None, listed: Sequence[str], ids: Sequence[str]) -> Selection | None:
+    """A selection read against the ``listed`` numbering, as positions in the method's ``ids``."""
+    if selection is None or list(listed) == list(ids):
+        return selection
+    position = {cid: i for i, cid in reversed(list(enumerate(ids, start=1)))}
+    ranked = tuple(dict.fromkeys(position[listed[i - 1]] for i in selection.ranked_indices))
+    return Selection(position[listed[selection.selected_index - 1]], ranked)
 
 
 def selector_schema(n: int, max_ranked: int = 20, compact: bool = True) -> dict[str, Any]:
@@ -76,11 +103,11 @@ def selector_request(fact: Fact, ids: Sequence[str], taxonomy: Taxonomy | None, 
     shown = list(ids[: config.selector_candidates])
     ladder = [{"context_chars": min(c, config.context_chars), "definition_chars": min(d, config.definition_chars)}
               for c, d in SHRINK_LADDER] + last_resort(config.context_chars, labels=True, definition_chars=0)
-    order = config.prompt_order
+    order, layout = config.prompt_order, config.selector_layout
     fitted = fit_to_budget(
         lambda context_chars, definition_chars, field_chars=None, label_chars=None: fact_messages(selector_prompt(
             fact, shown, taxonomy, domain, context_chars, definition_chars, config.selector_max_ranked,
-            field_chars, label_chars, config.compact_outputs, order), order),
+            field_chars, label_chars, config.compact_outputs, order, layout), order),
         ladder, Budget(config.selector_prompt_tokens, config.max_tokens_selector, config.context_tokens),
         what=f"fact {fact.id}: the {PURPOSE} prompt over {len(shown)} candidates")
     request = Request(
@@ -88,7 +115,7 @@ def selector_request(fact: Fact, ids: Sequence[str], taxonomy: Taxonomy | None, 
         temperature=0.0, top_p=1.0, max_tokens=config.max_tokens_selector, seed=config.seed,
         schema=selector_schema(len(shown), config.selector_max_ranked, config.compact_outputs)
         if config.json_schema else None,
-        purpose=PURPOSE, shortened=fitted.shortened, fact_id=fact.id, shown=tuple(shown),
+        purpose=PURPOSE, shortened=fitted.shortened, fact_id=fact.id, shown=tuple(shown_order(shown, layout)),
     )
     return request, fitted
 
@@ -152,5 +179,6 @@ def select(fact: Fact, ids: Sequence[str], llm: LLM, taxonomy: Taxonomy | None, 
     request, _ = selector_request(fact, ids, taxonomy, domain, config)
     (response,) = llm.complete([request])
     selection = None if response.cut_short else parse_selection(  # a cut answer: the method's order stands
-        response.text, list(ids[: config.selector_candidates]), config.selector_max_ranked)
+        response.text, request.shown, config.selector_max_ranked)
+    selection = to_method_order(selection, request.shown, ids[: config.selector_candidates])
     return apply_selection(ids, selection), selection, [(request, response)]
