@@ -215,3 +215,20 @@ def test_oracle_runs_split_between_processes_write_the_records_of_one(tmp_path, 
             assert record.pop("wall_seconds") >= 0
     assert forks == [2]
     assert records["2"] == records["1"] and len(records["1"]) == 120
+
+
+def test_the_by_id_selector_layout_from_the_command_line_gives_the_same_final_lists(spec_file, tmp_path, capsys):
+    """The oracle answers with numbers into the list shown, so both layouts must map back to the same candidates."""
+    ranked = {}
+    for layout in ("ranked", "by-id"):
+        out = tmp_path / layout
+        assert main(["run", "--dataset", str(spec_file), "--method", "fhs", "--backend", "oracle",
+                     "--oracle-noise", "hypotheses=0.5", "--selector-layout", layout, "--out", str(out),
+                     "--quiet"]) == 0
+        capsys.readouterr()
+        assert json.loads((out / "run-config.json").read_text())["fhs"]["selector_layout"] == layout
+        records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
+        ranked[layout] = {r["id"]: (r["ranking"], r["selected"]) for r in records}
+    assert ranked["ranked"] == ranked["by-id"] and len(ranked["by-id"]) == len(FACTS)
+    # the selector moved a candidate up somewhere, so the numbers were mapped, not merely kept
+    assert any(selected != ranking[0] for ranking, selected in ranked["by-id"].values())
