@@ -69,7 +69,7 @@ def selector_prompt(fact: Fact, ids: Sequence[str], taxonomy: Taxonomy | None, d
     if layout == "ranked":
         return render("selector", order=order, **fields)
     number = {cid: i for i, cid in reversed(list(enumerate(listed, start=1)))}
-    return render("selector_by_id", order=order, ranking=", ".join(str(number[cid]) for cid in ids), **fields)
+    return render("selector_by_id", order=order, ranking=" ".join(str(number[cid]) for cid in ids), **fields)
 
 
 def shown_order(ids: Sequence[str], layout: str) -> list[str]:
