@@ -112,7 +112,8 @@ def test_the_by_id_layout_sorts_the_candidates_then_gives_the_method_order_as_th
     request, _ = selector_request(FACT, METHOD_ORDER, TAXONOMY, DOMAIN, FHSConfig(selector_layout="by-id"))
     prompt = request.messages[-1].content
     assert prompt.index("[1] C1 /") < prompt.index("[2] C10 /") < prompt.index("[3] C2 /") < prompt.index("[4] C3 /")
-    assert prompt.rstrip().endswith("Ranking of these candidates, most likely first (candidate numbers, separated by spaces):\n4 2 1 3")
+    assert prompt.rstrip().endswith("Ranking of these candidates, most likely first "
+                                    "(candidate numbers, separated by spaces):\n4 2 1 3")
     assert prompt.index("Task:") < prompt.index("Evidence (") < prompt.index("[1] C1 /")
     assert request.shown == ("C1", "C10", "C2", "C3")  # what the answer's numbers point into
     assert [request.shown[n - 1] for n in (4, 2, 1, 3)] == METHOD_ORDER
