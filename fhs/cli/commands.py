@@ -164,7 +164,7 @@ def cmd_run(args: argparse.Namespace) -> dict:
             replay_unparsed=args.replay_unparsed, any_server=args.replay_from_any_server,
             max_in_flight=args.max_in_flight, thinking={"on": True, "off": False}.get(args.thinking),
             replay=args.replay, request_timeout=args.request_timeout, give_up_after=args.give_up_after,
-            oracle_noise=args.oracle_noise))
+            retry_backoff=args.retry_backoff, oracle_noise=args.oracle_noise))
     elif args.oracle_noise is not None:
         raise InputError(f"--method {args.method} asks no model, so the oracle has nothing to answer",
                          field="oracle-noise", fix="leave --oracle-noise out, or run an LLM method")

@@ -30,6 +30,7 @@ PURPOSE_HEADER = "X-FHS-Purpose"
 CONNECTIONS_PER_CLIENT = 16  # connections per httpx pool (see OpenAIBackend._http)
 DEFAULT_REQUEST_TIMEOUT_S = 600.0  # one attempt, from sending to the answer's last byte (--request-timeout)
 DEFAULT_GIVE_UP_S = 600.0  # a request stops after this long with no successful answer at all (--give-up-after)
+DEFAULT_BACKOFF_S = 1.0  # the first wait after a failed attempt with no Retry-After, doubled each try (--retry-backoff)
 MAX_BACKOFF_S = 30.0  # the longest wait between two attempts, unless the server's Retry-After asks for more
 UNREACHABLE_TRIES = 5  # a server that never answered anything (nothing listens?) is named after this many tries
 
@@ -52,7 +53,7 @@ class OpenAIBackend:
     ``"none"`` (the prompt alone asks for JSON, as in the paper's code).
     A busy server does not end a long run. Connection errors, resets, 429 and 5xx
     are retried after the server's ``Retry-After`` where it sends one, else
-    with exponential backoff (at most ``MAX_BACKOFF_S``), each retry on the next server;
+    with exponential backoff from ``backoff_s`` (at most ``max_backoff_s``), each retry on the next server;
     other 4xx fail at once. So is an attempt that reaches its deadline
     (``timeout``), and the in-flight slot it held is freed then. A request gives
     up only when the backend has had no successful answer at all for
@@ -84,7 +85,8 @@ class OpenAIBackend:
         chat_template_kwargs: Mapping[str, Any] | None = None,
         extra_body: Mapping[str, Any] | None = None,
         max_retries: int | None = None,
-        backoff_s: float = 1.0,
+        backoff_s: float = DEFAULT_BACKOFF_S,
+        max_backoff_s: float = MAX_BACKOFF_S,
         any_server: bool = False,
         give_up_s: float = DEFAULT_GIVE_UP_S,
     ) -> None:
@@ -98,7 +100,8 @@ class OpenAIBackend:
                              fix=f"use one of {', '.join(STRUCTURED_MODES)}")
         if isinstance(max_in_flight, bool) or not isinstance(max_in_flight, int) or max_in_flight < 1:
             raise InputError(f"must be a whole number of at least 1, got {max_in_flight!r}", field="max_in_flight")
-        for name, value in (("timeout", timeout), ("give_up_s", give_up_s)):
+        for name, value in (("timeout", timeout), ("give_up_s", give_up_s), ("backoff_s", backoff_s),
+                            ("max_backoff_s", max_backoff_s)):
             if isinstance(value, bool) or not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
                 raise InputError(f"must be a number of seconds above 0, got {value!r}", field=name)
         self.base_urls = [u.rstrip("/") for u in base_urls]
@@ -113,7 +116,8 @@ class OpenAIBackend:
         self.chat_template_kwargs = {**template, **dict(chat_template_kwargs or {})}
         self.extra_body = dict(extra_body or {})
         self.max_retries = max_retries
-        self.backoff_s = backoff_s
+        self.backoff_s = float(backoff_s)
+        self.max_backoff_s = float(max_backoff_s)
         self.give_up_s = float(give_up_s)
         self._last_success: float | None = None  # time.monotonic() of the latest successful answer
         self._answered = False  # whether any server of this backend ever sent an HTTP answer
@@ -254,7 +258,7 @@ class OpenAIBackend:
                     f"allow longer with --give-up-after SECONDS (or a longer --request-timeout)")
             # the server's own Retry-After where it gives one; else exponential backoff, jittered so that
             # requests refused together do not all come back together
-            wait = retry_after or min(self.backoff_s * 2 ** min(tries - 1, 30), MAX_BACKOFF_S) * \
+            wait = retry_after or min(self.backoff_s * 2 ** min(tries - 1, 30), self.max_backoff_s) * \
                 (0.5 + self._jitter.random() / 2)
             await asyncio.sleep(min(wait, self.give_up_s - quiet))
 
