@@ -171,7 +171,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--refused", choices=list(REFUSED), default=MISS,
                      help="facts the server refused: " + "; ".join(f"{k} = {v}" for k, v in REFUSED.items())
                           + f" (default {MISS}); metrics.json counts them either way")
-    run.add_argument("--quiet", action="store_true", help="no progress bar")
+    run.add_argument("--quiet", action="store_true",
+                     help="no progress bar (the search kernels' one compile per machine is still said on stderr)")
     run.add_argument("--fresh", action="store_true",
                      help="discard the records already in --out instead of resuming from them, and reuse no "
                           "verdict of the verdict ledger (model answers still come from --cache)")
