@@ -11,6 +11,8 @@ import pytest
 
 pytest.importorskip("numba")
 
+ROOT = Path(__file__).resolve().parent.parent  # the checkout whose fhs the subprocesses import
+
 # A package of one kernel compiled through fhs.retrieval.jit, as sparse_top_k's are: small, so it compiles in a
 # second, with a first search wrapped in FirstCompile as bm25.Retriever's is.
 KERNEL = '''
@@ -48,7 +50,7 @@ def read_only_package(folder: Path) -> Path:
 
 def run(site: Path, cache: Path) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}  # as a user who set nothing
-    env.update(FHS_CACHE=str(cache), PYTHONPATH=os.pathsep.join([str(site), str(Path.cwd())]))
+    env.update(FHS_CACHE=str(cache), PYTHONPATH=os.pathsep.join([str(site), str(ROOT)]))
     return subprocess.run([sys.executable, "-c", RUN], env=env, capture_output=True, text=True, timeout=300)
 
 
