@@ -158,6 +158,7 @@ CASES = [
      ["responses.sqlite", "the response cache is damaged", "malformed", ".recover"]),
     ("request timeout 0", None, ["--request-timeout", "0"], ["--request-timeout", "above 0"]),
     ("give-up time nan", None, ["--give-up-after", "nan"], ["--give-up-after", "finite"]),
+    ("retry backoff 0", None, ["--retry-backoff", "0"], ["--retry-backoff", "above 0"]),
     ("archive changed after it was written", _archive("UPDATE meta SET value = 'x' WHERE name = 'provenance'",
                                                       digest=False), REPLAYED,
      ["bad.fhsa", "does not match the digest it carries"]),

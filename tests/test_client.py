@@ -317,9 +317,18 @@ def test_a_busy_server_is_asked_again_for_as_long_as_it_answers_something():
         return next(queue, (200, completion("ok"), {}))
 
     with serve(reply) as (url, received):
-        backend = OpenAIBackend([url], "m", backoff_s=0.01)
+        backend = OpenAIBackend([url], "m", backoff_s=0.01, max_backoff_s=0.02)  # twelve short waits
         assert backend.complete(requests(1))[0].text == "ok"
     assert len(received) == 13  # the old limit was 5 tries
+
+
+def test_the_runs_retry_backoff_reaches_the_client_and_the_longest_wait_is_the_clients_own(tmp_path):
+    from fhs.run.inputs import ModelChoice
+
+    choice = ModelChoice.resolve("paper", backend="openai", base_urls=["http://127.0.0.1:9/v1"],
+                                 cache=tmp_path / "c.sqlite", retry_backoff=0.05)
+    assert choice.llm().backend.backoff_s == 0.05  # `fhs run --retry-backoff 0.05`
+    assert OpenAIBackend(["http://127.0.0.1:9"], "m").max_backoff_s == 30.0  # fhs.llm.openai.MAX_BACKOFF_S
 
 
 def test_a_server_with_no_successful_answer_gives_up_after_the_stated_time():

@@ -93,3 +93,32 @@ def test_cold_book_fills_the_record_from_the_chapter_costs(monkeypatch, tmp_path
 def test_pytest_counts_read_the_last_summary_line():
     log = "....\n=== 1233 passed, 1 skipped, 1 deselected in 1368.2s (0:22:48) ===\n"
     assert cold_book.pytest_counts(log) == {"passed": 1233, "skipped": 1, "deselected": 1}
+
+
+def test_suite_time_runs_each_tier_and_writes_a_record_the_page_renders(tmp_path):
+    from dev import suite_time
+
+    said = {"not model and not data": "1348 passed, 1 skipped, 96 deselected in 170.2s",
+            "data and not model": "1 failed, 80 passed, 1364 deselected in 300.0s",
+            "model": "60 passed, 1385 deselected in 240.0s"}
+    asked = []
+
+    def run(command, **_):
+        marker = command[command.index("-m", 2) + 1]
+        asked.append(marker)
+        return argparse.Namespace(stdout=said[marker] + "\n", stderr="", returncode=1 if "failed" in said[marker] else 0)
+
+    assert suite_time.main(["--record-dir", str(tmp_path), "--note", "a shared machine"], run=run) == 1  # a failure
+    assert asked == list(suite_time.TIERS.values())  # every tier of make test, each once
+    [path] = tmp_path.glob("*-suite.json")
+    record = json.loads(path.read_text())
+    assert [(s["step"], s["tests"]) for s in record["steps"]] == [
+        ("fast", {"passed": 1348, "skipped": 1, "deselected": 96}),
+        ("data", {"failed": 1, "passed": 80, "deselected": 1364}), ("model", {"passed": 60, "deselected": 1385})]
+    assert record["totals"]["tests"]["passed"] == 1348 + 80 + 60
+    assert record["conditions"]["note"] == "a shared machine" and "load_average" in record["conditions"]
+    page = measurements.render(measurements.load_records(tmp_path))
+    assert "## The test suite per tier" in page and "fast min (tests)" in page
+    assert "1,348 passed, 1 skipped, 96 deselected" in page and "a shared machine" in page
+    with pytest.raises(SystemExit):
+        suite_time.main(["--tiers", "slow"], run=run)

@@ -63,6 +63,7 @@ def test_assemble_refuses_a_wrong_hash(tmp_path, parts):
     assert not target.exists() and not list(tmp_path.glob("*.tmp"))
 
 
+@pytest.mark.model
 def test_missing_part_names_the_pip_install(monkeypatch):
     modules = models.QWEN05_PART_MODULES[:2] + ("fhs_no_such_part_pkg",)
     monkeypatch.setattr(models, "QWEN05_PART_MODULES", modules)
@@ -129,6 +130,7 @@ def test_requantized_copy_is_made_once_and_answers(tmp_path):
     assert model.tokenize(b"revenue") and model("Revenue is", max_tokens=2, temperature=0)["choices"][0]["text"]
 
 
+@pytest.mark.model
 def test_requantized_rejects_an_unknown_type(tmp_path):
     with pytest.raises(InputError, match="quantization"):
         models.requantized(tmp_path / "x.gguf", "Q9_9")

@@ -85,6 +85,7 @@ def simulated_log(order: str) -> RequestLog:
     return log
 
 
+@pytest.mark.model
 def test_facts_of_one_table_share_more_prefix_in_the_new_order_and_logs_round_trip(tmp_path):
     tokenize = LineTokenizer(default_counter().tokenize) if default_counter().exact else (lambda s: list(s.encode()))
     shares = {}

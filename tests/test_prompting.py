@@ -231,6 +231,7 @@ def test_the_window_less_the_reply_caps_the_stage_budget():
     assert distinct_rungs([{"c": 2}, {"c": 2}, {"c": 1}]) == [{"c": 2}, {"c": 1}]
 
 
+@pytest.mark.model
 def test_a_prompt_over_its_budget_is_shortened_and_marked_in_its_call_record():
     long_fact = dataclasses.replace(FACT_A, context=" ".join(f"line {i}: revenue {i} | {i + 1}" for i in range(1_500)))
     config = CONFIG.replace(context_chars=12_000)
@@ -267,6 +268,7 @@ def test_clip():
     assert clip("abc", 0) == ""
 
 
+@pytest.mark.model
 def test_the_vocabulary_tokenizes_as_llama_cpp_pythons_own_call():
     """QwenVocab calls llama.cpp's tokenizer directly (a buffer a byte long): the same ids as
     ``Llama.tokenize``, on empty, whitespace, non-ASCII and long text."""
@@ -285,6 +287,7 @@ def test_the_vocabulary_tokenizes_as_llama_cpp_pythons_own_call():
 
 # ---- real data: the paper's selector over 200 candidates fits a 32k window --------------------
 
+@pytest.mark.model
 @pytest.mark.data
 @pytest.mark.parametrize("dataset", ["fincl", "codiesp"])
 def test_a_real_selector_prompt_of_200_candidates_fits_a_32k_window_counted_exactly(dataset):

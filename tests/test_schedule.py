@@ -115,6 +115,7 @@ def execute(tmp_path, name: str, backend, specs_of, workers: int):
     return records, metrics
 
 
+@pytest.mark.model
 def test_the_simulated_model_gives_the_same_records_and_metrics_at_1_and_64_in_flight(tmp_path):
     one = InFlight(SimulatedBackend(counter=CharEstimate()))
     many = InFlight(SimulatedBackend(counter=CharEstimate()))
@@ -150,6 +151,7 @@ def scripted() -> ScriptedLLM:
     return llm
 
 
+@pytest.mark.model
 def test_the_scripted_model_is_asked_the_same_requests_at_1_and_64_in_flight(tmp_path):
     one, many = scripted(), scripted()
     records_1, metrics_1 = execute(tmp_path, "one", InFlight(one), scripted_manifest, workers=1)
@@ -162,6 +164,7 @@ def test_the_scripted_model_is_asked_the_same_requests_at_1_and_64_in_flight(tmp
     assert asked(one) == asked(many) and len(one.requests) > len(FACTS)
 
 
+@pytest.mark.model
 @pytest.mark.parametrize("workers", [1, 8])
 def test_a_run_listed_twice_runs_once(tmp_path, workers):
     model = ModelChoice.resolve("smoke", cache=tmp_path / "responses.sqlite")

@@ -56,6 +56,7 @@ def test_request_shows_numbered_candidates_in_the_method_order():
     assert request.temperature == 0.0 and request.purpose == "selector" and request.max_tokens == 512
 
 
+@pytest.mark.model
 def test_request_shrinks_definitions_when_over_its_token_budget():
     full, fitted = selector_request(FACT, IDS, TAXONOMY, DOMAIN, FHSConfig())
     tokens = count_messages(default_counter(), full.messages)
@@ -71,6 +72,7 @@ def test_request_shrinks_definitions_when_over_its_token_budget():
     assert "[1] C1 / monetaryItemType / Label C1\n" in fits.messages[-1].content
 
 
+@pytest.mark.model
 def test_the_window_less_the_reply_is_the_budget_when_it_is_smaller():
     full, _ = selector_request(FACT, IDS, TAXONOMY, DOMAIN, FHSConfig())
     tokens = count_messages(default_counter(), full.messages)

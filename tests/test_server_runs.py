@@ -98,13 +98,20 @@ def many_facts(facts, n: int) -> None:
     facts.write_text("".join(json.dumps(row) + "\n" for row in many))
 
 
-# Each: the simulator's misbehaviour, and the client settings a user would pass against it
+# Each: the simulator's misbehaviour (in seconds of its own clock), and the client settings a user would pass
+# against it. The simulator runs on a compressed clock (--time-scale divides its latency, Retry-After and drip);
+# a client's deadline stays at a second, above the clean answers' latency on a loaded machine (shorter ones timed
+# clean answers out and retried them, which loaded the server more), so a drip past it is compressed only as far
+# as it stays past it (3 s over 2: 1.5 s), and the waits after a deadline are shortened instead.
+FAST = ["--time-scale", "5"]
+SHORT_BACKOFF = ["--retry-backoff", "0.25"]  # a quarter of fhs.llm.openai.DEFAULT_BACKOFF_S
 BUSY_SERVERS = [
-    ("60% HTTP 429 with Retry-After", ["--busy", "0.6", "--retry-after", "0.2"], []),
-    ("30% hung connections, a short deadline", ["--hang", "0.3"], ["--request-timeout", "1"]),
-    ("slow drip: 30% of answers over 3 s, past a short deadline", ["--drip", "3", "--drip-share", "0.3"],
-     ["--request-timeout", "1"]),
-    ("slow drip: every answer over 0.3 s, within the deadline", ["--drip", "0.3"], []),
+    ("60% HTTP 429 with Retry-After", ["--busy", "0.6", "--retry-after", "0.2", *FAST], []),
+    ("30% hung connections, a short deadline", ["--hang", "0.3"], ["--request-timeout", "1", *SHORT_BACKOFF]),
+    ("slow drip: 30% of answers over 3 s, past a short deadline", ["--drip", "3", "--drip-share", "0.3",
+                                                                   "--time-scale", "2"],
+     ["--request-timeout", "1", *SHORT_BACKOFF]),
+    ("slow drip: every answer over 0.3 s, within the deadline", ["--drip", "0.3", *FAST], []),
 ]
 
 
@@ -116,7 +123,7 @@ def clean_run(tmp_path_factory):
     base = tmp_path_factory.mktemp("clean")
     facts, concepts = write_inputs(base)
     many_facts(facts, 200)
-    with running(free_port(), "--fixed-latency", "0.05") as url:
+    with running(free_port(), "--fixed-latency", "0.05", *FAST) as url:
         code = main_quiet(facts, concepts, base / "run", url, base / "cache" / "responses.sqlite", io.StringIO())
         peak = stats(url)["max_in_flight"]
     assert code == 0

@@ -131,6 +131,18 @@ def test_time_scale_divides_latency():
         assert time.perf_counter() - started < 2.0  # unscaled, the server alone would take 2 s
 
 
+def test_time_scale_divides_a_busy_servers_retry_after_and_drip():
+    """A busy server runs on the same compressed clock as a healthy one (tests/test_server_runs.py's do)."""
+    with running(free_port(), "--fixed-latency", "0", "--time-scale", "10", "--busy", "1", "--retry-after", "2") as url:
+        refused = ask(url)
+    assert refused.status_code == 429 and refused.headers["retry-after"] == "0.2"
+    with running(free_port(), "--fixed-latency", "0", "--time-scale", "10", "--drip", "4") as url:
+        started = time.perf_counter()
+        assert ask(url).status_code == 200
+        elapsed = time.perf_counter() - started
+    assert 0.3 < elapsed < 4.0  # dripped over 0.4 s; unscaled, over 4 s
+
+
 def test_sigterm_prints_the_in_flight_summary():
     port = free_port()
     process = subprocess.Popen([*COMMAND, "--port", str(port),

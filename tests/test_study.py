@@ -29,6 +29,7 @@ class SameAnswer:
         return [Response(text=replies[r.purpose], tokens_in=3, tokens_out=2, seconds=0.5) for r in requests]
 
 
+@pytest.mark.model
 def test_runs_are_cached_and_settings_pick_the_folder(tmp_path):
     study = Study.for_profile("smoke", tmp_path, progress=False)
     facts = study.experiment("fincl").facts[:4]
@@ -49,6 +50,7 @@ def test_runs_are_cached_and_settings_pick_the_folder(tmp_path):
     assert study.run_llm("fincl", "fhs", model, facts=facts).metrics["n_new"] == 0
 
 
+@pytest.mark.model
 def test_a_retriever_swap_gets_its_own_folder_and_stamp(tmp_path, monkeypatch):
     """Dense/hybrid runs (Table 17) name their folder and record the model; BM25 runs keep theirs."""
     import numpy as np
@@ -89,6 +91,7 @@ def test_a_retriever_swap_gets_its_own_folder_and_stamp(tmp_path, monkeypatch):
     assert [r["hypotheses"] for r in swapped.records] == [r["hypotheses"] for r in first.records]
 
 
+@pytest.mark.model
 def test_fhs_run_and_a_study_write_the_same_stamp(tmp_path, capsys):
     """One RunSpec behind both: the same run from the command line and from a chapter has one stamp."""
     study = Study.for_profile("smoke", tmp_path / "runs", progress=False)
@@ -125,6 +128,7 @@ def test_summaries_are_small_and_records_are_read_lazily(tmp_path):
     assert [r["rank"] for r in ranks] == [s["rank"] for s in run.summaries]
 
 
+@pytest.mark.model
 def test_run_all_executes_a_manifest_together_with_the_records_of_one_run_at_a_time(tmp_path):
     facts = None
     runs = {}

@@ -178,7 +178,7 @@ def cmd_run(args: argparse.Namespace) -> dict:
             replay_unparsed=args.replay_unparsed, any_server=args.replay_from_any_server,
             max_in_flight=args.max_in_flight, thinking={"on": True, "off": False}.get(args.thinking),
             replay=args.replay, request_timeout=args.request_timeout, give_up_after=args.give_up_after,
-            oracle_noise=args.oracle_noise))
+            retry_backoff=args.retry_backoff, oracle_noise=args.oracle_noise))
     if args.retry_unusable and (args.replay_unparsed or not spec.asks_model):
         raise InputError("--retry-unusable asks the model again for answers no stage could use"
                          + (", which --replay-unparsed serves from the cache instead" if spec.asks_model

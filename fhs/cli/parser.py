@@ -15,7 +15,8 @@ from fhs.data.datasets import DATASETS
 from fhs.data.domain import available_domains
 from fhs.data.taxonomies import TAXONOMIES
 from fhs.llm.factory import BACKENDS
-from fhs.llm.openai import DEFAULT_GIVE_UP_S, DEFAULT_REQUEST_TIMEOUT_S, MAX_WAIT_S, STRUCTURED_MODES
+from fhs.llm.openai import (DEFAULT_BACKOFF_S, DEFAULT_GIVE_UP_S, DEFAULT_REQUEST_TIMEOUT_S, MAX_BACKOFF_S, MAX_WAIT_S,
+                            STRUCTURED_MODES)
 from fhs.method.config import DEFAULT_CONFIG, NAMED_CONFIGS
 from fhs.method.knobs import FUSION, NORMALISE, RENDER, SELECTOR_LAYOUT, WINDOW
 from fhs.method.registry import METHODS
@@ -176,7 +177,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--refused", choices=list(REFUSED), default=MISS,
                      help="facts the server refused: " + "; ".join(f"{k} = {v}" for k, v in REFUSED.items())
                           + f" (default {MISS}); metrics.json counts them either way")
-    run.add_argument("--quiet", action="store_true", help="no progress bar")
+    run.add_argument("--quiet", action="store_true",
+                     help="no progress bar (the search kernels' one compile per machine is still said on stderr)")
     run.add_argument("--fresh", action="store_true",
                      help="discard the records already in --out instead of resuming from them, and reuse no "
                           "verdict of the verdict ledger (model answers still come from --cache)")
@@ -202,6 +204,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help=f"an OpenAI-compatible server: stop after this long with no successful answer at all "
                           f"(default {DEFAULT_GIVE_UP_S:g}); until then busy answers (429, 503), resets and "
                           f"deadlines are retried with backoff that honours Retry-After")
+    run.add_argument("--retry-backoff", type=_seconds("retry-backoff"), default=None, metavar="SECONDS",
+                     help=f"an OpenAI-compatible server: the first wait before asking again after a failed attempt "
+                          f"whose answer names no Retry-After (default {DEFAULT_BACKOFF_S:g}), doubled at each try up to "
+                          f"{MAX_BACKOFF_S:g} s")
     run.add_argument("--replay", default=None, metavar="ARCHIVE",
                      help="answer every model call from an `fhs archive` file, with no server; a call it "
                           "does not hold is an error")

@@ -34,6 +34,7 @@ CONNECTIONS_PER_CLIENT = 16  # connections per httpx pool (see OpenAIBackend._ht
 DEFAULT_REQUEST_TIMEOUT_S = 600.0  # one attempt, from sending to the answer's last byte (--request-timeout)
 DEFAULT_GIVE_UP_S = 600.0  # a request stops after this long with no successful answer at all (--give-up-after)
 MAX_WAIT_S = 7 * 24 * 3600.0  # the longest --request-timeout or --give-up-after: a week
+DEFAULT_BACKOFF_S = 1.0  # the first wait after a failed attempt with no Retry-After, doubled each try (--retry-backoff)
 MAX_BACKOFF_S = 30.0  # the longest wait between two attempts, unless the server's Retry-After asks for more
 LAST_TRY_S = 1.0  # an attempt started at the give-up time still has this long (or its own deadline) to answer
 UNREACHABLE_TRIES = 5  # a server that never answered anything (nothing listens?) is named after this many tries
@@ -67,7 +68,7 @@ class OpenAIBackend:
     ``"none"`` (the prompt alone asks for JSON, as in the paper's code).
     A busy server does not end a long run. Connection errors, resets, 429 and 5xx
     are retried after the server's ``Retry-After`` where it sends one, else
-    with exponential backoff (at most ``MAX_BACKOFF_S``), each retry on the next server;
+    with exponential backoff from ``backoff_s`` (at most ``max_backoff_s``), each retry on the next server;
     other 4xx fail at once. So is an attempt that reaches its deadline
     (``timeout``), and the in-flight slot it held is freed then. A request gives
     up only when the backend has had no successful answer at all for
@@ -99,7 +100,8 @@ class OpenAIBackend:
         chat_template_kwargs: Mapping[str, Any] | None = None,
         extra_body: Mapping[str, Any] | None = None,
         max_retries: int | None = None,
-        backoff_s: float = 1.0,
+        backoff_s: float = DEFAULT_BACKOFF_S,
+        max_backoff_s: float = MAX_BACKOFF_S,
         any_server: bool = False,
         give_up_s: float = DEFAULT_GIVE_UP_S,
     ) -> None:
@@ -112,7 +114,8 @@ class OpenAIBackend:
             raise InputError(f"unknown structured mode '{structured}'", field="structured",
                              fix=f"use one of {', '.join(STRUCTURED_MODES)}")
         check_in_flight(max_in_flight, len(base_urls))
-        for name, value in (("timeout", timeout), ("give_up_s", give_up_s)):
+        for name, value in (("timeout", timeout), ("give_up_s", give_up_s), ("backoff_s", backoff_s),
+                            ("max_backoff_s", max_backoff_s)):
             check_seconds(value, name)
         # the URLs connected to keep any user info (httpx sends it as basic auth); what is shown or
         # recorded is the public form (fhs.core.urls)
@@ -129,7 +132,8 @@ class OpenAIBackend:
         self.chat_template_kwargs = {**template, **dict(chat_template_kwargs or {})}
         self.extra_body = dict(extra_body or {})
         self.max_retries = max_retries
-        self.backoff_s = backoff_s
+        self.backoff_s = float(backoff_s)
+        self.max_backoff_s = float(max_backoff_s)
         self.give_up_s = float(give_up_s)
         self._last_success: float | None = None  # time.monotonic() of the latest successful answer
         self._answered = False  # whether any server of this backend ever sent an HTTP answer
@@ -276,7 +280,7 @@ class OpenAIBackend:
                     f"allow longer with --give-up-after SECONDS (or a longer --request-timeout)")
             # the server's own Retry-After where it gives one; else exponential backoff, jittered so that
             # requests refused together do not all come back together
-            wait = retry_after or min(self.backoff_s * 2 ** min(tries - 1, 30), MAX_BACKOFF_S) * \
+            wait = retry_after or min(self.backoff_s * 2 ** min(tries - 1, 30), self.max_backoff_s) * \
                 (0.5 + self._jitter.random() / 2)
             await asyncio.sleep(min(wait, self.give_up_s - quiet))
 

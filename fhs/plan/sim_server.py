@@ -54,7 +54,9 @@ chat requests, drawn with ``--seed``): ``--busy`` answers HTTP 429 with
 request and never answers, holding the connection open until the client gives
 up on it; ``--drip S`` sends the answer's body (headers at once) in small
 pieces spread over S seconds, for ``--drip-share`` of the answers. ``/stats``
-counts them (``busy``, ``hung``, ``dripped``).
+counts them (``busy``, ``hung``, ``dripped``). ``--time-scale`` divides the
+Retry-After and the drip's seconds too, so a busy server runs on the same
+compressed clock as a healthy one (the tests' busy servers do).
 
 asyncio only, no thread per request: it shares the machine's cores with the client.
 """
@@ -358,7 +360,7 @@ async def _handle(sim: Simulator, reader: asyncio.StreamReader, writer: asyncio.
             if chat and options.busy and sim.draw() < options.busy:
                 sim.busy += 1
                 status, payload = 429, {"error": {"message": "too many requests", "type": "RateLimitError"}}
-                extra = {"Retry-After": f"{options.retry_after:g}"}
+                extra = {"Retry-After": f"{options.retry_after / options.time_scale:g}"}
             elif chat and options.hang and sim.draw() < options.hang:
                 sim.hung += 1
                 while await reader.read(65536):  # never answer; wait for the client to give up
@@ -368,7 +370,7 @@ async def _handle(sim: Simulator, reader: asyncio.StreamReader, writer: asyncio.
                 status, payload = await _route(sim, method, target, headers, raw)
                 if chat and options.drip and sim.draw() < options.drip_share:
                     sim.dripped += 1
-                    drip = options.drip
+                    drip = options.drip / options.time_scale
             close = headers.get("connection", "").lower() == "close"
             await _send(writer, status, payload, close=close, headers=extra, drip=drip)
             if close:
@@ -479,11 +481,13 @@ def parse_args(argv: list[str] | None = None) -> tuple[Options, str, int]:
     parser.add_argument("--fixed-latency", type=float, default=None,
                         help="answer every request this many seconds after it arrived, any number at once")
     parser.add_argument("--busy", type=float, default=0.0, help="share of chat requests answered 429 at once")
-    parser.add_argument("--retry-after", type=float, default=1.0, help="the Retry-After of a 429, in seconds")
+    parser.add_argument("--retry-after", type=float, default=1.0,
+                        help="the Retry-After of a 429, in seconds (divided by --time-scale)")
     parser.add_argument("--hang", type=float, default=0.0,
                         help="share of chat requests never answered (the connection is held open)")
     parser.add_argument("--drip", type=float, default=0.0,
-                        help="send an answer's body in small pieces spread over this many seconds")
+                        help="send an answer's body in small pieces spread over this many seconds "
+                             "(divided by --time-scale)")
     parser.add_argument("--drip-share", type=float, default=1.0, help="share of answers dripped (with --drip)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the busy, hung and dripped draws")
     args = parser.parse_args(argv)

@@ -27,8 +27,8 @@ from fhs.core.ranges import count_problem, share_problem, switch_problem, weight
 from fhs.core.text import token_set, tokenize
 from fhs.data.taxonomy import Taxonomy
 from fhs.retrieval.index_cache import index_path, read_arrays, write_arrays
-from fhs.retrieval.sparse_top_k import (DOCUMENT_MASK, LABEL_BIT, MAX_LABEL_WORDS, Scratch, bm25_top_k, bm25_top_k_many,
-                                        eq6_top_k, eq6_top_k_many)
+from fhs.retrieval.sparse_top_k import (DOCUMENT_MASK, FIRST_BATCH, FIRST_SEARCH, LABEL_BIT, MAX_LABEL_WORDS, Scratch,
+                                        bm25_top_k, bm25_top_k_many, eq6_top_k, eq6_top_k_many)
 
 
 @dataclass(frozen=True)
@@ -429,6 +429,11 @@ class Retriever:
 
     def search_tokens(self, tokens: set[str] | frozenset[str], datatype: str | None = None, top_k: int | None = None) -> Ranking:
         """:meth:`search` for an already tokenized query, by the compiled kernels (``sparse_top_k``)."""
+        if not FIRST_SEARCH.done:  # the process's first query may compile the kernels: say so
+            return FIRST_SEARCH.run(self._search_tokens, tokens, datatype, top_k)
+        return self._search_tokens(tokens, datatype, top_k)
+
+    def _search_tokens(self, tokens: set[str] | frozenset[str], datatype: str | None, top_k: int | None) -> Ranking:
         k = self.config.top_k if top_k is None else top_k
         part = self.partition_for(datatype)
         if self.config.w_cov <= 0:
@@ -453,6 +458,12 @@ class Retriever:
     def search_tokens_many(self, token_sets: Sequence[set[str] | frozenset[str]], datatypes: Sequence[str | None],
                            top_k: int | None = None) -> list[Ranking]:
         """:meth:`search_tokens` for many tokenized queries, grouped by the index each searches."""
+        if not FIRST_BATCH.done:
+            return FIRST_BATCH.run(self._search_tokens_many, token_sets, datatypes, top_k)
+        return self._search_tokens_many(token_sets, datatypes, top_k)
+
+    def _search_tokens_many(self, token_sets: Sequence[set[str] | frozenset[str]], datatypes: Sequence[str | None],
+                            top_k: int | None) -> list[Ranking]:
         k = self.config.top_k if top_k is None else top_k
         groups: dict[int, tuple[_Partition, list[int]]] = {}
         for i, datatype in enumerate(datatypes):

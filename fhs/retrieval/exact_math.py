@@ -20,7 +20,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+
+from fhs.retrieval.jit import kernel
 
 # A row's integers stay below 2**34; times int8 weights (|w| <= 127) over 1,536 terms the sum
 # stays below 2**53, where float64 holds every integer exactly.
@@ -53,7 +54,7 @@ ERF_CONSTANT_ROW = len(ERF_TAYLOR)
 ERF_ROWS = np.concatenate([np.array(ERF_TAYLOR).reshape(-1), [1.0] + [0.0] * (ERF_COLUMNS - 1)])
 
 
-@njit(cache=True)
+@kernel()
 def exp_nonpositive(x: np.ndarray, n: int, out: np.ndarray, powers: np.ndarray) -> None:
     """``out[:n]`` = e**x for x <= 0, to about an ulp (0 below -708, where e**x is not a normal number).
 
@@ -73,7 +74,7 @@ def exp_nonpositive(x: np.ndarray, n: int, out: np.ndarray, powers: np.ndarray) 
         out[j] = out[j] * scale[j] if x[j] >= -708.0 else 0.0
 
 
-@njit(cache=True)
+@kernel()
 def erf_abs(a: np.ndarray, out: np.ndarray, rows: np.ndarray) -> None:
     """``out`` = erf(a) for a >= 0 (an array), to about 1e-16, from ``ERF_ROWS``: each element's row
     of Taylor coefficients is picked first (``rows``), then one Horner step runs over all elements."""
@@ -90,7 +91,7 @@ def erf_abs(a: np.ndarray, out: np.ndarray, rows: np.ndarray) -> None:
             out[e] = out[e] * t[e] + ERF_ROWS[rows[e] + k]
 
 
-@njit(cache=True)
+@kernel()
 def to_fixed(x: np.ndarray, ints: np.ndarray, back: np.ndarray) -> None:
     """Each row of ``x`` as integers below 2**FIXED_BITS (``ints``) times a power of two (``back``).
 
@@ -109,7 +110,7 @@ def to_fixed(x: np.ndarray, ints: np.ndarray, back: np.ndarray) -> None:
             ints[r, c] = np.rint(x[r, c] * scale)
 
 
-@njit(cache=True)
+@kernel()
 def from_fixed(product: np.ndarray, back: np.ndarray, scale: np.ndarray, bias: np.ndarray) -> None:
     """In place: an exact integer product back to values, times each column's weight scale, plus bias."""
     for r in range(product.shape[0]):
@@ -117,7 +118,7 @@ def from_fixed(product: np.ndarray, back: np.ndarray, scale: np.ndarray, bias: n
             product[r, c] = (product[r, c] * back[r]) * scale[c] + bias[c]
 
 
-@njit(cache=True)
+@kernel()
 def add_layer_norm(a: np.ndarray, b: np.ndarray | None, gamma: np.ndarray, beta: np.ndarray, eps: float,
                    out: np.ndarray) -> None:
     """``out`` = LayerNorm(a + b) row by row (b may be None), sums in column order."""
@@ -138,7 +139,7 @@ def add_layer_norm(a: np.ndarray, b: np.ndarray | None, gamma: np.ndarray, beta:
             out[r, c] = (out[r, c] - mean) * inverse * gamma[c] + beta[c]
 
 
-@njit(cache=True)
+@kernel()
 def gelu(x: np.ndarray, root2: float) -> None:
     """In place, row by row: x * 0.5 * (1 + erf(x / root2)), the exact GELU."""
     width = x.shape[1]
@@ -155,7 +156,7 @@ def gelu(x: np.ndarray, root2: float) -> None:
             x[r, c] = v * (0.5 * (1.0 + e))
 
 
-@njit(cache=True)
+@kernel()
 def attention(qkv: np.ndarray, mask: np.ndarray, heads: int, scale: float, out: np.ndarray) -> None:
     """Multi-head self-attention over ``qkv`` rows (batch * length, 3 * width) into ``out``; keys where
     ``mask`` is 0 take no weight. A score sums over the head's dimensions in order, an output over
@@ -206,7 +207,7 @@ def attention(qkv: np.ndarray, mask: np.ndarray, heads: int, scale: float, out: 
                     out[base + i, q0 + d] = row[d]
 
 
-@njit(cache=True)
+@kernel()
 def mean_pool_unit(hidden: np.ndarray, mask: np.ndarray, out: np.ndarray) -> None:
     """Each sequence's mean over its unmasked tokens, scaled to unit length (float32 ``out``)."""
     batch, length = mask.shape
@@ -229,7 +230,7 @@ def mean_pool_unit(hidden: np.ndarray, mask: np.ndarray, out: np.ndarray) -> Non
             out[b, c] = row[c] / norm
 
 
-@njit(cache=True)
+@kernel()
 def dots(matrix: np.ndarray, rows: np.ndarray, query: np.ndarray, out: np.ndarray) -> None:
     """``out[i]`` = matrix[rows[i]] . query in float64, summed in column order: the same on every CPU."""
     for i in range(rows.size):

@@ -17,13 +17,18 @@ from __future__ import annotations
 import threading
 
 import numpy as np
-from numba import njit
+
+from fhs.retrieval.jit import FirstCompile, kernel
 
 
 def _kernel(**options):
-    """Compiled once and cached on disk. Division by zero is IEEE's (numpy's error model): every
-    division here is guarded, and without Python's zero check the compiler vectorizes the loops."""
-    return njit(cache=True, nogil=True, error_model="numpy", **options)
+    """Compiled once and cached on disk (``fhs.retrieval.jit``). Division by zero is IEEE's (numpy's error
+    model): every division here is guarded, and without Python's zero check the compiler vectorizes the loops."""
+    return kernel(nogil=True, error_model="numpy", **options)
+
+
+FIRST_SEARCH = FirstCompile("the search kernels", __name__)  # a query's path: one query at a time
+FIRST_BATCH = FirstCompile("the batched search kernels", __name__)  # many queries in one call
 
 
 MAX_LABEL_WORDS = np.iinfo(np.uint16).max  # label hits count in uint16: a document's hits <= its label's words

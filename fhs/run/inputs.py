@@ -246,9 +246,11 @@ class ModelChoice:
     thinking: bool | None = None  # the chat template's thinking mode (None: the profile's)
     replay: Path | None = None  # an `fhs archive` file: every answer comes from it, no server is asked
     # An OpenAI-compatible server's client (None: fhs.llm.openai's defaults): the deadline of one request
-    # attempt, and how long a request goes on with no successful answer from the server before it gives up
+    # attempt, how long a request goes on with no successful answer from the server before it gives up,
+    # and the first wait before asking again where the server names none (doubled at each try)
     request_timeout: float | None = None
     give_up_after: float | None = None
+    retry_backoff: float | None = None
     # backend "oracle" only: "hypotheses=P,verdicts=Q" (fhs.method.oracle_model.OracleNoise); None is no noise
     oracle_noise: str | None = None
     _llm: object = field(default=None, compare=False, repr=False)
@@ -260,7 +262,8 @@ class ModelChoice:
                 structured: str | None = None, replay_unparsed: bool = False,
                 any_server: bool = False, max_in_flight: int | None = None, thinking: bool | None = None,
                 replay: str | Path | None = None, request_timeout: float | None = None,
-                give_up_after: float | None = None, oracle_noise: str | None = None) -> "ModelChoice":
+                give_up_after: float | None = None, retry_backoff: float | None = None,
+                oracle_noise: str | None = None) -> "ModelChoice":
         chosen = get_profile(profile) if isinstance(profile, str) else profile
         if oracle_noise is not None and backend != ORACLE:
             raise InputError("oracle noise is for the oracle backend only", field="oracle-noise",
@@ -287,7 +290,8 @@ class ModelChoice:
                    max_in_flight=int(max_in_flight) if max_in_flight is not None else None,
                    thinking=thinking, replay=Path(replay) if replay else None,
                    request_timeout=_seconds(request_timeout, "request_timeout"),
-                   give_up_after=_seconds(give_up_after, "give_up_after"), oracle_noise=oracle_noise)
+                   give_up_after=_seconds(give_up_after, "give_up_after"),
+                   retry_backoff=_seconds(retry_backoff, "retry_backoff"), oracle_noise=oracle_noise)
 
     def thinking_mode(self) -> bool:
         return self.profile.thinking if self.thinking is None else bool(self.thinking)
@@ -302,7 +306,8 @@ class ModelChoice:
         if self._llm is None:
             key = (self.backend, self.model, self.base_urls, str(self.cache_path), self.structured,
                    self.replay_unparsed, self.any_server, self.max_in_flight, self.thinking_mode(),
-                   str(self.replay) if self.replay else None, self.request_timeout, self.give_up_after)
+                   str(self.replay) if self.replay else None, self.request_timeout, self.give_up_after,
+                   self.retry_backoff)
             with _CLIENTS_LOCK:
                 if key not in _CLIENTS:
                     _CLIENTS[key] = self._make_llm()
@@ -334,6 +339,8 @@ class ModelChoice:
                 options["timeout"] = self.request_timeout
             if self.give_up_after is not None:
                 options["give_up_s"] = self.give_up_after
+            if self.retry_backoff is not None:
+                options["backoff_s"] = self.retry_backoff
         if self.backend in ("openai", "vllm"):
             options["thinking"] = self.thinking_mode()
         return make_llm(self.backend, self.model, base_urls=list(self.base_urls) or None,
