@@ -34,13 +34,20 @@ TIERS = {"fast": "not model and not data", "data": "data and not model", "model"
 Run = Callable[..., subprocess.CompletedProcess]
 
 
-def run_tier(name: str, python: str, run: Run = subprocess.run) -> dict[str, Any]:
-    """One tier through pytest: its step of the record (seconds, pytest's counts)."""
+def run_tier(name: str, python: str, run: Run = subprocess.run, durations: int = 0,
+             log_dir: Path | None = None) -> dict[str, Any]:
+    """One tier through pytest: its step of the record (seconds, pytest's counts); its whole output
+    (with the ``durations`` slowest tests, when asked) kept in ``log_dir/<tier>.log``."""
     command = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", TIERS[name]]
+    if durations:
+        command.append(f"--durations={durations}")
     started = time.perf_counter()
     done = run(command, cwd=ROOT, capture_output=True, text=True)
     seconds = time.perf_counter() - started
     output = (done.stdout or "") + (done.stderr or "")
+    if log_dir is not None:
+        log_dir.mkdir(parents=True, exist_ok=True)
+        (log_dir / f"{name}.log").write_text(output)
     print(output.rstrip().splitlines()[-1] if output.strip() else f"{name}: no output", file=sys.stderr)
     return {"step": name, "seconds": round(seconds, 1), "tests": pytest_counts(output), "exit": done.returncode}
 
@@ -87,13 +94,16 @@ def main(argv: Sequence[str] | None = None, run: Run = subprocess.run) -> int:
     parser.add_argument("--note", default=None, help="what the record should say about the conditions")
     parser.add_argument("--record-dir", default=str(RECORDS), help="where the record goes (default book/records)")
     parser.add_argument("--no-record", action="store_true", help="print the times, write no record")
+    parser.add_argument("--durations", type=int, default=0, help="list this many slowest tests of each tier")
+    parser.add_argument("--log-dir", default=None, help="keep each tier's whole output here as <tier>.log")
     args = parser.parse_args(argv)
     tiers = [t.strip() for t in args.tiers.split(",") if t.strip()]
     unknown = [t for t in tiers if t not in TIERS]
     if unknown or not tiers:
         parser.error(f"--tiers: {', '.join(unknown) or 'none given'}; choose from {', '.join(TIERS)}")
     started, load = datetime.now().astimezone(), os.getloadavg()[0]
-    steps = [run_tier(name, args.python, run) for name in tiers]
+    log_dir = Path(args.log_dir) if args.log_dir else None
+    steps = [run_tier(name, args.python, run, args.durations, log_dir) for name in tiers]
     record = suite_record(steps, started, tiers, args.note, load, machine(), commit())
     for step in record["steps"]:
         print(f"{step['step']}: {step['seconds']:.1f} s, {step['tests']}")

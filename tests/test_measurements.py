@@ -122,3 +122,18 @@ def test_suite_time_runs_each_tier_and_writes_a_record_the_page_renders(tmp_path
     assert "1,348 passed, 1 skipped, 96 deselected" in page and "a shared machine" in page
     with pytest.raises(SystemExit):
         suite_time.main(["--tiers", "slow"], run=run)
+
+
+def test_suite_time_keeps_each_tiers_output_with_its_slowest_tests(tmp_path):
+    from dev import suite_time
+
+    commands = []
+
+    def run(command, **_):
+        commands.append(command)
+        return argparse.Namespace(stdout="slowest 5 durations\n3 passed in 1.0s\n", stderr="", returncode=0)
+
+    assert suite_time.main(["--tiers", "fast", "--no-record", "--durations", "5", "--log-dir", str(tmp_path)],
+                           run=run) == 0
+    assert "--durations=5" in commands[0]
+    assert "slowest 5 durations" in (tmp_path / "fast.log").read_text()
