@@ -303,8 +303,8 @@ def test_the_other_recipes_take_their_values_as_data(tmp_path):
                       "--server-args", "--time-scale 10", ";touch", "V"]]
     done, calls = run_target(tmp_path, "book", DATASETS="  ")  # no specs: the companion's own book
     assert [call[:2] for call in calls] == [["fhs", "data"], ["python", "scripts/run_notebooks.py"],
-                                            ["python", "-m"], ["python", "-m"], ["jupyter-book", "build"],
-                                            ["python", "-m"]], done.stderr
+                                            ["python", "-m"], ["python", "-m"], ["python", "-m"],
+                                            ["jupyter-book", "build"], ["python", "-m"]], done.stderr
     done, calls = run_target(tmp_path, "check-browser", CHROMIUM="`touch U`")
     assert done.returncode == 2 and "no '`touch U`' on PATH" in done.stderr
     no_bait_ran(tmp_path / "checkout")
