@@ -21,7 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout even before `pip install -e .`
 
-from fhs.book.adapter_book import DEFAULT_CHAPTERS, SUMMARY, book_dataset, plan_book, write_book_files  # noqa: E402
+from fhs.book.adapter_book import (DEFAULT_CHAPTERS, SUMMARY, book_dataset, keep_notebook_links_inside,  # noqa: E402
+                                   pages_present, plan_book, write_book_files)
 from fhs.book.toc import Chapter, load_profiles, parse_assignment  # noqa: E402
 from fhs.core.errors import InputError  # noqa: E402
 from fhs.core.outputs import check_out  # noqa: E402
@@ -104,6 +105,10 @@ def build(args: argparse.Namespace) -> int:
         log.save()
         append_timing(out / STATE_DIR / "timings.tsv", args.profile, p.chapter.stem, seconds, "ok")
         print(f"      done in {seconds:.1f} s", flush=True)
+    for stem in book.chapters:  # a chapter's prose may name a page of the full book this one lacks
+        page = out / "book" / f"{stem}.ipynb"
+        if page.is_file():
+            keep_notebook_links_inside(page, pages_present(book))
     if args.no_html:
         return 0
     jupyter_book = Path(sys.executable).parent / "jupyter-book"

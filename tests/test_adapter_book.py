@@ -156,3 +156,23 @@ def test_an_adapters_book_from_a_spec_the_project_never_saw(tmp_path):
             assert re.sub(r"<[^>]+>|\s|¶|#", "", body), (stem, section[:200])
     log = json.loads((out / "_build" / ".notebooks" / "executions.json").read_text())
     print("chapter seconds:", {stem: entry["seconds"] for stem, entry in log.items()})
+
+
+def test_a_chapters_prose_names_only_pages_the_adapters_book_holds(tmp_path):
+    """A chapter's Markdown may cite a page of the full book (the deviations page); in an adapter's
+    book that page is absent and a strict build fails on the reference, so it becomes words."""
+    import nbformat
+
+    from fhs.book.adapter_book import keep_notebook_links_inside
+
+    page = tmp_path / "01_readiness_gap.ipynb"
+    notebook = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell("off by default (see {doc}`deviations`), as {doc}`01_readiness_gap` shows"),
+        nbformat.v4.new_code_cell("x = '{doc}`deviations`'")])
+    nbformat.write(notebook, page)
+    assert keep_notebook_links_inside(page, {"index", "01_readiness_gap"})
+    cells = nbformat.read(page, as_version=4).cells
+    assert cells[0].source == ("off by default (see the full book's *deviations* page), "
+                               "as {doc}`01_readiness_gap` shows")
+    assert cells[1].source == "x = '{doc}`deviations`'"  # code is left as it is
+    assert not keep_notebook_links_inside(page, {"index", "01_readiness_gap"})  # nothing left to change

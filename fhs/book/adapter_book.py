@@ -120,6 +120,27 @@ def keep_links_inside(text: str, present: set[str]) -> str:
     return _DOC.sub(replace, text)
 
 
+def pages_present(plan: BookPlan) -> set[str]:
+    """The pages an adapter's book holds, which a ``{doc}`` reference may name."""
+    return {"index", *plan.chapters, *PAGES, SUMMARY}
+
+
+def keep_notebook_links_inside(path: Path, present: set[str]) -> bool:
+    """``keep_links_inside`` over the Markdown cells of an executed chapter; whether it changed any."""
+    import nbformat
+
+    notebook = nbformat.read(path, as_version=4)
+    changed = False
+    for cell in notebook.cells:
+        if cell.cell_type == "markdown":
+            kept = keep_links_inside(cell.source, present)
+            changed |= kept != cell.source
+            cell.source = kept
+    if changed:
+        nbformat.write(notebook, path)
+    return changed
+
+
 def index_page(plan: BookPlan, profile: str, repo: Path) -> str:
     """The book's first page: its datasets, its chapters, and each chapter it left out with why."""
     names = ", ".join(f"`{d.name}`" for d in plan.datasets)
@@ -169,7 +190,7 @@ def write_book_files(book_dir: Path, repo: Path, plan: BookPlan, profile: str) -
         + yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
     (book_dir / "_toc.yml").write_text("# written by scripts/adapter_book.py\n"
                                        + yaml.safe_dump(toc(plan), sort_keys=False), encoding="utf-8")
-    present = {"index", *plan.chapters, *PAGES, SUMMARY}
+    present = pages_present(plan)
     for page in PAGES:
         text = (repo / "book" / f"{page}.md").read_text(encoding="utf-8")
         (book_dir / "book" / f"{page}.md").write_text(keep_links_inside(text, present), encoding="utf-8")
