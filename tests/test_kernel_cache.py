@@ -77,3 +77,11 @@ def test_a_read_only_package_compiles_once_into_the_users_cache_and_a_second_cop
             for path in (site / "toykernels", *(site / "toykernels").iterdir()):
                 path.chmod(stat.S_IRWXU)
         shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def test_the_notice_names_a_cache_under_home_without_the_home_folder():
+    """The notice lands in a chapter's output, which a reader downloads: no absolute home path."""
+    from fhs.retrieval.jit import _shown
+
+    assert _shown(str(Path.home() / ".cache" / "fhs" / "numba")) == "~/.cache/fhs/numba"
+    assert _shown("/srv/cache/numba") == "/srv/cache/numba"  # a folder the user chose elsewhere is theirs

@@ -113,7 +113,7 @@ class FirstCompile:
                 return work(*args)
             dispatchers = kernels_of(self.module)
             if not all(_cached(d) for d in dispatchers):
-                print(f"fhs: compiling {self.what} (once: numba caches them in {cache_folder()})",
+                print(f"fhs: compiling {self.what} (once: numba caches them in {_shown(cache_folder())})",
                       file=sys.stderr, flush=True)
             before, started = _misses(dispatchers), time.perf_counter()
             result = work(*args)
@@ -127,6 +127,12 @@ class FirstCompile:
 
 def cache_folder() -> str:
     return os.environ.get(CACHE_ENV) or str(cache_dir("numba"))
+
+
+def _shown(folder: str) -> str:
+    """``~/...`` for a folder under the home folder: the notice lands in built pages a reader downloads."""
+    path, home = Path(folder), Path.home()
+    return f"~/{path.relative_to(home)}" if path.is_relative_to(home) else folder
 
 
 def _cached(dispatcher: Any) -> bool:
