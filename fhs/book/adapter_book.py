@@ -32,8 +32,8 @@ CHAPTER_NEEDS: dict[str, tuple[str, ...]] = {
 }
 NEED_WORDS = {"domain": "a domain file (`domain:` in the spec; LLM methods need its dimensions)",
               "dev": "a development split (`dev:` in the spec)"}
-# The chapters whose prose and tables are written for any dataset (issue 43); the others
-# still describe the paper's datasets in places, so they join only when named (CHAPTERS=...).
+# The chapters whose prose and tables are written for any dataset; the others still
+# describe the paper's datasets in places, so they join only when named (CHAPTERS=...).
 DEFAULT_CHAPTERS = ("01_readiness_gap", "02_main_results")
 PAGES = ("adapting", "data")  # prose pages copied from book/; provenance is executed
 SUMMARY = "provenance"
