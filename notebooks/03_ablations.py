@@ -25,7 +25,7 @@
 #
 # Every row is a configuration of the one FHS code path (`fhs.method.fhs.run_fhs_fact`).
 # A variant that changes only β, fusion, normalisation, rendering or the window replays
-# the cached hypotheses and the verdict ledger (`fhs.method.ledger`): the generator is
+# the cached hypotheses and the verdict ledger (`fhs.run.ledger`): the generator is
 # never called again, and the verifier only for window candidates it never judged. The
 # tables below count the new calls each row made.
 

@@ -15,7 +15,7 @@ from fhs.llm.cache import CachedLLM, ResponseCache
 from fhs.method.config import FHSConfig
 from fhs.method.fhs import run_fhs_fact
 from fhs.method.knobs import knob_overrides
-from fhs.method.ledger import MemoryLedger, SqliteLedger, candidate_key, hypothesis_key
+from fhs.run.ledger import MemoryLedger, SqliteLedger, candidate_key, hypothesis_key
 from fhs.method.verifier import concept_or_stub
 from fhs.method.hypotheses import hypotheses_from_records
 from scripted_llm import OverlapRetriever, ScriptedLLM

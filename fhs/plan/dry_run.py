@@ -33,7 +33,7 @@ from fhs.data.sampling import sample_by_context
 from fhs.llm.cache import CachedLLM, ResponseCache
 from fhs.llm.tokens import TokenCounter, default_counter
 from fhs.method.config import DEFAULT_CONFIG, FHSConfig
-from fhs.method.ledger import MemoryLedger
+from fhs.run.ledger import MemoryLedger
 from fhs.method.registry import LLM_METHODS, get_method
 from fhs.plan.meter import LineMemo, Meter
 from fhs.plan.stand_in import StandIn

@@ -366,7 +366,7 @@ class ModelChoice:
 
             self._ledger = replay_ledger(self.replay, self.cache_path)
         if self._ledger is None:
-            from fhs.method.ledger import ledger_beside
+            from fhs.run.ledger import ledger_beside
 
             key = ("ledger", str(self.cache_path))
             with _CLIENTS_LOCK:
