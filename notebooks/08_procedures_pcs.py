@@ -120,7 +120,7 @@ show(adaptation.coverage_frame(coverage_rows),
 # gold still needs itself. The rule is general: any hierarchical code system can use it.
 # The gold-query probe (oracle) cannot quote a prefix's label, since no concept has one;
 # its query is instead **the words every code under the prefix shares**, label and
-# definition reduced separately (`fhs.method.oracle.prefix_text`): the section, body
+# definition reduced separately (`fhs.method.gold_query.prefix_text`): the section, body
 # system, root operation and body part, without the axes the codes differ in.
 
 # %% [markdown]

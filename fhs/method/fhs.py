@@ -192,7 +192,7 @@ def keep_hypothesis(fact: Fact, hypotheses: list[Hypothesis], config: FHSConfig,
     return kept or [fallback_hypothesis(fact, domain.dimension_names)]
 
 
-def run_method(fact: Fact, ctx: MethodContext, config: FHSConfig, method: str) -> dict:
+def fhs_as_method(fact: Fact, ctx: MethodContext, config: FHSConfig, method: str) -> dict:
     """``run_fhs_fact`` as a method: the stage record under the names the runner reads."""
     llm, domain = ctx.require_llm(method)
     stages = run_fhs_fact(fact, ctx.retriever, llm, domain, ctx.taxonomy, config, ledger=ctx.ledger)
@@ -207,4 +207,4 @@ def run_method(fact: Fact, ctx: MethodContext, config: FHSConfig, method: str) -
 
 def fhs(fact: Fact, ctx: MethodContext) -> dict:
     """Factorized Hypothesis Search: J sampled hypotheses, fusion, verifier, Eq. 3 (+ selector)."""
-    return run_method(fact, ctx, ctx.config, "fhs")
+    return fhs_as_method(fact, ctx, ctx.config, "fhs")

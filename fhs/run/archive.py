@@ -59,7 +59,7 @@ from fhs.run.ledger import Ledger, SqliteLedger, ledger_path
 from fhs.run.records import STAMP_NAME, read_records
 
 VERIFIER_PURPOSE = "verifier"  # fhs.method.verifier.PURPOSE
-UNRECORDED_PURPOSES = ("relocate",)  # calls no run record names (fhs.method.relocation): packed by model
+UNRECORDED_PURPOSES = ("relocate",)  # calls no run record names (fhs.run.relocation): packed by model
 _CHUNK = 500
 
 
