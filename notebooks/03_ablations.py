@@ -157,6 +157,6 @@ show(pd.DataFrame(windows), caption=f"Window size K_v on {dataset} (mean over {l
 # ## Check against recorded values
 
 # %%
-checked = ablations.checked_values(dataset, dev_dataset, arms, cells, chosen, table12_test, table11, windows)
+checked = ablations.ablation_metrics(dataset, dev_dataset, arms, cells, chosen, table12_test, table11, windows)
 used = {name: study.facts(name, llm=True) for name in (dataset, dev_dataset)}
 page.close(checked, inputs=study.input_fingerprints(used, choice))

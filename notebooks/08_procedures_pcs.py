@@ -261,5 +261,5 @@ print(f"index of {len(taxonomy):,} concepts: built in {build_seconds:.1f} s, rea
 # response cache. The paper reports no ICD-10-PCS numbers, so there is no paper column.
 
 # %%
-results = adaptation.checked_values(len(taxonomy), coverage_rows, len(facts), rates, runs)
+results = adaptation.adaptation_metrics(len(taxonomy), coverage_rows, len(facts), rates, runs)
 page.close(results, inputs=adaptation.input_fingerprints("pcs", facts, taxonomy, spec.domain))

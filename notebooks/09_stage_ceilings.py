@@ -174,5 +174,5 @@ print("\n".join(stage_ceilings.crossing_lines(crossings)))
 # decimals; a user's dataset spec gets its own values (NEW) the first time.
 
 # %%
-results = stage_ceilings.checked_values(labels, stages, baselines, frames)
+results = stage_ceilings.stage_ceiling_metrics(labels, stages, baselines, frames)
 page.close(results, inputs=study.input_fingerprints({labels[name]: used for name, used in facts.items()}))

@@ -54,7 +54,7 @@ def test_cost_table_splits_the_selectors_calls_from_the_methods_own():
 def test_check_values_name_every_method_metric_and_the_calls_with_the_selector():
     results, oracle = two_methods()
     cost = M.cost_table(results, ["fincl"], ["direct", "fhs"])
-    checked = M.checked_values(results, oracle, {"fincl": 2}, ["direct", "fhs"], cost, {"llm": 0.5}, INTERVAL)
+    checked = M.main_results_metrics(results, oracle, {"fincl": 2}, ["direct", "fhs"], cost, {"llm": 0.5}, INTERVAL)
     assert checked["fincl/facts"] == 2 and checked["fincl/fhs/calls_per_fact"] == 2.0
     assert checked["fincl/direct/recall@1"] == 0.5 and checked["fincl/oracle/mrr"] == 0.75
     assert "fincl/oracle/accuracy" not in checked and checked["codiesp/relocation/llm"] == 0.5

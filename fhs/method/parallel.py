@@ -20,7 +20,7 @@ from fhs.llm.contract import Request
 from fhs.method.config import FHSConfig
 from fhs.method.context import MethodContext, with_selector
 from fhs.method.prompting import render
-from fhs.method.rewrite import Calls, final_record, fuse_rankings, issue, reading, rewrite_request
+from fhs.method.rewrite import Calls, final_record, fuse_rankings, reading, rewrite_request, search_query
 
 PURPOSE = "parallel"
 FIELDS = ("query",)
@@ -48,7 +48,7 @@ def run_parallel(fact: Fact, ctx: MethodContext, *, instructed: bool, method: st
                         required="query")
     rounds = []
     for j, values in enumerate(replies):
-        query = issue(fact, reading(values), ctx.retriever)
+        query = search_query(fact, reading(values), ctx.retriever)
         rounds.append({"sample": j, "reading": reading(values), **query.to_dict(), "_ranking": query.ranking})
     pool = fuse_rankings([r.pop("_ranking") for r in rounds], ctx.config)
     return with_selector(fact, ctx, final_record(pool, calls, rounds=rounds, wording="instructed" if instructed else "plain"))

@@ -41,7 +41,7 @@ def record_cost(record: Mapping) -> dict[str, float]:
     }
 
 
-def summarize(record: Mapping) -> dict[str, Any]:
+def record_summary(record: Mapping) -> dict[str, Any]:
     """The summary of one record (a summary passes through unchanged)."""
     if "cost" in record and "llm_calls" not in record:
         return dict(record)

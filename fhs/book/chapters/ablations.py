@@ -254,7 +254,7 @@ def point_value(value: Any) -> Any:
     return value.value if isinstance(value, Estimate) else value
 
 
-def checked_values(dataset: str, dev_dataset: str, arms: Arms, cells: Sequence[Mapping], chosen,
+def ablation_metrics(dataset: str, dev_dataset: str, arms: Arms, cells: Sequence[Mapping], chosen,
                    table12_test: Sequence[Mapping], table11: Sequence[Mapping],
                    windows: Sequence[Mapping]) -> dict[str, Any]:
     """Chapter 03's check: every arm's head metrics and new calls, the bound, Tables 16, 12 and 11, E.2's window."""

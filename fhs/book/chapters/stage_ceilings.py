@@ -219,7 +219,7 @@ def noise_figure(curve_frames: Mapping[tuple[str, str], pd.DataFrame], direct: M
     return fig
 
 
-def checked_values(labels: Mapping[str, str], stages: Mapping[str, Sequence[Mapping]],
+def stage_ceiling_metrics(labels: Mapping[str, str], stages: Mapping[str, Sequence[Mapping]],
                    baselines: Mapping[tuple[str, str], Run],
                    curve_frames: Mapping[tuple[str, str], pd.DataFrame]) -> dict[str, float]:
     """Chapter 09's check under each dataset's name (``labels``: parameter -> name): facts, the ceilings,
