@@ -125,7 +125,7 @@ def bench_llm(datasets: Sequence[str], methods: Sequence[str], *, profile: str =
 
     from fhs.core.errors import InputError
 
-    if facts < 1:  # zero facts would report 0.0 s per fact
+    if facts < 1:  # zero facts would divide the time per fact by zero
         raise InputError(f"must be at least 1, got {facts}", field="facts", fix="measure at least one fact")
     if not methods:  # nothing to measure: fail before a model is loaded
         raise InputError("no method to measure", field="methods", fix="name at least one method, e.g. direct,fhs")

@@ -6,9 +6,10 @@ settings, and a separate seed per sample replays exactly), each retrieved, the
 J lists fused with summed RRF. A sample that is unreadable issues the direct
 query (the documented fallback).
 
-``parallel-instructed`` is the authors' CodiEsp behaviour (fhs-reference.md §6:
-their CodiEsp override always used the "instructed" wording, which tells each
-sample it is sample i of J and to be meaningfully distinct). The paper
+``parallel-instructed`` is the authors' CodiEsp behaviour (book/deviations.md,
+"Parallel sampling wording on CodiEsp": their CodiEsp override always used the
+"instructed" wording, which tells each sample it is sample i of J and to be
+meaningfully distinct). The paper
 describes i.i.d. samples, so ``parallel`` is the default.
 """
 

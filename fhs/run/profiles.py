@@ -184,9 +184,6 @@ PROFILES: dict[str, RunProfile] = {
 }
 
 
-Profile = RunProfile  # the name other modules and notebooks may still import
-
-
 def get_profile(name: str) -> RunProfile:
     return choose(PROFILES, name, "profile")
 

@@ -1,8 +1,8 @@
 """Chapter 03's tables that are computed from runs' records: Table 12's β on development data, E.2's K_v.
 
 Table 12: the authors chose β on development data by one rule, argmax of
-Recall@10 on table facts with MRR as tie-break (fhs-reference.md §4, "Beta for
-ablation rows"). ``choose_beta`` applies it to a development run's records,
+Recall@10 on table facts with MRR as tie-break (book/deviations.md, "Table 12's
+β is chosen on ixbrl-dev"). ``choose_beta`` applies it to a development run's records,
 re-scored offline (``fhs.run.rescore``, no model call); the test split then
 gives only the final row at the chosen β, and at the paper's 0.6 when they
 differ (``final_rows``).
