@@ -4,10 +4,11 @@ import pytest
 
 from book_records import DIMS, call, fact, memory_run, verified
 from fhs.book.chapters import main_results as M
-from fhs.book.costs import calls_per_fact, new_calls, purpose_costs
+from fhs.book.costs import calls_per_fact, purpose_costs
 from fhs.book.fact_view import fact_tables, rank_line, telling_fact, verdict_string
 from fhs.book.report import Estimate
 from fhs.paper import paper_value
+from fhs.run.summary import new_calls
 
 INTERVAL = {"resamples": 50, "seed": 1}
 

@@ -55,3 +55,22 @@ def test_the_ledger_wraps_the_verifier_from_the_run_layer():
     assert [r.purpose for r in first_model.requests].count("verifier") == 2 and len(ledger) > 0
     assert [r.purpose for r in second_model.requests].count("verifier") == 0  # every verdict came from the ledger
     assert second["verifier"]["verdicts"][0]["entries"] == first["verifier"]["verdicts"][0]["entries"]
+
+
+def test_chapter_tables_have_one_home_per_layer():
+    """Record computations live once in fhs/run/tables (no frames, no drawing); a chapter's module lays them out
+    and defines no function of the same name."""
+    tables = METHOD.parent / "run" / "tables"
+    chapters = METHOD.parent / "book" / "chapters"
+
+    def functions(path: Path) -> set[str]:
+        return {node.name for node in ast.parse(path.read_text(encoding="utf-8")).body
+                if isinstance(node, ast.FunctionDef)}
+
+    computed = {name: path.name for path in tables.glob("*.py") for name in functions(path)}
+    for path in tables.glob("*.py"):
+        assert not {"pandas", "matplotlib", "matplotlib.pyplot"} & imported_modules(path), path.name
+        assert not any(module.startswith("fhs.book") for module in imported_modules(path)), path.name
+    twice = {f"{path.name}:{name} (also fhs/run/tables/{computed[name]})" for path in chapters.glob("*.py")
+             for name in functions(path) if name in computed}
+    assert not twice
