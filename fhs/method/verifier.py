@@ -21,6 +21,12 @@ The window is built once per fact from the fused order and shared by all
 hypotheses: it scans the top ``max(scan, k_v)`` candidates and keeps the first
 (highest-ranked) candidate of each new category profile, then fills any
 remaining slots by rank from the scanned list (``rank`` variant: plain top k_v).
+
+Scoring (``score_pool``: v_j, the fill, Eq. 2, Eq. 3) is a pure function of
+verdicts in hand. The calls that produce them (``fhs.method.fhs.ask_verifier``)
+take a ``Verification`` and return one ``Judged`` per asked hypothesis, so a
+``KnownVerdicts`` (the run layer's verdict ledger) can wrap them from outside
+the method.
 """
 
 from __future__ import annotations
