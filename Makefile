@@ -17,7 +17,7 @@ PROFILE ?= cpu## smoke | cpu | paper (notebooks/profiles.yaml)
 ARGS ?= ## extra arguments for scripts/run_notebooks.py, e.g. "-p base_url=http://gpu:8000/v1" (a key of the chapters' server or sample mapping, notebooks/profiles.yaml)
 REPLAY ?= ## an `fhs archive` file: the chapters answer every model call from it, no server (PROFILE=paper REPLAY=paper.fhsa)
 DATASETS ?= ## dataset spec files (YAML) of your own, split at spaces as the shell splits words (a path with a space: quote it, or give it alone): `make book DATASETS="my.yaml"` builds an adapter's book of the chapters that apply to them (book/adapting.md)
-CHAPTERS ?= 01_readiness_gap 02_main_results## the chapters an adapter's book considers (scripts/adapter_book.py)
+CHAPTERS ?= 01_readiness_gap 02_main_results## the chapters an adapter's book considers (scripts/build_adapter_book.py)
 ADAPTER_BOOK ?= _build/adapter## where an adapter's book is executed and built (its HTML: ADAPTER_BOOK/_build/html)
 PYTEST_ARGS ?= -q## arguments for pytest
 PIP_FIND_LINKS ?= ## a folder of prebuilt wheels, e.g. /tmp/wh (llama-cpp-python builds from source without one)
@@ -43,9 +43,9 @@ LLAMA_WHEELS ?= $(HOME)/.cache/fhs/wheels/llama-cpp-python-0.3.36-portable## whe
 # it built earlier with other flags; pip prefers that wheel over the sdist from then on.
 # LLAVA_BUILD=OFF skips llama-cpp-python's multimodal library (mtmd), which only its vision
 # chat handlers load; the text models of this project never do. scripts/llama_cpp_lean.cmake
-# then also skips llama.cpp's `common` library, which only mtmd links (half the compile), and
-# compiles libllama (host code: loading, graphs, grammar, sampler) at -O1, the kernels at -O3:
-# a fifth less compile, the same replies (add -DLLAMA_HOST_OPT=-O3 to LLAMA_CMAKE_ARGS for llama.cpp's own).
+# then also skips llama.cpp's `common` library, which only mtmd links, and compiles libllama
+# (host code: loading, graphs, grammar, sampler) at -O1, the kernels at -O3: less to compile, the
+# same replies (add -DLLAMA_HOST_OPT=-O3 to LLAMA_CMAKE_ARGS for llama.cpp's own).
 LLAMA_CPP := llama-cpp-python==0.3.36
 LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF -DCMAKE_PROJECT_llama.cpp_INCLUDE=$(abspath scripts/llama_cpp_lean.cmake)## CMake flags for the llama-cpp-python build (portable, text only, without llama.cpp's common library)
 LLAMA_WHEEL = $(LLAMA_WHEELS)/.built
@@ -95,7 +95,7 @@ book: ## everything: install, execute every chapter (PROFILE), build _build/html
 	$(if $(strip $(DATASETS)),$(MAKE) adapter-book,$(MAKE) notebooks && $(MAKE) html)
 
 adapter-book: install-book models ## the chapters that apply to DATASETS, executed in ADAPTER_BOOK, strict offline HTML
-	$(WORDS) $(RUN_PY) scripts/adapter_book.py @FHS_MK_DATASETS --profile "$$FHS_MK_PROFILE" \
+	$(WORDS) $(RUN_PY) scripts/build_adapter_book.py @FHS_MK_DATASETS --profile "$$FHS_MK_PROFILE" \
 		--chapters @FHS_MK_CHAPTERS --out "$$FHS_MK_ADAPTER_BOOK" @FHS_MK_ARGS
 
 notebooks: install-book models ## execute the chapters listed in _toc.yml with papermill (incremental)
@@ -172,13 +172,13 @@ $(LLAMA_WHEEL): | $(PY)
 	elif [ -n "$$FHS_MK_PIP_FIND_LINKS" ] && ls "$$FHS_MK_PIP_FIND_LINKS"/llama_cpp_python-0.3.36-*.whl >/dev/null 2>&1; then \
 		echo "llama-cpp-python: using the wheel in $$FHS_MK_PIP_FIND_LINKS"; \
 	else \
-		echo "llama-cpp-python: building a portable wheel (GGML_NATIVE=OFF, LLAVA_BUILD=OFF; minutes on two cores)"; \
+		echo "llama-cpp-python: building a portable wheel (GGML_NATIVE=OFF, LLAVA_BUILD=OFF; a long compile, once)"; \
 		CMAKE_ARGS="$$FHS_MK_LLAMA_CMAKE_ARGS" $(RUN_PY) -m pip wheel --disable-pip-version-check --no-deps --no-cache-dir \
 			--no-binary llama-cpp-python $(LLAMA_CPP) -w "$$FHS_MK_LLAMA_WHEELS"; \
 	fi
 	mkdir -p "$$FHS_MK_LLAMA_WHEELS" && touch "$$FHS_MK_LLAMA_WHEELS/.built"
 
-# The llama.cpp compile (minutes, on both cores, the first time) runs beside the install of
+# The llama.cpp compile (long, on every core, the first time only) runs beside the install of
 # every other package; llama-cpp-python itself (the [cpu] extra) is installed once its wheel
 # is there. $(1): the extras without cpu (a variable: make's call splits at commas).
 define INSTALL_BESIDE_THE_WHEEL

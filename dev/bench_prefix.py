@@ -22,7 +22,7 @@ from tqdm import tqdm
 from dev.prefix_reuse import RequestLog, measure, qwen_tokenizer, read_request_log, tokenized
 from fhs.data.sampling import sample_by_context
 from fhs.llm.cache import CachedLLM, ResponseCache
-from fhs.method.ledger import MemoryLedger
+from fhs.run.ledger import MemoryLedger
 from fhs.method.prompting import prompt_counter
 from fhs.method.registry import get_method
 from fhs.plan.simulated import SimulatedBackend

@@ -90,7 +90,7 @@ def cohen_kappa(cells: Mapping[tuple[str, str], int]) -> float | None:
     return 1.0 if expected == 1 else (observed - expected) / (1 - expected)
 
 
-def summarize(tallies: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def agreement_summary(tallies: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The agreement figures over facts' tallies."""
     cells: Counter = Counter()
     for t in tallies:
@@ -164,8 +164,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     tallies: list[dict[str, Any]] = []
 
     def report() -> dict[str, Any]:
-        return {"model": choice.model, "profile": args.profile, "all": summarize(tallies),
-                **{name: summarize([t for t in tallies if t["dataset"] == name]) for name in datasets}}
+        return {"model": choice.model, "profile": args.profile, "all": agreement_summary(tallies),
+                **{name: agreement_summary([t for t in tallies if t["dataset"] == name]) for name in datasets}}
 
     def done(tally: dict[str, Any]) -> None:
         tallies.append(tally)

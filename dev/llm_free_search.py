@@ -23,7 +23,7 @@ from typing import Any
 
 from dev.cli import names, write_json
 from fhs.data.evidence import direct_query
-from fhs.method.oracle import oracle
+from fhs.method.gold_query import oracle
 from fhs.retrieval.bm25 import Ranking
 
 

@@ -80,7 +80,7 @@ MODALITY_CONTRASTS = {
 FHS_SEQ = {"replaced_top50": 0.138, "delta_recall@50": (-0.006, -0.016, 0.002), "gold_never_in_pool": 0.298,
            "all_rounds": 0.733, "one_round": 0.174}
 
-# Table 19 / fhs-reference.md §6: LLM calls per fact before the shared selector (the
+# Table 19: LLM calls per fact before the shared selector (the
 # paper's counts; FHS-Seq varies between 4 and 19).
 CALLS_PER_FACT = {"direct": 0, "free-text": 1, "structured": 1, "parallel": 2, "parallel-diverse": 2,
                   "decomposed": 1, "self-refine": 4, "feedback-refine": 4, "fhs": 4}
@@ -125,7 +125,8 @@ def paper_value(dataset: str, method: str, metric: str) -> float | None:
 
 # Table 6 (FinTagging ablations) as the paper's text and the authors' run logs give it: the
 # "- verifier", "- factorization" rows and the deltas from Section 5.3; the J = 1, mean-RRF and
-# oracle-best rows from the authors' run logs (fhs-reference.md, "Table 6"). Deltas are
+# oracle-best rows from the authors' released run logs, which the paper does not print (these
+# figures are the record of them; book/deviations.md says how ours are run). Deltas are
 # "row - FHS". None: not reported.
 ABLATION: dict[str, dict[str, float | None]] = {
     "fhs": PAPER["fintagging"]["fhs"],
@@ -142,7 +143,8 @@ ABLATION: dict[str, dict[str, float | None]] = {
     "oracle_best_single": {"recall@1": 0.2220, "recall@10": 0.4368, "recall@50": 0.5923,
                            "recall@200": 0.7338, "mrr": 0.2950},
 }
-# The beta re-selected on dev when one rendering is removed (fhs-reference.md, "Beta for ablation rows").
+# The beta re-selected on dev when one rendering is removed (the authors' run logs; Table 12 and
+# book/deviations.md give the rule).
 ABLATION_BETA = {"fhs": 0.6, "no_label_form": 0.8, "no_definition_form": 0.2}
 BETA_GRID = (0.0, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0)
 

@@ -206,7 +206,7 @@ plt.show()
 # Retrieval is deterministic, so the recorded values must match to four decimals.
 
 # %%
-results = readiness.checked_values(direct, oracle, no_cov, datasets,
+results = readiness.readiness_metrics(direct, oracle, no_cov, datasets,
                                    relocation_rate if codiesp is not None else None, exact_oracle, located)
 used = {name: study.facts(name) for name in datasets}
 if codiesp is not None:

@@ -231,6 +231,6 @@ if "codiesp" in datasets:
 # recorded one. Only the paper profile, served by vLLM, keeps a wide tolerance.
 
 # %%
-checked = main_results.checked_values(results, oracle, sizes, METHODS, cost, relocation, interval)
+checked = main_results.main_results_metrics(results, oracle, sizes, METHODS, cost, relocation, interval)
 fingerprints = study.input_fingerprints(samples, choices[0])
 page.close(checked, inputs=fingerprints)

@@ -25,7 +25,7 @@
 #
 # Every row is a configuration of the one FHS code path (`fhs.method.fhs.run_fhs_fact`).
 # A variant that changes only β, fusion, normalisation, rendering or the window replays
-# the cached hypotheses and the verdict ledger (`fhs.method.ledger`): the generator is
+# the cached hypotheses and the verdict ledger (`fhs.run.ledger`): the generator is
 # never called again, and the verifier only for window candidates it never judged. The
 # tables below count the new calls each row made.
 
@@ -157,6 +157,6 @@ show(pd.DataFrame(windows), caption=f"Window size K_v on {dataset} (mean over {l
 # ## Check against recorded values
 
 # %%
-checked = ablations.checked_values(dataset, dev_dataset, arms, cells, chosen, table12_test, table11, windows)
+checked = ablations.ablation_metrics(dataset, dev_dataset, arms, cells, chosen, table12_test, table11, windows)
 used = {name: study.facts(name, llm=True) for name in (dataset, dev_dataset)}
 page.close(checked, inputs=study.input_fingerprints(used, choice))

@@ -129,6 +129,6 @@ if "codiesp" in runs:
 # ## Check against recorded values
 
 # %%
-checked = verifier_diagnostics.checked_values(stats, panels_a, panels_b, abstain_rows, both)
+checked = verifier_diagnostics.verifier_metrics(stats, panels_a, panels_b, abstain_rows, both)
 used = {name: study.facts(name, llm=True) for name in datasets}
 page.close(checked, inputs=study.input_fingerprints(used, choice))

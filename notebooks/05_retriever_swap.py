@@ -148,5 +148,5 @@ show(pd.DataFrame(swap_rows), caption="Swap deltas: method under dense/hybrid mi
 # ## Check against recorded values
 
 # %%
-checked = retriever_swap.checked_values(readiness, margins, swaps)
+checked = retriever_swap.retriever_swap_metrics(readiness, margins, swaps)
 page.close(checked, inputs=study.input_fingerprints(samples, choice))

@@ -144,7 +144,7 @@ for case in cases:
 # precision; the case counts depend on the profile's model and sample.
 
 # %%
-checked = case_studies.checked_values(rsu, securitization, strict, cases, len(pages), table25, baseline)
+checked = case_studies.case_study_metrics(rsu, securitization, strict, cases, len(pages), table25, baseline)
 used = {name: study.facts(name, llm=True) for name in datasets}
 # The worked examples need no model: on every profile they must equal the paper's printed values.
 assert not case_studies.paper_mismatches(checked), case_studies.paper_mismatches(checked)

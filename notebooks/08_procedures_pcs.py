@@ -120,7 +120,7 @@ show(adaptation.coverage_frame(coverage_rows),
 # gold still needs itself. The rule is general: any hierarchical code system can use it.
 # The gold-query probe (oracle) cannot quote a prefix's label, since no concept has one;
 # its query is instead **the words every code under the prefix shares**, label and
-# definition reduced separately (`fhs.method.oracle.prefix_text`): the section, body
+# definition reduced separately (`fhs.method.gold_query.prefix_text`): the section, body
 # system, root operation and body part, without the axes the codes differ in.
 
 # %% [markdown]
@@ -261,5 +261,5 @@ print(f"index of {len(taxonomy):,} concepts: built in {build_seconds:.1f} s, rea
 # response cache. The paper reports no ICD-10-PCS numbers, so there is no paper column.
 
 # %%
-results = adaptation.checked_values(len(taxonomy), coverage_rows, len(facts), rates, runs)
+results = adaptation.adaptation_metrics(len(taxonomy), coverage_rows, len(facts), rates, runs)
 page.close(results, inputs=adaptation.input_fingerprints("pcs", facts, taxonomy, spec.domain))

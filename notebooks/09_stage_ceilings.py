@@ -27,7 +27,7 @@
 #   direct retrieval?
 #
 # **This is an analysis tool, not a reproduction.** The answers come from an *oracle
-# model* (`fhs run --backend oracle`, `fhs/method/oracle_model.py`) that reads the fact's
+# model* (`fhs run --backend oracle`, `fhs/llm/oracle.py`) that reads the fact's
 # gold concept. No run profile can select it, so no reported result of the other chapters
 # comes from it. It separates what the method's architecture can do from what a given
 # model does.
@@ -174,5 +174,5 @@ print("\n".join(stage_ceilings.crossing_lines(crossings)))
 # decimals; a user's dataset spec gets its own values (NEW) the first time.
 
 # %%
-results = stage_ceilings.checked_values(labels, stages, baselines, frames)
+results = stage_ceilings.stage_ceiling_metrics(labels, stages, baselines, frames)
 page.close(results, inputs=study.input_fingerprints({labels[name]: used for name, used in facts.items()}))

@@ -11,7 +11,7 @@ from fhs.data.taxonomy import Concept, Taxonomy
 from fhs.llm.cache import CachedLLM, ResponseCache
 from fhs.method.config import FHSConfig
 from fhs.method.context import MethodContext
-from fhs.method.ledger import SqliteLedger
+from fhs.run.ledger import SqliteLedger
 from fhs.run.evaluate import gold_rank
 from fhs.run.records import read_records
 from fhs.run.rescore import rescore

@@ -94,7 +94,7 @@ def test_readme_and_adapting_give_the_same_book_command_and_make_runs_the_script
     done, calls = run_target(tmp_path, "book", DATASETS=readme["specs"], PROFILE=readme["profile"])
     assert done.returncode == 0, done.stderr
     specs = readme["specs"].split()
-    assert calls[0][:2 + len(specs) + 2] == ["python", "scripts/adapter_book.py", *specs, "--profile", readme["profile"]]
+    assert calls[0][:2 + len(specs) + 2] == ["python", "scripts/build_adapter_book.py", *specs, "--profile", readme["profile"]]
 
 
 ABSOLUTE = re.compile(r"(?<![\w.~])/(?:root|home|work|tmp|usr|opt|var)/")
@@ -133,7 +133,7 @@ def test_an_adapters_book_from_a_spec_the_project_never_saw(tmp_path):
         if line.startswith(("make install-book", "source ")):
             continue  # this test runs inside that environment
         if line == book_command.group(0):  # what `make book DATASETS=... PROFILE=...` runs
-            line = (f"{sys.executable} {ROOT}/scripts/adapter_book.py {book_command['specs']} "
+            line = (f"{sys.executable} {ROOT}/scripts/build_adapter_book.py {book_command['specs']} "
                     f"--profile {book_command['profile']} --out {out}")
         done = subprocess.run(["bash", "-euo", "pipefail", "-c", line], cwd=tmp_path, env=env,
                               capture_output=True, text=True)

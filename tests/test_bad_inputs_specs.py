@@ -234,13 +234,13 @@ def test_the_book_script_refuses_the_companions_own_folder_and_its_specs(tmp_pat
 
     checkout = tmp_path / "checkout"
     (checkout / "scripts").mkdir(parents=True)
-    shutil.copy(ROOT / "scripts" / "adapter_book.py", checkout / "scripts")
+    shutil.copy(ROOT / "scripts" / "build_adapter_book.py", checkout / "scripts")
     for name in ("_config.yml", "_toc.yml"):
         shutil.copy(ROOT / name, checkout / name)
     spec = write_spec(tmp_path / "specs")
     before = {path: path.read_bytes() for path in (spec, checkout / "_config.yml", checkout / "_toc.yml")}
     for out in (str(checkout), str(spec)):
-        done = subprocess.run([sys.executable, str(checkout / "scripts" / "adapter_book.py"), str(spec), "--out", out,
+        done = subprocess.run([sys.executable, str(checkout / "scripts" / "build_adapter_book.py"), str(spec), "--out", out,
                                "--dry-run"], capture_output=True, text=True, timeout=120,
                               env={**os.environ, "PYTHONPATH": str(ROOT)})
         assert done.returncode == 2 and "field 'out'" in done.stderr and "Traceback" not in done.stderr, done.stderr
@@ -263,7 +263,7 @@ def test_adapter_book_values_are_words_never_shell(tmp_path):
                              PROFILE="$(touch Z)", CHAPTERS="01_readiness_gap `touch W`",
                              ADAPTER_BOOK="a b; touch V", ARGS="-p 'x=a b' ;touch U")
     assert done.returncode == 0, done.stderr
-    assert calls == [["python", "scripts/adapter_book.py", "`touch", "X`x.yaml", "$(touch", "Y)", "my specs/b c.yaml",
+    assert calls == [["python", "scripts/build_adapter_book.py", "`touch", "X`x.yaml", "$(touch", "Y)", "my specs/b c.yaml",
                       "$(shell", "touch", "M)", "--profile", "$(touch Z)", "--chapters", "01_readiness_gap",
                       "`touch", "W`", "--out", "a b; touch V", "-p", "x=a b", ";touch", "U"]]
     no_bait_ran(tmp_path / "checkout")
@@ -277,7 +277,7 @@ def test_a_spec_path_with_a_space_is_one_argument_through_make_book(tmp_path):
     (top / "my specs" / "a.yaml").write_text("facts: f.jsonl\n")
     done, calls = run_target(tmp_path, "book", DATASETS="my specs/a.yaml", PROFILE="smoke")
     assert done.returncode == 0, done.stderr
-    assert calls[0][:5] == ["python", "scripts/adapter_book.py", "my specs/a.yaml", "--profile", "smoke"]
+    assert calls[0][:5] == ["python", "scripts/build_adapter_book.py", "my specs/a.yaml", "--profile", "smoke"]
     done, calls = run_target(tmp_path, "book", DATASETS="'my specs/a.yaml' `touch X`.yaml")
     assert calls[0][2:5] == ["my specs/a.yaml", "`touch", "X`.yaml"]
     unclosed, calls = run_target(tmp_path, "adapter-book", DATASETS="'my specs/a.yaml")

@@ -2,13 +2,13 @@
 
 import pytest
 
-from fhs.bench.llm import CallCost, format_table, summarize
+from fhs.bench.llm import CallCost, call_costs, format_table
 
 
 def test_summarize_counts_evaluated_prompt_tokens_and_splits_prompt_from_generation_time():
     calls = [CallCost("fhs", "hypothesis", 1000, 100, 5.0, 1000, 1.0),
              CallCost("fhs", "verifier", 1200, 50, 3.0, 200, 0.5)]
-    row = summarize(calls, n_facts=2)
+    row = call_costs(calls, n_facts=2)
     assert row["calls_per_fact"] == 1 and row["tokens_in_per_fact"] == 1100 and row["tokens_out_per_fact"] == 75
     assert row["prompt_evaluated_per_fact"] == 600
     assert row["prompt_reused_share"] == pytest.approx(1 - 1200 / 2200, abs=1e-3)
@@ -18,7 +18,7 @@ def test_summarize_counts_evaluated_prompt_tokens_and_splits_prompt_from_generat
 
 
 def test_summarize_without_backend_timings_leaves_the_speeds_empty():
-    row = summarize([CallCost("direct", "selector", 10, 2, 0.1, None, None)], n_facts=1)
+    row = call_costs([CallCost("direct", "selector", 10, 2, 0.1, None, None)], n_facts=1)
     assert row["prompt_tok_s"] is None and row["generation_tok_s"] is None and row["seconds_per_fact"] == 0.1
 
 

@@ -68,7 +68,7 @@ def test_new_calls_table16_and_the_check_values():
                                           {"beta": 0.05, "table_recall@10": 1.0, "mrr": 0.6}),
                         basis="table facts", rule="rule")
     table12 = [{"beta": 0.05, "mrr": 0.7, "chosen_on": "development"}, {"beta": 0.6, "mrr": 0.4, "chosen_on": "paper"}]
-    checked = T6.checked_values("fincl", "ixbrl-dev", runs, cells, chosen, table12,
+    checked = T6.ablation_metrics("fincl", "ixbrl-dev", runs, cells, chosen, table12,
                                 [{"arm": "factorized", "per_hypothesis_recall@200": 0.5, "overlap": 0.1,
                                   "pool_recall@200": 0.6, "consolidation_loss": 0.0},
                                  {"arm": "diverse", "per_hypothesis_recall@200": 0.4, "overlap": None,
@@ -79,7 +79,7 @@ def test_new_calls_table16_and_the_check_values():
     assert checked["fincl/table12/chosen/mrr"] == 0.7 and checked["fincl/table12/paper_beta/mrr"] == 0.4
     assert checked["fincl/window/kv5/mrr"] == 0.3
     assert "ixbrl-dev/table11/diverse/overlap" not in checked  # no number to check when no fact had two hypotheses
-    one_row = T6.checked_values("fincl", "ixbrl-dev", runs, cells, chosen, table12[:1], [], [])
+    one_row = T6.ablation_metrics("fincl", "ixbrl-dev", runs, cells, chosen, table12[:1], [], [])
     assert one_row["fincl/table12/chosen/mrr"] == one_row["fincl/table12/paper_beta/mrr"] == 0.7  # one row: the chosen beta was 0.6
     assert checked["fincl/table16/verifier_off/accuracy"] == 0.0
     assert checked["ixbrl-dev/table11/factorized/overlap"] == 0.1

@@ -88,7 +88,7 @@ def test_tables_from_the_four_runs_and_the_check_values():
     assert cost[0]["tokens in / fact"] == 100 and cost[1]["cpu profile, est. s / fact"] == round(2.0 * scale, 1)
     assert "cpu profile, est. s / fact" not in A.cost_rows(runs, "openai", "smollm2-135m", 2)[0]
     coverage = [{"occurrences": 4, "covered, exact": 1, "covered, prefix rule": 3}]
-    checked = A.checked_values(3, coverage, 2, {"procedure/whole": 0.5}, runs)
+    checked = A.adaptation_metrics(3, coverage, 2, {"procedure/whole": 0.5}, runs)
     assert checked["coverage/prefix"] == 0.75 and checked["relocation/procedure/whole"] == 0.5
     assert "direct/accuracy" not in checked and checked["fhs/accuracy"] == 1.0 and checked["oracle/facts"] == 2
 

@@ -28,7 +28,7 @@ def test_table25_cells_give_the_rank_and_the_selectors_verdict_where_it_ran():
     rows = C.gold_rank_table(cases, {("fincl", "fhs"): [fact("a", 1, correct=True)], ("fincl", "direct"): []},
                              ["fhs", "direct"])
     assert rows == [{"dataset": "fincl", "modality": "table", "fact": "a", "fhs": "1 ✓", "direct": "not run"}]
-    checked = C.checked_values(W.score_example(W.rsu_example()), W.score_example(W.securitization_example()),
+    checked = C.case_study_metrics(W.score_example(W.rsu_example()), W.score_example(W.securitization_example()),
                                W.score_example(W.securitization_example(), "strict"), cases, 1, rows, "direct")
     assert checked["cases/fhs_at_rank1"] == 1 and checked["cases/direct_at_rank1"] == 0 and checked["cases/pages"] == 1
 
@@ -37,7 +37,7 @@ def test_the_worked_examples_check_values_match_the_papers_printed_ones():
     rsu = W.score_example(W.rsu_example())
     securitization = W.score_example(W.securitization_example())
     strict = W.score_example(W.securitization_example(), "strict")
-    checked = C.checked_values(rsu, securitization, strict, [], 0, [], "structured")
+    checked = C.case_study_metrics(rsu, securitization, strict, [], 0, [], "structured")
     assert C.paper_mismatches(checked) == []
     assert checked["appendix-g/rsu/gap"] > checked["appendix-g/rsu/lead"] and checked["appendix-g/rsu/gold_rank"] == 1
     assert C.paper_mismatches({**checked, "appendix-g/rsu/gap": 0.0}) == [

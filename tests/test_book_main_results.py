@@ -4,10 +4,11 @@ import pytest
 
 from book_records import DIMS, call, fact, memory_run, verified
 from fhs.book.chapters import main_results as M
-from fhs.book.costs import calls_per_fact, new_calls, purpose_costs
+from fhs.book.costs import calls_per_fact, purpose_costs
 from fhs.book.fact_view import fact_tables, rank_line, telling_fact, verdict_string
 from fhs.book.report import Estimate
 from fhs.paper import paper_value
+from fhs.run.summary import new_calls
 
 INTERVAL = {"resamples": 50, "seed": 1}
 
@@ -54,7 +55,7 @@ def test_cost_table_splits_the_selectors_calls_from_the_methods_own():
 def test_check_values_name_every_method_metric_and_the_calls_with_the_selector():
     results, oracle = two_methods()
     cost = M.cost_table(results, ["fincl"], ["direct", "fhs"])
-    checked = M.checked_values(results, oracle, {"fincl": 2}, ["direct", "fhs"], cost, {"llm": 0.5}, INTERVAL)
+    checked = M.main_results_metrics(results, oracle, {"fincl": 2}, ["direct", "fhs"], cost, {"llm": 0.5}, INTERVAL)
     assert checked["fincl/facts"] == 2 and checked["fincl/fhs/calls_per_fact"] == 2.0
     assert checked["fincl/direct/recall@1"] == 0.5 and checked["fincl/oracle/mrr"] == 0.75
     assert "fincl/oracle/accuracy" not in checked and checked["codiesp/relocation/llm"] == 0.5

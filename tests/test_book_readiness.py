@@ -50,11 +50,11 @@ def test_the_coverage_panels_pair_each_run_with_its_w_cov_0_twin_and_bin_by_labe
 
 def test_check_values_and_the_relocation_lines():
     direct, oracle, no_cov = runs()
-    checked = RG.checked_values(direct, oracle, no_cov, ["fincl"])
+    checked = RG.readiness_metrics(direct, oracle, no_cov, ["fincl"])
     assert checked["fincl/direct/recall@1"] == 0.5 and checked["fincl/direct-wcov0/mrr"] == pytest.approx(
         (1 / 40 + 1) / 2)
     assert checked["fincl/facts"] == 2 and "codiesp/relocation_rate" not in checked
-    checked = RG.checked_values(direct, oracle, no_cov, ["fincl"], 0.75, oracle["fincl"])
+    checked = RG.readiness_metrics(direct, oracle, no_cov, ["fincl"], 0.75, oracle["fincl"])
     assert checked["codiesp/relocation_rate"] == 0.75 and checked["codiesp/oracle-exact/mrr"] == 1.0
     lines = RG.relocation_lines({"diagnosis_rows": 10, "facts": 8, "exact": 6})
     assert lines[1] == "codes in the inventory: 8 (80.0% of rows)"
@@ -102,10 +102,10 @@ def test_the_located_query_is_shown_for_datasets_with_headers_beside_direct_with
     assert rows[0]["recall@1"].value == 0.5 and rows[1]["recall@1"].value == 0.5
     assert rows[2]["mrr"].value == pytest.approx((1 + 1 / 2) / 2 - (1 / 12 + 1) / 2)
     assert set(rows[0]) == {"dataset", "query", "facts", "recall@1", "recall@10", "mrr"}
-    checked = RG.checked_values(*runs(), ["fincl"], located={"fincl": located})
+    checked = RG.readiness_metrics(*runs(), ["fincl"], located={"fincl": located})
     assert checked["fincl/direct-located/recall@1"] == 0.5 and checked["fincl/direct-located/mrr"] == 0.75
     assert "fincl/direct-located/recall@50" not in checked
-    assert not any("direct-located" in key for key in RG.checked_values(*runs(), ["fincl"]))
+    assert not any("direct-located" in key for key in RG.readiness_metrics(*runs(), ["fincl"]))
 
 
 def test_the_note_counts_the_facts_that_had_a_location_per_modality():

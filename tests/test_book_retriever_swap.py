@@ -30,7 +30,7 @@ def test_the_gap_rows_add_the_papers_bm25_rows_after_ours():
         ("bm25", "raw fact"), ("bm25", "gold-query probe"), ("paper (fintagging), bm25", "raw fact"),
         ("paper (fintagging), bm25", "gold-query probe")]
     assert rows[4]["retriever"] == "dense" and rows[4]["mrr"] == 0.2
-    checked = R.checked_values(readiness, {}, {})
+    checked = R.retriever_swap_metrics(readiness, {}, {})
     assert checked["fincl/dense/oracle/recall@1"] == 1.0 and checked["fincl/bm25/direct/mrr"] == 0.2
     assert len(R.readiness_figure(readiness, ["fincl"], RETRIEVERS).axes) == 1
 
@@ -46,7 +46,7 @@ def test_margins_and_swaps_are_paired_per_run_and_carry_the_papers_values():
     swaps, swap_rows = R.swap_deltas(seeded, ["fincl"], RETRIEVERS, INTERVAL)
     assert swaps[("fincl", "structured", "dense")].value == pytest.approx(1 / 2 - 1 / 3)
     assert [row["swap"] for row in swap_rows] == ["dense − bm25"] * 3
-    checked = R.checked_values({}, found, swaps)
+    checked = R.retriever_swap_metrics({}, found, swaps)
     assert checked["fincl/dense/fhs_margin/mrr"] == pytest.approx(0.5)
     assert checked["fincl/fhs/dense_minus_bm25/mrr"] == 0.0
     assert len(R.margin_figure(found, ["fincl"], RETRIEVERS).axes) == 1

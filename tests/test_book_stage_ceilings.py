@@ -41,7 +41,7 @@ def test_the_chapter_runs_on_a_spec_file(spec_file, tmp_path):  # noqa: F811
     assert len(crossings) == 4 and len(stage_ceilings.crossing_lines(crossings)) == 1
     figure = stage_ceilings.noise_figure(frames, direct, ["small"])
     assert len(figure.axes) == 2 and len(figure.axes[1].lines) == 6  # 2 curves, 2 direct, 2 fused-pool lines
-    results = stage_ceilings.checked_values(labels, stages, baselines, frames)
+    results = stage_ceilings.stage_ceiling_metrics(labels, stages, baselines, frames)
     assert results["small/facts"] == 5 and results["small/selected/accuracy"] == 1.0
     assert "small/hypotheses-1/recall@1" in results and not any(math.isnan(v) for v in results.values())
     report = C.check(results, chapter="09_stage_ceilings", profile="cpu", save=False)

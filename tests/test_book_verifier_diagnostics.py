@@ -43,7 +43,7 @@ def test_arms_and_check_values_average_the_seeded_runs():
     assert rows[0]["mrr"].value == 0.5 and rows[0]["mrr"].std == 0.0 and rows[0]["accuracy"].value == 0.0
     assert rows[1]["accuracy"] is None
     stats = {"codiesp": window_stats(fhs[0].records)}
-    checked = V.checked_values(stats, {"codiesp": panel_a(fhs[0].records, DIMS)},
+    checked = V.verifier_metrics(stats, {"codiesp": panel_a(fhs[0].records, DIMS)},
                                {"codiesp": {"correct hypothesis": {"all": 0.25}}}, [], rows + rows)
     assert checked["codiesp/no_verifier/mrr"] == 0.5 and "codiesp/no_verifier/accuracy" not in checked
     assert checked["codiesp/verifier/calls"] == 1 and checked["codiesp/panel_b/correct/support"] == 0.25

@@ -24,7 +24,7 @@ from fhs.method.config import FHSConfig
 from fhs.method.context import MethodContext
 from fhs.method.fhs import run_fhs_fact
 from fhs.method.hypotheses import hypotheses_from_records
-from fhs.method.ledger import MemoryLedger
+from fhs.run.ledger import MemoryLedger
 from fhs.run.runner import run_method
 from scripted_llm import OverlapRetriever, ScriptedLLM
 from test_pipeline import DOMAIN, FACT, H1, H2, TAXONOMY, hypothesis_reply

@@ -10,8 +10,8 @@ from fhs.run.evaluate import (
     metrics,
     paired_difference,
     per_fact,
+    rank_metrics,
     recall_curve,
-    summarize,
 )
 
 
@@ -22,7 +22,7 @@ def test_gold_rank_takes_the_first_of_several_golds():
 
 def test_summary_by_hand():
     ranks = [1, 3, 12, None, 60]
-    result = summarize(ranks)
+    result = rank_metrics(ranks)
     assert result["recall@1"] == pytest.approx(1 / 5)
     assert result["recall@10"] == pytest.approx(2 / 5)
     assert result["recall@50"] == pytest.approx(3 / 5)

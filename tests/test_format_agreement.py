@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from dev.format_agreement import cohen_kappa, compare_fact, summarize
+from dev.format_agreement import agreement_summary, cohen_kappa, compare_fact
 from fhs.method.config import FHSConfig
 from fhs.method.fhs import run_fhs_fact
 from fhs.method.hypotheses import hypotheses_from_records
@@ -49,7 +49,7 @@ def records(flip=None):
 
 def test_identical_verdicts_in_both_formats_agree_everywhere():
     compact, verbose = records()
-    summary = summarize([compare_fact(compact, verbose, DIMS, "paper", FACT.gold)])
+    summary = agreement_summary([compare_fact(compact, verbose, DIMS, "paper", FACT.gold)])
     window = len(compact["verifier"]["window"]["ids"])
     assert summary["cells"] == 2 * window * 6 and summary["dimension_agreement"] == 1.0 and summary["kappa"] == 1.0
     assert summary["v_agreement"] == 1.0 and summary["v_mean_abs_diff"] == 0.0 and summary["top1_same"] == 1.0
@@ -60,7 +60,7 @@ def test_identical_verdicts_in_both_formats_agree_everywhere():
 
 def test_one_flipped_cell_shows_in_dimension_and_support_agreement():
     compact, verbose = records(flip=GOLD)  # the gold's FAMILY: support in codes, contradict in the verbose answer
-    summary = summarize([compare_fact(compact, verbose, DIMS, "paper", FACT.gold)])
+    summary = agreement_summary([compare_fact(compact, verbose, DIMS, "paper", FACT.gold)])
     cells = summary["cells"]
     assert summary["dimension_agreement"] == pytest.approx((cells - 2) / cells)
     assert summary["confusion"]["support->contradict"] == 2  # once per hypothesis

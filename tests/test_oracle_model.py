@@ -14,7 +14,7 @@ from fhs.data.domain import load_domain
 from fhs.data.taxonomy import Concept, Taxonomy
 from fhs.llm.contract import Request
 from fhs.method.hypotheses import UNRESOLVED
-from fhs.method.oracle_model import OracleNoise, oracle_for, query_text, value_text
+from fhs.llm.oracle import OracleNoise, oracle_for, query_text, value_text
 from fhs.run.inputs import ModelChoice, load_experiment
 from fhs.run.profiles import RunProfile
 from fhs.run.spec import RunSpec
@@ -232,3 +232,12 @@ def test_the_by_id_selector_layout_from_the_command_line_gives_the_same_final_li
     assert ranked["ranked"] == ranked["by-id"] and len(ranked["by-id"]) == len(FACTS)
     # the selector moved a candidate up somewhere, so the numbers were mapped, not merely kept
     assert any(selected != ranking[0] for ranking, selected in ranked["by-id"].values())
+
+
+def test_the_oracle_model_answers_the_stages_the_method_names():
+    """The model sits below the method, so it spells the stages' purposes itself: they must stay the method's."""
+    from fhs.llm import oracle
+    from fhs.method import hypotheses, selector, verifier
+
+    assert oracle.STAGES == (hypotheses.PURPOSE, verifier.PURPOSE, selector.PURPOSE)
+    assert oracle.UNRESOLVED == hypotheses.UNRESOLVED

@@ -9,7 +9,7 @@ from fhs.llm.cache import CachedLLM, ResponseCache
 from fhs.method.config import FHSConfig
 from fhs.method.context import MethodContext
 from fhs.method.hypotheses import hypotheses_from_records
-from fhs.method.ledger import SqliteLedger, hypothesis_key
+from fhs.run.ledger import SqliteLedger, hypothesis_key
 from fhs.method.parallel import parallel_requests
 from fhs.method.parallel_verified import description_reading
 from fhs.method.registry import LLM_METHODS, METHODS

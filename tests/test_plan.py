@@ -13,7 +13,7 @@ from fhs.llm.tokens import CharEstimate
 from fhs.paper import CALLS_PER_FACT
 from fhs.plan.dry_run import FIXED_CALLS, PlannedRun, dry_run
 from fhs.plan.meter import LineMemo
-from fhs.plan.totals import Throughput, summarize
+from fhs.plan.totals import Throughput, plan_totals
 from fhs.retrieval.bm25 import RetrievalConfig, Retriever
 from fhs.run.inputs import Experiment
 from fhs.run.profiles import get_profile
@@ -83,7 +83,7 @@ def test_a_retriever_swap_asks_the_verifier_and_selector_again_but_not_the_gener
 
 def test_summary_totals_and_wall_time():
     rows = plan([PlannedRun("02", "toy", "structured"), PlannedRun("03", "toy", "parallel")], profile="paper")
-    summary = summarize(rows, Throughput(total_tps=1000.0))
+    summary = plan_totals(rows, Throughput(total_tps=1000.0))
     assert summary["facts"] == {"toy": 6}
     assert summary["total"]["requests"] == sum(r.requests for r in rows)
     tokens = summary["total"]["prompt_tokens"] + summary["total"]["output_tokens"]

@@ -16,7 +16,7 @@ from fhs.llm.line_tokens import LineTokenizer
 from fhs.llm.tokens import CharEstimate, default_counter
 from fhs.method.config import FHSConfig
 from fhs.method.context import MethodContext
-from fhs.method.ledger import MemoryLedger
+from fhs.run.ledger import MemoryLedger
 from fhs.method.registry import get_method
 from fhs.plan.simulated import SimulatedBackend
 from fhs.retrieval.bm25 import RetrievalConfig, Retriever

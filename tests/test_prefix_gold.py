@@ -11,7 +11,7 @@ from fhs.data.facts import Fact, matches_gold, read_facts
 from fhs.data.taxonomies.ids import check_gold, unknown_gold
 from fhs.data.taxonomy import Concept, Taxonomy
 from fhs.method.context import MethodContext
-from fhs.method.oracle import oracle, prefix_text
+from fhs.method.gold_query import oracle, prefix_text
 from fhs.retrieval.bm25 import RetrievalConfig, Retriever
 from fhs.run.evaluate import gold_rank
 from fhs.run.records import read_records

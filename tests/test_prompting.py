@@ -27,13 +27,13 @@ from fhs.method.parallel import parallel_requests
 from fhs.method.parallel_diverse import diverse_request
 from fhs.method.prompting import (Budget, PromptTooLong, clip, context_ladder, distinct_rungs, fact_messages,
                                   fit_to_budget)
-from fhs.method.relocation import LLMRelocator
 from fhs.method.revision import Tally, revision_request
 from fhs.method.rewrite import Query, rewrite_request
 from fhs.method.selector import selector_request
 from fhs.method.self_refine import critique_request
 from fhs.method.verifier import build_window, verifier_request
 from fhs.retrieval.bm25 import Ranking, RetrievalConfig, Retriever
+from fhs.run.relocation import LLMRelocator
 from fhs.run.runner import run_method
 from scripted_llm import ScriptedLLM
 

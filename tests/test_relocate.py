@@ -15,7 +15,7 @@ from fhs.data.relocate.contract import AlignedDocument, Relocation, RelocationTa
 from fhs.data.relocate.deterministic import DeterministicRelocator
 from fhs.data.relocate.sentences import english_lines, split_spanish_sentences
 from fhs.llm.contract import Request, Response
-from fhs.method.relocation import RELOCATE_SCHEMA, LLMRelocator, load_prompt, parse_relocation_answer
+from fhs.run.relocation import RELOCATE_SCHEMA, LLMRelocator, load_prompt, parse_relocation_answer
 
 
 def sentence_texts(text: str, **options) -> list[str]:

@@ -20,7 +20,7 @@ from fhs.data.taxonomy import Concept, Taxonomy
 from fhs.llm.cache import CachedLLM, ResponseCache
 from fhs.llm.contract import cache_key
 from fhs.llm.tokens import CharEstimate
-from fhs.method.ledger import SqliteLedger
+from fhs.run.ledger import SqliteLedger
 from fhs.plan.simulated import SimulatedBackend
 from fhs.retrieval.bm25 import RetrievalConfig, Retriever
 from fhs.run.inputs import Experiment, ModelChoice

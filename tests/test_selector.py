@@ -155,7 +155,7 @@ def test_a_by_id_answer_naming_an_id_or_only_ranked_numbers_maps_back_too():
 
 
 def test_the_selector_layout_is_a_knob_and_a_checked_setting_whose_default_keeps_the_method_order():
-    from fhs.method.knobs import knob_overrides
+    from fhs.run.knobs import knob_overrides
 
     assert knob_overrides(selector_layout="by-id") == {"selector_layout": "by-id"}
     assert FHSConfig().selector_layout == "ranked"

@@ -86,7 +86,7 @@ def test_context_window_looks_through_the_cache_and_takes_the_smallest_server(tm
 
 
 def test_the_method_context_gets_the_models_window_else_the_profiles(tmp_path):
-    from fhs.method.ledger import MemoryLedger
+    from fhs.run.ledger import MemoryLedger
     from fhs.run.inputs import ModelChoice, load_experiment_from_files
 
     (tmp_path / "concepts.csv").write_text("id,label,definition,datatype\nRevenues,Revenues,Amount of revenue.,"

@@ -10,11 +10,11 @@ from fhs.llm.contract import Message, Request
 from fhs.llm.tokens import CHATML_GENERATION_PROMPT, CHATML_PER_MESSAGE, QWEN3_NO_THINKING, CharEstimate, \
     count_messages
 from fhs.method.hypotheses import hypothesis_schema
-from fhs.method.relocation import RELOCATE_SCHEMA
 from fhs.method.rewrite import text_schema
 from fhs.method.selector import selector_schema
 from fhs.method.verifier import read_verdicts, verifier_schema
 from fhs.plan.simulated import SimulatedBackend, simulated_answer
+from fhs.run.relocation import RELOCATE_SCHEMA
 
 USER = ("Value: 1,234\nDatatype: monetaryItemType\nSource context: Total revenue from contracts with "
         "customers increased in fiscal 2024 because of pricing")

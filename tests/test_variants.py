@@ -14,10 +14,10 @@ import pytest
 from fhs.llm.cache import CachedLLM, ResponseCache
 from fhs.method.config import FHSConfig
 from fhs.method.fhs import run_fhs_fact
-from fhs.method.knobs import knob_overrides
-from fhs.method.ledger import MemoryLedger, SqliteLedger, candidate_key, hypothesis_key
 from fhs.method.verifier import concept_or_stub
 from fhs.method.hypotheses import hypotheses_from_records
+from fhs.run.knobs import knob_overrides
+from fhs.run.ledger import MemoryLedger, SqliteLedger, candidate_key, hypothesis_key
 from scripted_llm import OverlapRetriever, ScriptedLLM
 from test_pipeline import DOMAIN, FACT, H1, H2, TAXONOMY, hypothesis_reply, verifier_reply
 
@@ -167,7 +167,7 @@ def test_smollm2_variants_replay_from_the_cache_and_the_ledger(tmp_path, capsys)
 
 def test_fhs_run_help_lists_every_knob_with_its_registry_choices(capsys):
     from fhs.cli import build_parser
-    from fhs.method.knobs import KNOBS
+    from fhs.run.knobs import KNOBS
 
     text = build_parser().parse_args.__self__._subparsers._group_actions[0].choices["run"].format_help()
     assert "--beta" in text and "--j" in text

@@ -20,7 +20,7 @@ from fhs.data.facts import Fact
 from fhs.data.taxonomy import Concept
 from fhs.method.config import FHSConfig
 from fhs.method.hypotheses import Hypothesis
-from fhs.method import ledger
+from fhs.run import ledger
 from fhs.run.records import read_records
 
 CONCEPTS = ("id,label,definition,datatype\n"
@@ -155,7 +155,7 @@ def test_a_damaged_ledger_page_is_one_line_naming_the_ledger(tmp_path):
     import sqlite3
 
     from fhs.core.errors import InputError
-    from fhs.method.ledger import SqliteLedger
+    from fhs.run.ledger import SqliteLedger
 
     path = tmp_path / "verdicts.sqlite"
     ledger = SqliteLedger(path)

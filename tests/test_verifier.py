@@ -57,6 +57,20 @@ def test_rsu_example_gold_moves_to_rank_one():
     assert set(final.ids) == set(pool.ids)  # the verifier only reorders the pool
 
 
+def test_score_pool_is_eq2_and_eq3_on_verdicts_in_hand_with_no_model():
+    """The RSU example through the one pure function the verifier stage scores with: the same order."""
+    from fhs.method.config import FHSConfig
+    from fhs.method.verifier import score_pool
+
+    (h1, h2), (text1, text2), pool = rsu_case()
+    config = FHSConfig(beta=0.6)
+    scored = score_pool(pool, [h1, h2], [parse_verdicts(text1, pool.ids), parse_verdicts(text2, pool.ids)], config)
+    assert scored.ranking.ids[:2] == (GOLD, OPTIONS)
+    assert scored.vbar[GOLD] == pytest.approx((4 / 4 + 1.0) / 2)
+    assert scored.judged == [len(support(parse_verdicts(t, pool.ids), h, "paper")) for h, t in ((h1, text1), (h2, text2))]
+    assert scored.ranking == final_scores(pool, scored.vbar, 0.6)
+
+
 def test_score_example_runs_the_same_arithmetic_the_chapter_shows():
     scored = W.score_example(W.rsu_example())
     assert scored.beta == 0.6

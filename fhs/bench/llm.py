@@ -61,7 +61,7 @@ class TimedBackend:
         return answers
 
 
-def summarize(calls: Sequence[CallCost], n_facts: int) -> dict[str, Any]:
+def call_costs(calls: Sequence[CallCost], n_facts: int) -> dict[str, Any]:
     """Totals and speeds over calls; prompt speed counts the tokens llama.cpp evaluated."""
     n = max(n_facts, 1)
     tokens_in = sum(c.tokens_in for c in calls)
@@ -125,7 +125,7 @@ def bench_llm(datasets: Sequence[str], methods: Sequence[str], *, profile: str =
 
     from fhs.core.errors import InputError
 
-    if facts < 1:  # zero facts would report 0.0 s per fact
+    if facts < 1:  # zero facts would divide the time per fact by zero
         raise InputError(f"must be at least 1, got {facts}", field="facts", fix="measure at least one fact")
     if not methods:  # nothing to measure: fail before a model is loaded
         raise InputError("no method to measure", field="methods", fix="name at least one method, e.g. direct,fhs")
@@ -166,9 +166,9 @@ def bench_llm(datasets: Sequence[str], methods: Sequence[str], *, profile: str =
     n = len(sampled)
     by_method = {}
     for method in methods:
-        row = {**summarize(per_method[method], n), "wall_seconds_per_fact": round(wall[method] / max(n, 1), 2),
+        row = {**call_costs(per_method[method], n), "wall_seconds_per_fact": round(wall[method] / max(n, 1), 2),
                **quality(stages[method], sampled), "seconds_per_fact_by_dataset": by_dataset[method]}
-        row["by_purpose"] = {purpose: summarize([c for c in per_method[method] if c.purpose == purpose], n)
+        row["by_purpose"] = {purpose: call_costs([c for c in per_method[method] if c.purpose == purpose], n)
                              for purpose in sorted({c.purpose for c in per_method[method]})}
         by_method[method] = row
     return {"datasets": list(datasets), "facts": n, "profile": choice.profile.name, "backend": choice.backend,

@@ -24,16 +24,6 @@ def purpose_costs(records: Iterable[Mapping], purpose: str) -> tuple[dict[str, f
     return others, chosen
 
 
-def new_calls(records: Iterable[Mapping]) -> dict[str, int]:
-    """Calls each stage (``purpose``) made that no cache served, in the order the stages first appear."""
-    counts: dict[str, int] = {}
-    for record in records:
-        for call in record.get("llm_calls") or []:
-            if not call.get("cached"):
-                counts[call["purpose"]] = counts.get(call["purpose"], 0) + 1
-    return counts
-
-
 def calls_per_fact(records: Iterable[Mapping], excluded: str = "selector") -> list[int]:
     """Each record's number of calls, leaving out those made for ``excluded``."""
     return [sum(1 for c in record.get("llm_calls") or [] if c["purpose"] != excluded) for record in records]

@@ -305,7 +305,7 @@ def plan_profile(profile: str, *, chapters: list[str] | None = None, sample: int
     from fhs.core.extras import install_hint
     from fhs.llm.tokens import EXACT_FIX, counter_for
     from fhs.plan.dry_run import dry_run
-    from fhs.plan.totals import Throughput, bench_command, summarize
+    from fhs.plan.totals import Throughput, bench_command, plan_totals
     from fhs.run.profiles import get_profile
 
     chosen = get_profile(profile)
@@ -334,7 +334,7 @@ def plan_profile(profile: str, *, chapters: list[str] | None = None, sample: int
     stats: dict[str, Any] = {}
     rows = dry_run(runs, chosen, lambda name: load_inputs(name, data, root), sample=sample, counter=counter,
                    data=data, progress=progress, build_dense=build_dense, stats=stats)
-    summary = summarize(rows, throughput)
+    summary = plan_totals(rows, throughput)
     if server is not None:
         from fhs.plan.server import model_time
 

@@ -8,8 +8,7 @@ what this module finds.
 Two parameters are mappings (:data:`MAPPINGS`): ``server`` (how models are asked) and
 ``sample`` (how much is run and how it is summarised). A mapping given at several
 places (the profile, the chapter's override, the command line) is merged key by key, and
-a key given alone (``-p base_url=URL``, ``-p server.base_url=URL``) joins its mapping,
-so the flat names chapters took before still work.
+a key given alone joins its mapping: ``-p base_url=URL`` is short for ``-p server.base_url=URL``.
 """
 
 from __future__ import annotations

@@ -152,7 +152,7 @@ def cmd_run(args: argparse.Namespace) -> dict:
 
     from fhs.data.sampling import sample_by_context
     from fhs.data.taxonomies.ids import check_gold
-    from fhs.method.knobs import knob_overrides
+    from fhs.run.knobs import knob_overrides
     from fhs.run.inputs import ModelChoice
     from fhs.run.lock import LOCK_NAME
     from fhs.run.profiles import ORACLE, default_profile

@@ -18,11 +18,11 @@ from fhs.llm.factory import BACKENDS
 from fhs.llm.openai import (DEFAULT_BACKOFF_S, DEFAULT_GIVE_UP_S, DEFAULT_REQUEST_TIMEOUT_S, MAX_BACKOFF_S, MAX_WAIT_S,
                             STRUCTURED_MODES)
 from fhs.method.config import DEFAULT_CONFIG, NAMED_CONFIGS
-from fhs.method.knobs import FUSION, NORMALISE, RENDER, SELECTOR_LAYOUT, WINDOW
 from fhs.method.registry import METHODS
 from fhs.retrieval.encoders import DEFAULT_MODEL, MODELS
 from fhs.retrieval.kinds import DEFAULT_RETRIEVER, RETRIEVERS
 from fhs.run.evaluate import MISS, REFUSED
+from fhs.run.knobs import FUSION, NORMALISE, RENDER, SELECTOR_LAYOUT, WINDOW
 from fhs.run.profiles import ORACLE, PROFILES
 
 
@@ -152,7 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
                           f"--backend openai or vllm, else cpu)")
     run.add_argument("--backend", default=None,
                      help=f"{names(BACKENDS)} (default: the profile's); {ORACLE}: no model, every stage answered "
-                          "from the fact's gold concept, an analysis tool (fhs/method/oracle_model.py)")
+                          "from the fact's gold concept, an analysis tool (fhs/llm/oracle.py)")
     run.add_argument("--oracle-noise", default=None, metavar="hypotheses=P,verdicts=Q",
                      help=f"with --backend {ORACLE}: corrupt each hypothesis value and query with probability P "
                           "and flip each verdict with probability Q, seeded by --seed (default no noise)")

@@ -39,7 +39,7 @@ class Request:
     ``fact_id`` and ``shown`` say what the prompt is about: the fact, and the
     concept ids it lists in order (the verifier's window, the selector's list).
     They are labels like ``purpose``, not part of the key, and no served model
-    reads them; the oracle (``fhs.method.oracle_model``) answers from them and
+    reads them; the oracle (``fhs.llm.oracle``) answers from them and
     the experiment's gold, which it is given, never from the prompt.
     """
 

@@ -97,7 +97,7 @@ class QwenVocab:
     def _tokens(self, text: str) -> tuple[object, int]:
         """llama.cpp's tokenizer called directly, into a buffer of one slot a byte (every token is
         a byte or more): ``Llama.tokenize`` zeroes a buffer of the model's whole context (32,768
-        slots) on every call, which cost 0.3 ms a candidate line, most of a selector prompt's count."""
+        slots) on every call, which made up most of a selector prompt's count."""
         data = text.encode("utf-8")
         size = len(data) + 1
         buffer = (self._llama_cpp.llama_token * size)()

@@ -20,8 +20,8 @@ from fhs.data.facts import Fact
 from fhs.data.taxonomy import Taxonomy
 from fhs.llm.contract import LLM, Request, Response
 from fhs.method.config import FHSConfig
-from fhs.method.ledger import VerdictLedger
 from fhs.method.selector import select
+from fhs.method.verifier import KnownVerdicts
 from fhs.retrieval.kinds import Searcher
 
 
@@ -39,8 +39,9 @@ class MethodContext:
     domain: Domain | None = None
     config: FHSConfig = field(default_factory=FHSConfig)
     options: dict[str, Any] = field(default_factory=dict)
-    # Verdicts already known (fhs.method.ledger): re-scoring variants ask the verifier only for new candidates
-    ledger: VerdictLedger | None = None
+    # Verdicts already known (the run layer's ledger, fhs.run.ledger): re-scoring variants ask the verifier only
+    # about new candidates
+    ledger: KnownVerdicts | None = None
 
     def require_llm(self, method: str) -> tuple[LLM, Domain]:
         if self.llm is None or self.domain is None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from fhs.data.facts import Fact
 from fhs.method.context import MethodContext, with_selector
-from fhs.method.rewrite import Calls, final_record, fuse_rankings, issue, rewrite_request
+from fhs.method.rewrite import Calls, final_record, fuse_rankings, rewrite_request, search_query
 
 PURPOSE = "decomposed"
 SLOTS = ("entity_family", "temporal_scope", "measurement", "aggregation")
@@ -27,7 +27,7 @@ def decomposed(fact: Fact, ctx: MethodContext) -> dict:
         values = None  # four empty slots: nothing the model said can be searched
         calls.parse_failures += 1
         calls.records[-1]["parsed"] = False
-    queries = {slot: issue(fact, (values or {}).get(slot, ""), ctx.retriever) for slot in SLOTS}
+    queries = {slot: search_query(fact, (values or {}).get(slot, ""), ctx.retriever) for slot in SLOTS}
     pool = fuse_rankings([q.ranking for q in queries.values()], ctx.config)
     rounds = [{"slot": slot, "reading": (values or {}).get(slot, ""), **q.to_dict()} for slot, q in queries.items()]
     return with_selector(fact, ctx, final_record(pool, calls, rounds=rounds))

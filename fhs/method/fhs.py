@@ -26,12 +26,11 @@ from fhs.method.context import MethodContext, call_record
 from fhs.method.hypotheses import (Hypothesis, RenderedQuery, fallback_hypothesis, generate_hypotheses,
                                    parse_hypothesis, queries_for)
 from fhs.method.selector import select
+from fhs.method.verifier import (Entry, Judged, KnownVerdicts, Verification, Window, build_window, read_verdicts,
+                                 score_pool, verifier_request)
 from fhs.retrieval.bm25 import Ranking
 from fhs.retrieval.fusion import FusedPool, fuse
 from fhs.retrieval.kinds import Searcher
-from fhs.method.ledger import VerdictLedger, candidate_key, hypothesis_key, verifier_scope
-from fhs.method.verifier import (Verdicts, Window, build_window, concept_or_stub, consensus, fill_support,
-                                 fill_value, final_scores, read_verdicts, support, verifier_request)
 
 
 def retrieve(fact: Fact, queries: Sequence[RenderedQuery], retriever: Searcher) -> list[Ranking]:
@@ -46,81 +45,68 @@ def verify_pool(
     taxonomy: Taxonomy | None,
     domain: Domain,
     config: FHSConfig,
-    ledger: VerdictLedger | None = None,
+    ledger: KnownVerdicts | None = None,
 ) -> dict[str, Any]:
-    """Window, one verifier call per hypothesis (one batch), support, fill, consensus, Eq. 3.
+    """Window, one verifier call per hypothesis (one batch), then Eq. 2 and Eq. 3 (``score_pool``).
 
     Under ``paper`` scoring a hypothesis that resolved nothing cannot support
     or contradict anything, so its call is skipped (its v_j is the fill, 0).
-    With a ``ledger``, verdicts already known for (fact, hypothesis, candidate)
-    are reused: a hypothesis whose window is fully known makes no call, one
-    partly known is asked about only the unjudged candidates, and one with
-    nothing known sends exactly the request it would send without a ledger.
-    The keys hold everything the verdict depends on (``fhs.method.ledger``). A
-    reply cut at ``max_tokens`` keeps its complete entries for this run (the
-    authors' salvage) but counts as unparsed, and only those entries are
-    recorded: the next run asks about the rest again.
+    A ``ledger`` (the run layer's verdict ledger, ``fhs.run.ledger``) wraps the
+    calls: it supplies verdicts already known, so a hypothesis whose window is
+    fully known makes no call and one partly known is asked only about the
+    rest, and keeps what the calls learned.
     """
     window = build_window(pool, taxonomy, domain, config.k_v, config.scan, config.window)
+    asks = tuple(j for j, h in enumerate(hypotheses) if h.resolved or config.scoring != "paper")
+    verification = Verification(fact, tuple(hypotheses), window, asks, llm, taxonomy, domain, config)
+    judged = ledger.judge(verification, ask_verifier) if ledger is not None else ask_verifier(verification, {})
     names = domain.dimension_names
-    asks = [j for j, h in enumerate(hypotheses) if h.resolved or config.scoring != "paper"]
-    scope = verifier_scope(llm, config, domain) if ledger is not None else ""
-    keyed = {cid: candidate_key(concept_or_stub(taxonomy, cid)) for cid in window.ids}
-    known: dict[int, dict] = {}
-    for j in asks:
-        found = ledger.lookup(scope, fact.id, hypothesis_key(hypotheses[j], fact), keyed.values()) if ledger is not None else {}
-        known[j] = {cid: found[key] for cid, key in keyed.items() if key in found}
-    sub_windows = {j: unjudged_window(window, known[j]) for j in asks}
-    pending = [j for j in asks if sub_windows[j].ids]
-    requests = [verifier_request(fact, hypotheses[j], sub_windows[j], taxonomy, domain, config) for j in pending]
-    responses = llm.complete(requests) if requests else []
-    by_hypothesis = dict(zip(pending, zip(requests, responses)))
-    calls, verdict_records, per_hypothesis, fills, judged_counts = [], [], [], [], []
-    for j, hypothesis in enumerate(hypotheses):
-        verdicts: dict[str, Verdicts] = {}
-        malformed, cut = 0, False
-        if j in known:
-            verdicts = {cid: Verdicts.from_dict(cid, entry, names) for cid, entry in known[j].items() if entry}
-        asked = by_hypothesis.get(j)
-        if asked is not None:
-            request, response = asked
-            cut = response.cut_short
-            fresh, malformed = read_verdicts(response.text, sub_windows[j].ids, names)
-            calls.append(call_record(request, response, bool(fresh), llm))
-            verdicts.update(fresh)
-            if ledger is not None and fresh:  # an unparseable answer is asked again next run
-                asked_ids = [cid for cid in sub_windows[j].ids if cid in fresh or not cut]
-                ledger.record(scope, fact.id, hypothesis_key(hypothesis, fact),
-                              {keyed[cid]: fresh[cid].to_dict() if cid in fresh else None for cid in asked_ids})
-        judged = support(verdicts, hypothesis, config.scoring)
-        per_hypothesis.append(fill_support(judged, pool.ids, config.fill))
-        fills.append(fill_value(judged, config.fill))
-        judged_counts.append(len(judged))
-        verdict_records.append({
-            "asked": j in known,
-            "parsed": bool(verdicts),
-            "from_ledger": len(known.get(j, {})),
-            "malformed": malformed,  # codes that named no verdict per dimension: their candidates take the fill
-            "truncated": cut,  # the reply was cut at max_tokens: the candidates after its last entry took the fill
-            "entries": {cid: v.to_dict() for cid, v in verdicts.items()},
-        })
-    vbar = consensus(per_hypothesis, pool.ids)
-    ranking = final_scores(pool, vbar, config.beta)
+    verdicts = [judged[j].verdicts(names) if j in judged else {} for j in range(len(hypotheses))]
+    scored = score_pool(pool, hypotheses, verdicts, config)
     outside = [cid for cid in pool.ids if cid not in set(window.ids)]
+    unasked = Judged(known={})
     return {
         "window": window,
-        "ranking": ranking,
-        "calls": calls,
+        "ranking": scored.ranking,
+        "calls": [judged[j].call for j in asks if judged[j].call is not None],
         "record": {
             "window": window.to_dict(),
-            "verdicts": verdict_records,
-            "support": [{cid: v[cid] for cid in window.ids} for v in per_hypothesis],
-            "fill": fills,
-            "judged": judged_counts,
-            "vbar": {cid: vbar[cid] for cid in window.ids},
-            "vbar_outside": vbar[outside[0]] if outside else None,
+            "verdicts": [{
+                "asked": j in judged,
+                "parsed": bool(found),
+                "from_ledger": len(judged.get(j, unasked).known),
+                "malformed": judged.get(j, unasked).malformed,
+                "truncated": judged.get(j, unasked).cut,
+                "entries": {cid: v.to_dict() for cid, v in found.items()},
+            } for j, found in enumerate(verdicts)],
+            "support": [{cid: v[cid] for cid in window.ids} for v in scored.support],
+            "fill": scored.fills,
+            "judged": scored.judged,
+            "vbar": {cid: scored.vbar[cid] for cid in window.ids},
+            "vbar_outside": scored.vbar[outside[0]] if outside else None,
         },
     }
+
+
+def ask_verifier(verification: Verification, known: Mapping[int, Mapping[str, Entry]]) -> dict[int, Judged]:
+    """One verifier call per asked hypothesis, in one batch, about the window candidates not ``known`` for it.
+
+    A reply cut at ``max_tokens`` keeps its complete entries for this run (the
+    authors' salvage) but counts as unparsed (``Judged.learned``).
+    """
+    v = verification
+    names = v.domain.dimension_names
+    sub_windows = {j: unjudged_window(v.window, known.get(j, {})) for j in v.asks}
+    pending = [j for j in v.asks if sub_windows[j].ids]
+    requests = [verifier_request(v.fact, v.hypotheses[j], sub_windows[j], v.taxonomy, v.domain, v.config)
+                for j in pending]
+    responses = v.llm.complete(requests) if requests else []
+    judged = {j: Judged(known=dict(known.get(j, {}))) for j in v.asks}
+    for j, request, response in zip(pending, requests, responses):
+        fresh, malformed = read_verdicts(response.text, sub_windows[j].ids, names)
+        judged[j] = replace(judged[j], asked=sub_windows[j].ids, fresh=fresh, malformed=malformed,
+                            cut=response.cut_short, call=call_record(request, response, bool(fresh), v.llm))
+    return judged
 
 
 def unjudged_window(window: Window, known: Mapping[str, Any]) -> Window:
@@ -140,7 +126,7 @@ def run_fhs_fact(
     config: FHSConfig,
     *,
     hypotheses: Sequence[Hypothesis] | None = None,
-    ledger: VerdictLedger | None = None,
+    ledger: KnownVerdicts | None = None,
 ) -> dict[str, Any]:
     """Run FHS (or any configured variant) on one fact and return its JSON-able record.
 
@@ -206,7 +192,7 @@ def keep_hypothesis(fact: Fact, hypotheses: list[Hypothesis], config: FHSConfig,
     return kept or [fallback_hypothesis(fact, domain.dimension_names)]
 
 
-def run_method(fact: Fact, ctx: MethodContext, config: FHSConfig, method: str) -> dict:
+def fhs_as_method(fact: Fact, ctx: MethodContext, config: FHSConfig, method: str) -> dict:
     """``run_fhs_fact`` as a method: the stage record under the names the runner reads."""
     llm, domain = ctx.require_llm(method)
     stages = run_fhs_fact(fact, ctx.retriever, llm, domain, ctx.taxonomy, config, ledger=ctx.ledger)
@@ -221,4 +207,4 @@ def run_method(fact: Fact, ctx: MethodContext, config: FHSConfig, method: str) -
 
 def fhs(fact: Fact, ctx: MethodContext) -> dict:
     """Factorized Hypothesis Search: J sampled hypotheses, fusion, verifier, Eq. 3 (+ selector)."""
-    return run_method(fact, ctx, ctx.config, "fhs")
+    return fhs_as_method(fact, ctx, ctx.config, "fhs")

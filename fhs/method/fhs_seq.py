@@ -13,7 +13,7 @@ leaves its target unchanged.
 Verifier calls are 2, 3, 4, 5 in rounds 1-4 (+ 2 generator + 1 revision per
 extra round: 4 to 19 calls before the selector). A re-verification whose
 request is unchanged (same hypothesis, same window) is answered by the
-response cache, not the model. The verdict ledger (``fhs.method.ledger``) is
+response cache, not the model. The verdict ledger (``fhs.run.ledger``) is
 not used: every round re-verifies each hypothesis over the whole new window,
 as the paper counts the calls.
 

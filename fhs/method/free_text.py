@@ -14,7 +14,7 @@ from fhs.data.facts import Fact
 from fhs.llm.contract import Request
 from fhs.method.config import FHSConfig
 from fhs.method.context import MethodContext, with_selector
-from fhs.method.rewrite import Calls, final_record, fuse_rankings, issue, reading, rewrite_request
+from fhs.method.rewrite import Calls, final_record, fuse_rankings, reading, rewrite_request, search_query
 
 PURPOSE = "free-text"
 FIELDS = ("query",)
@@ -31,7 +31,7 @@ def free_text(fact: Fact, ctx: MethodContext) -> dict:
     llm, domain = ctx.require_llm("free-text")
     calls = Calls()
     (values,) = calls.ask(llm, [free_text_request(fact, domain, ctx.config)], FIELDS, required="query")
-    query = issue(fact, reading(values), ctx.retriever)
+    query = search_query(fact, reading(values), ctx.retriever)
     pool = fuse_rankings([query.ranking], ctx.config)
     record = final_record(pool, calls, rounds=[{"round": 1, "reading": reading(values), **query.to_dict()}])
     return with_selector(fact, ctx, record)

@@ -6,9 +6,10 @@ settings, and a separate seed per sample replays exactly), each retrieved, the
 J lists fused with summed RRF. A sample that is unreadable issues the direct
 query (the documented fallback).
 
-``parallel-instructed`` is the authors' CodiEsp behaviour (fhs-reference.md §6:
-their CodiEsp override always used the "instructed" wording, which tells each
-sample it is sample i of J and to be meaningfully distinct). The paper
+``parallel-instructed`` is the authors' CodiEsp behaviour (book/deviations.md,
+"Parallel sampling wording on CodiEsp": their CodiEsp override always used the
+"instructed" wording, which tells each sample it is sample i of J and to be
+meaningfully distinct). The paper
 describes i.i.d. samples, so ``parallel`` is the default.
 """
 
@@ -20,7 +21,7 @@ from fhs.llm.contract import Request
 from fhs.method.config import FHSConfig
 from fhs.method.context import MethodContext, with_selector
 from fhs.method.prompting import render
-from fhs.method.rewrite import Calls, final_record, fuse_rankings, issue, reading, rewrite_request
+from fhs.method.rewrite import Calls, final_record, fuse_rankings, reading, rewrite_request, search_query
 
 PURPOSE = "parallel"
 FIELDS = ("query",)
@@ -48,7 +49,7 @@ def run_parallel(fact: Fact, ctx: MethodContext, *, instructed: bool, method: st
                         required="query")
     rounds = []
     for j, values in enumerate(replies):
-        query = issue(fact, reading(values), ctx.retriever)
+        query = search_query(fact, reading(values), ctx.retriever)
         rounds.append({"sample": j, "reading": reading(values), **query.to_dict(), "_ranking": query.ranking})
     pool = fuse_rankings([r.pop("_ranking") for r in rounds], ctx.config)
     return with_selector(fact, ctx, final_record(pool, calls, rounds=rounds, wording="instructed" if instructed else "plain"))

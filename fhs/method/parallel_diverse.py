@@ -18,7 +18,7 @@ from fhs.data.facts import Fact
 from fhs.llm.contract import Request
 from fhs.method.config import FHSConfig
 from fhs.method.context import MethodContext, with_selector
-from fhs.method.rewrite import Calls, final_record, fuse_rankings, issue, rewrite_request
+from fhs.method.rewrite import Calls, final_record, fuse_rankings, rewrite_request, search_query
 
 PURPOSE = "parallel-diverse"
 FIELDS = ("grounding", "label_query", "definition_query")
@@ -47,9 +47,9 @@ def parallel_diverse(fact: Fact, ctx: MethodContext) -> dict:
             calls.parse_failures += 1
             calls.records[-1]["parsed"] = False
         if values is None:
-            queries = [issue(fact, "", ctx.retriever)]
+            queries = [search_query(fact, "", ctx.retriever)]
         else:
-            queries = [issue(fact, values[name], ctx.retriever)
+            queries = [search_query(fact, values[name], ctx.retriever)
                        for name in ("label_query", "definition_query") if values[name]]
             earlier.append(values["grounding"] or values["definition_query"] or values["label_query"])
         pool = fuse_rankings([q.ranking for q in queries], ctx.config)

@@ -35,7 +35,7 @@ from fhs.method.context import MethodContext, with_selector
 from fhs.method.fhs import verify_pool
 from fhs.method.hypotheses import Hypothesis
 from fhs.method.parallel import FIELDS, parallel_requests
-from fhs.method.rewrite import Calls, issue, reading
+from fhs.method.rewrite import Calls, reading, search_query
 from fhs.method.verifier import DESCRIPTION_SOURCE
 from fhs.retrieval.fusion import fuse
 
@@ -62,7 +62,7 @@ def parallel_verified(fact: Fact, ctx: MethodContext) -> dict:
     replies = calls.ask(llm, parallel_requests(fact, domain, config), FIELDS, required="query")
     rounds, rankings, readings = [], [], []
     for j, values in enumerate(replies):
-        query = issue(fact, reading(values), ctx.retriever)
+        query = search_query(fact, reading(values), ctx.retriever)
         rounds.append({"sample": j, "reading": reading(values), **query.to_dict()})
         rankings.append(query.ranking)
         if values is not None:

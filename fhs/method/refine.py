@@ -23,7 +23,7 @@ from fhs.data.facts import Fact
 from fhs.llm.contract import Request
 from fhs.method.context import MethodContext, with_selector
 from fhs.method.free_text import free_text_request
-from fhs.method.rewrite import Calls, Query, final_record, fuse_rankings, issue, reading
+from fhs.method.rewrite import Calls, Query, final_record, fuse_rankings, reading, search_query
 
 ROUNDS = 4
 NO_READING = "(no usable reading yet: the search used the raw evidence)"
@@ -51,7 +51,7 @@ def refine(fact: Fact, ctx: MethodContext, *, method: str, next_request: NextReq
             shown = {"shown_reading": previous, **shown, note: ""}
             (values,) = calls.ask(llm, [request], fields, required="query")
             shown[note] = reading(values, note)
-        query = issue(fact, reading(values), ctx.retriever)
+        query = search_query(fact, reading(values), ctx.retriever)
         entry = {"round": k, **shown, "reading": reading(values), **query.to_dict()}
         records.append(entry)
         rankings.append(query.ranking)

@@ -17,7 +17,7 @@ from fhs.method.feedback_refine import feedback_refine
 from fhs.method.fhs import fhs
 from fhs.method.fhs_seq import fhs_seq
 from fhs.method.free_text import free_text
-from fhs.method.oracle import oracle
+from fhs.method.gold_query import oracle
 from fhs.method.parallel import parallel, parallel_instructed
 from fhs.method.parallel_diverse import parallel_diverse
 from fhs.method.parallel_verified import parallel_verified

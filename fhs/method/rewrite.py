@@ -108,7 +108,7 @@ class Query:
         return {"query": self.text, "source": self.source, "ranking": list(self.ranking.ids)}
 
 
-def issue(fact: Fact, body: str, retriever: Any) -> Query:
+def search_query(fact: Fact, body: str, retriever: Any) -> Query:
     """Prefix ``body`` and retrieve it; an empty body issues the direct query instead."""
     body = " ".join((body or "").split())
     text = prefixed(fact, body) if body else direct_query(fact)

@@ -21,21 +21,27 @@ The window is built once per fact from the fused order and shared by all
 hypotheses: it scans the top ``max(scan, k_v)`` candidates and keeps the first
 (highest-ranked) candidate of each new category profile, then fills any
 remaining slots by rank from the scanned list (``rank`` variant: plain top k_v).
+
+Scoring (``score_pool``: v_j, the fill, Eq. 2, Eq. 3) is a pure function of
+verdicts in hand. The calls that produce them (``fhs.method.fhs.ask_verifier``)
+take a ``Verification`` and return one ``Judged`` per asked hypothesis, so a
+``KnownVerdicts`` (the run layer's verdict ledger) can wrap them from outside
+the method.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from statistics import fmean
-from typing import Any
+from typing import Any, Protocol
 
 from fhs.data.domain import Domain, CategoryProfile
 from fhs.data.evidence import evidence_block
 from fhs.data.facts import Fact
 from fhs.data.taxonomy import Concept, Taxonomy
-from fhs.llm.contract import Request
+from fhs.llm.contract import LLM, Request
 from fhs.llm.jsonout import MAX_REPLY_CHARS, parse_array, parse_object
 from fhs.method.config import FHSConfig
 from fhs.method.hypotheses import Hypothesis
@@ -438,3 +444,89 @@ def final_scores(pool: FusedPool, vbar: Mapping[str, float], beta: float) -> Ran
     scored = [(s + beta * vbar.get(cid, 0.0), cid) for cid, s in zip(pool.ids, pool.normalized)]
     scored.sort(key=lambda item: (-item[0], item[1]))
     return Ranking(ids=tuple(cid for _, cid in scored), scores=tuple(score for score, _ in scored))
+
+
+@dataclass(frozen=True)
+class Scored:
+    """Eq. 2 and Eq. 3 over one fused pool: each hypothesis's filled v_j, its fill, v̄ and the final order."""
+
+    ranking: Ranking
+    support: list[dict[str, float]]  # v_j(c) over the whole pool, one per hypothesis
+    fills: list[float]
+    judged: list[int]  # candidates with a countable verdict, per hypothesis
+    vbar: dict[str, float]
+
+
+def score_pool(pool: FusedPool, hypotheses: Sequence[Hypothesis], verdicts: Sequence[Mapping[str, Verdicts]],
+               config: FHSConfig) -> Scored:
+    """Section 4.4 on verdicts already in hand: v_j per hypothesis, the fill, v̄ (Eq. 2), the order (Eq. 3).
+
+    A pure function: the verdicts may come from a model call, a record or the run layer's verdict ledger,
+    and the same verdicts give the same order (re-scoring a run calls nothing).
+    """
+    per_hypothesis, fills, judged_counts = [], [], []
+    for hypothesis, found in zip(hypotheses, verdicts):
+        judged = support(found, hypothesis, config.scoring)
+        per_hypothesis.append(fill_support(judged, pool.ids, config.fill))
+        fills.append(fill_value(judged, config.fill))
+        judged_counts.append(len(judged))
+    vbar = consensus(per_hypothesis, pool.ids)
+    return Scored(final_scores(pool, vbar, config.beta), per_hypothesis, fills, judged_counts, vbar)
+
+
+# ---- one fact's verifier calls -------------------------------------------------------
+
+# One candidate's verdicts as recorded (``Verdicts.to_dict``); None: asked in a complete reply that named it not.
+Entry = dict[str, str] | None
+
+
+@dataclass(frozen=True)
+class Verification:
+    """One fact's verifier stage: the window, the hypotheses, which of them are asked, and who answers."""
+
+    fact: Fact
+    hypotheses: tuple[Hypothesis, ...]
+    window: Window
+    asks: tuple[int, ...]  # the hypotheses asked about (``paper`` scoring skips one that resolved nothing)
+    llm: LLM
+    taxonomy: Taxonomy | None
+    domain: Domain
+    config: FHSConfig
+
+
+@dataclass(frozen=True)
+class Judged:
+    """One asked hypothesis's verdicts on the window: those known before its call, and those its call parsed."""
+
+    known: dict[str, Entry]  # window candidate -> verdicts known before the call
+    asked: tuple[str, ...] = ()  # the candidates its call asked about (none when every one was known)
+    fresh: dict[str, Verdicts] = field(default_factory=dict)
+    malformed: int = 0  # codes that named no verdict per dimension: their candidates take the fill
+    cut: bool = False  # the reply was cut at max_tokens: the candidates after its last entry took the fill
+    call: dict[str, Any] | None = None  # the call's line in the record
+
+    def verdicts(self, dimensions: Sequence[str]) -> dict[str, Verdicts]:
+        """Known and fresh verdicts together, in the window's order then the reply's."""
+        found = {cid: Verdicts.from_dict(cid, entry, dimensions) for cid, entry in self.known.items() if entry}
+        found.update(self.fresh)
+        return found
+
+    def learned(self) -> dict[str, Entry]:
+        """What a later run may reuse: each parsed verdict and, unless the reply was cut, each candidate asked
+        about that it named none for (asking again would replay the same reply). Nothing from an unparsed reply,
+        which is asked again."""
+        if not self.fresh:
+            return {}
+        return {cid: self.fresh[cid].to_dict() if cid in self.fresh else None
+                for cid in self.asked if cid in self.fresh or not self.cut}
+
+
+# Asks the model about the window candidates not known for each asked hypothesis (``fhs.method.fhs.ask_verifier``).
+Ask = Callable[[Verification, Mapping[int, Mapping[str, Entry]]], dict[int, Judged]]
+
+
+class KnownVerdicts(Protocol):
+    """Verdicts judged before (the run layer's verdict ledger, ``fhs.run.ledger``): it finds what it knows for
+    each asked hypothesis, lets ``ask`` call the model about the rest, and keeps what the calls learned."""
+
+    def judge(self, verification: Verification, ask: Ask) -> dict[int, Judged]: ...

@@ -33,7 +33,6 @@ from fhs.data.sampling import sample_by_context
 from fhs.llm.cache import CachedLLM, ResponseCache
 from fhs.llm.tokens import TokenCounter, default_counter
 from fhs.method.config import DEFAULT_CONFIG, FHSConfig
-from fhs.method.ledger import MemoryLedger
 from fhs.method.registry import LLM_METHODS, get_method
 from fhs.plan.meter import LineMemo, Meter
 from fhs.plan.stand_in import StandIn
@@ -41,6 +40,7 @@ from fhs.plan.simulated import SimulatedBackend
 from fhs.retrieval.bm25 import Retriever
 from fhs.retrieval.kinds import DEFAULT_RETRIEVER
 from fhs.run.inputs import Experiment, ModelChoice, cached_retriever, retrieval_config
+from fhs.run.ledger import MemoryLedger
 from fhs.run.profiles import RunProfile
 
 RELOCATOR = "llm-relocator"  # chapter 2's LLM relocator: one request per CodiEsp mention of a few documents
@@ -253,7 +253,7 @@ class DryRun:
         """Chapter 2's LLM relocator on its documents: one request per mention, counted exactly."""
         from fhs.data.datadir import data_dir
         from fhs.data.datasets.codiesp import load_split
-        from fhs.method.relocation import LLMRelocator
+        from fhs.run.relocation import LLMRelocator
 
         taxonomy = self.experiment(run.dataset).taxonomy
         root = data_dir(self.data)

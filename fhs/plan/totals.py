@@ -50,7 +50,7 @@ def _rate(tps: float) -> str:
     return f"{tps:,.0f}" if tps >= 10 else f"{tps:.3g}"
 
 
-def summarize(rows: Sequence[Row], throughput: Throughput) -> dict[str, Any]:
+def plan_totals(rows: Sequence[Row], throughput: Throughput) -> dict[str, Any]:
     """Totals per dataset, chapter and purpose, the request shapes, and the wall time."""
     def zero() -> dict[str, int]:
         return {"requests": 0, "prompt_tokens": 0, "output_tokens": 0}

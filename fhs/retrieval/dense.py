@@ -154,7 +154,7 @@ def load_or_build_embeddings(taxonomy: Taxonomy, encoder: Encoder, *, cache_root
     if progress:
         from tqdm import tqdm  # plain text: no widget, and no 'IProgress not found' warning in a page
 
-        # every 30 s: in an executed notebook each update is a new line of output
+        # one update per ``mininterval``: in an executed notebook each update is a new line of output
         bar = tqdm(total=len(texts), initial=resumed, desc=f"embedding {taxonomy.name} ({encoder.key})",
                    unit="concept", mininterval=30)
     starts = range(resumed, len(texts), CHECKPOINT_EVERY)

@@ -75,9 +75,9 @@ MODELS: dict[str, ModelSpec] = {
     ),
 }
 # The cpu profile's variants: the same weights and queries, concept texts cut short. ICD-10-CM's
-# texts (code, title, hierarchy path) have a median of 103 word pieces, so nearly every one is
-# cut and an encoder's time falls with the cut: whole, the 72,621 codes take about 26 minutes
-# on two cores, cut at 64 they took 544 s, at 32 about half that (book/deviations.md).
+# texts (code, title, hierarchy path) are longer than the cut, so nearly every one is cut and an
+# encoder's time falls with the cut (``python -m dev.bench_cpu --part encoder`` measures it;
+# book/deviations.md).
 MODELS["minilm-int8-d64"] = replace(MODELS["minilm-int8"], name="minilm-int8-d64", document_max_length=64)
 MODELS["minilm-int8-d32"] = replace(MODELS["minilm-int8"], name="minilm-int8-d32", document_max_length=32)
 DEFAULT_MODEL = "minilm-int8"

@@ -53,12 +53,13 @@ from fhs.core.outputs import check_out
 from fhs.core.untrusted import LIMITS, ReadLimits, TooLarge, gunzip
 from fhs.llm.factory import backend_identity
 from fhs.llm.replay import ARCHIVE_FORMAT, ARCHIVE_VERSION, REPLAY_PREFIX, archive_digest, content_digest, open_archive
-from fhs.method.ledger import Entry, SqliteLedger, ledger_path
+from fhs.method.verifier import Entry
 from fhs.run.evaluate import MISS, metrics
+from fhs.run.ledger import Ledger, SqliteLedger, ledger_path
 from fhs.run.records import STAMP_NAME, read_records
 
 VERIFIER_PURPOSE = "verifier"  # fhs.method.verifier.PURPOSE
-UNRECORDED_PURPOSES = ("relocate",)  # calls no run record names (fhs.method.relocation): packed by model
+UNRECORDED_PURPOSES = ("relocate",)  # calls no run record names (fhs.run.relocation): packed by model
 _CHUNK = 500
 
 
@@ -371,7 +372,7 @@ def archive_provenance(archive: str | Path) -> dict[str, Any]:
             "sha256": archive_digest(archive)}
 
 
-class ReplayLedger:
+class ReplayLedger(Ledger):
     """A replay's verdict ledger: its own file, plus the archived rows of ledger-only facts.
 
     Verdicts the replayed calls produce are recorded in ``scratch`` and found by

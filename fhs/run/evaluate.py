@@ -126,7 +126,7 @@ def metric_names(cutoffs: Sequence[int] = CUTOFFS) -> list[str]:
     return [f"recall@{k}" for k in cutoffs] + ["mrr"]
 
 
-def summarize(ranks: Sequence[int | None], cutoffs: Sequence[int] = CUTOFFS) -> dict[str, float]:
+def rank_metrics(ranks: Sequence[int | None], cutoffs: Sequence[int] = CUTOFFS) -> dict[str, float]:
     """Recall@k for each cutoff and MRR over a list of gold ranks."""
     out: dict[str, float] = {"n_facts": len(ranks)}
     for name in metric_names(cutoffs):
@@ -136,7 +136,7 @@ def summarize(ranks: Sequence[int | None], cutoffs: Sequence[int] = CUTOFFS) -> 
 
 
 def _block(records: Sequence[Mapping], rank_key: str, cutoffs: Sequence[int]) -> dict:
-    block = summarize([None if _refused(r) else r.get(rank_key) for r in records], cutoffs)
+    block = rank_metrics([None if _refused(r) else r.get(rank_key) for r in records], cutoffs)
     block["accuracy"] = accuracy(records, rank_key)
     block["accuracy_basis"] = accuracy_basis(records)
     return block
@@ -292,4 +292,4 @@ def by_group(records: Sequence[Mapping], key: Callable[[Mapping], object], rank_
     groups: dict[object, list] = {}
     for record in records:
         groups.setdefault(key(record), []).append(record.get(rank_key))
-    return {group: summarize(ranks) for group, ranks in sorted(groups.items(), key=lambda kv: str(kv[0]))}
+    return {group: rank_metrics(ranks) for group, ranks in sorted(groups.items(), key=lambda kv: str(kv[0]))}

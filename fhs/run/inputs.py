@@ -71,7 +71,7 @@ class Experiment:
             k=self.retriever.config.top_k, w_cov=self.retriever.config.w_cov,
             seed=model.seed if seed is None else seed)
         if model.backend == ORACLE:  # answers from this experiment's gold: no cache, no ledger, no model
-            from fhs.method.oracle_model import oracle_for
+            from fhs.llm.oracle import oracle_for
 
             domain = load_domain(self.domain_name())
             kw.setdefault("ledger", None)
@@ -251,7 +251,7 @@ class ModelChoice:
     request_timeout: float | None = None
     give_up_after: float | None = None
     retry_backoff: float | None = None
-    # backend "oracle" only: "hypotheses=P,verdicts=Q" (fhs.method.oracle_model.OracleNoise); None is no noise
+    # backend "oracle" only: "hypotheses=P,verdicts=Q" (fhs.llm.oracle.OracleNoise); None is no noise
     oracle_noise: str | None = None
     _llm: object = field(default=None, compare=False, repr=False)
     _ledger: object = field(default=None, compare=False, repr=False)
@@ -269,7 +269,7 @@ class ModelChoice:
             raise InputError("oracle noise is for the oracle backend only", field="oracle-noise",
                              fix=f"pass --backend {ORACLE} with it, or leave it out")
         if backend == ORACLE:  # checked and written one way, so equal noise is one run folder
-            from fhs.method.oracle_model import OracleNoise
+            from fhs.llm.oracle import OracleNoise
 
             oracle_noise = str(OracleNoise.parse(oracle_noise))
         if backend == ORACLE and replay is not None:
@@ -366,7 +366,7 @@ class ModelChoice:
 
             self._ledger = replay_ledger(self.replay, self.cache_path)
         if self._ledger is None:
-            from fhs.method.ledger import ledger_beside
+            from fhs.run.ledger import ledger_beside
 
             key = ("ledger", str(self.cache_path))
             with _CLIENTS_LOCK:

@@ -36,7 +36,7 @@ from fhs.method.config import FHSConfig
 from fhs.retrieval.encoders import DEFAULT_MODEL
 
 
-# The oracle model (fhs.method.oracle_model): answers from the gold, so only ever named for one run
+# The oracle model (fhs.llm.oracle): answers from the gold, so only ever named for one run
 ORACLE = "oracle"
 
 # Facts at once on a server profile. Most stages of a fact have one or two requests in flight
@@ -182,9 +182,6 @@ PROFILES: dict[str, RunProfile] = {
         ),
     )
 }
-
-
-Profile = RunProfile  # the name other modules and notebooks may still import
 
 
 def get_profile(name: str) -> RunProfile:

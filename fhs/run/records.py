@@ -26,7 +26,7 @@ from fhs.core.errors import InputError, warn
 from fhs.core.files import atomic_write
 from fhs.run.digests import differences
 from fhs.run.lock import RunLock
-from fhs.run.summary import summarize
+from fhs.run.summary import record_summary
 
 STAMP_NAME = "run-config.json"
 
@@ -203,7 +203,7 @@ class Summaries(Sequence):
 
 def encoded(record: Mapping[str, Any]) -> tuple[str, bytes, dict]:
     """A record as :meth:`RecordWriter.append` takes it: its fact id, its line, its summary."""
-    return record["id"], (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8"), summarize(record)
+    return record["id"], (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8"), record_summary(record)
 
 
 class RecordWriter:
@@ -241,7 +241,7 @@ class RecordWriter:
                     if isinstance(item, _Torn):
                         torn = item
                     else:
-                        self._summaries[item[1]["id"]] = _pack({**summarize(item[1]), "offset": item[0]})
+                        self._summaries[item[1]["id"]] = _pack({**record_summary(item[1]), "offset": item[0]})
             self._check_config(config, bool(self._summaries))
             if torn is not None:
                 warn(f"{self.path}: dropped a torn last line (a run was stopped while writing it); "

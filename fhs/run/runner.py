@@ -44,7 +44,7 @@ from fhs.run.health import failed, failed_facts, stage_health, warn_about
 from fhs.run.records import RecordWriter, encoded, write_json_atomic
 from fhs.run.summary import COST_FIELDS, call_totals
 
-__all__ = ["RunJob", "RunOutcome", "call_totals", "run_jobs", "run_method"]  # call_totals: chapters read it here
+__all__ = ["RunJob", "RunOutcome", "run_jobs", "run_method"]
 
 
 @dataclass

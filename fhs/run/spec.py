@@ -200,7 +200,7 @@ class RunSpec:
         choose(REFUSED, refused, "refused-facts policy")
         ctx = self.context(experiment)
         if fresh and getattr(ctx, "ledger", None) is not None:  # a fresh run reuses no verdict, records its own
-            from fhs.method.ledger import RecordOnly
+            from fhs.run.ledger import RecordOnly
 
             ctx.ledger = RecordOnly(ctx.ledger)
         if sources is None and experiment.spec.source is not None:  # a spec file's dataset: where its files are

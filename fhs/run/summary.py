@@ -41,7 +41,7 @@ def record_cost(record: Mapping) -> dict[str, float]:
     }
 
 
-def summarize(record: Mapping) -> dict[str, Any]:
+def record_summary(record: Mapping) -> dict[str, Any]:
     """The summary of one record (a summary passes through unchanged)."""
     if "cost" in record and "llm_calls" not in record:
         return dict(record)
@@ -68,3 +68,13 @@ def call_totals(records: Iterable[Mapping]) -> dict[str, float]:
         # seconds the calls took when they were made, cached or not (the cost of the method)
         "recorded_seconds": round(total["recorded_seconds"], 3),
     }
+
+
+def new_calls(records: Iterable[Mapping]) -> dict[str, int]:
+    """Calls each stage (``purpose``) made that no cache served, in the order the stages first appear."""
+    counts: dict[str, int] = {}
+    for record in records:
+        for call in record.get("llm_calls") or []:
+            if not call.get("cached"):
+                counts[call["purpose"]] = counts.get(call["purpose"], 0) + 1
+    return counts

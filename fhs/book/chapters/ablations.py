@@ -30,7 +30,6 @@ import numpy as np
 import pandas as pd
 
 from fhs.book.across_runs import across, across_differences
-from fhs.book.costs import new_calls
 from fhs.book.manifest import ABLATION_VARIANTS
 from fhs.book.report import Estimate
 from fhs.book.study import Run, Study
@@ -39,6 +38,7 @@ from fhs.paper import ABLATION, BETA_GRID
 from fhs.run.evaluate import SELECTOR, accuracy, accuracy_basis, metrics, paired_difference
 from fhs.run.inputs import ModelChoice
 from fhs.run.rescore import best_of
+from fhs.run.summary import new_calls
 from fhs.run.tables.ablations import (DEV_TAG, ROW_METRICS, WINDOW_SIZES, BetaChoice, beta_sweep, choose_beta,
                                       choose_beta_on_dev, final_rows, window_sensitivity)
 from fhs.run.tables.sampling_pilot import sampling_pilot
@@ -194,7 +194,7 @@ def mean_difference(groups: Sequence[Sequence[Mapping]], fhs_runs: Sequence[Run]
                                for records, fhs in zip(groups, fhs_runs)])
 
 
-def row(key: str, groups: Sequence[Sequence[Mapping]], fhs_runs: Sequence[Run], interval: Mapping,
+def table6_row(key: str, groups: Sequence[Sequence[Mapping]], fhs_runs: Sequence[Run], interval: Mapping,
         reported: str | None = None) -> dict[str, Any]:
     """One Table 6 row: facts, refused, each metric with its Δ against FHS, the paper's R@1 and MRR."""
     out: dict[str, Any] = {"row": LABELS[key], "facts": len(groups[0]), "refused": metrics(groups[0])["n_refused"]}
@@ -234,11 +234,11 @@ def table6(arms: Arms, interval: Mapping) -> list[dict[str, Any]]:
     fhs_runs = arms["fhs"]
     keys = ["fhs"] + [k for k in ("free_text", "free_text_verifier") if k in arms] + [
         "no_verifier", "hypothesis0", "hypothesis1"]
-    rows = [row(k, records_of(arms, k), fhs_runs, interval) for k in keys]
+    rows = [table6_row(k, records_of(arms, k), fhs_runs, interval) for k in keys]
     rows.append(single_row(arms))
-    rows += [row(k, records_of(arms, k), fhs_runs, interval)
+    rows += [table6_row(k, records_of(arms, k), fhs_runs, interval)
              for k in ("mean_rrf", "raw_scores", "no_label_form", "no_definition_form", "no_label_coverage")]
-    rows.append(row("oracle_best_single", oracle_groups(arms), fhs_runs, interval))
+    rows.append(table6_row("oracle_best_single", oracle_groups(arms), fhs_runs, interval))
     return rows
 
 
@@ -254,7 +254,7 @@ def point_value(value: Any) -> Any:
     return value.value if isinstance(value, Estimate) else value
 
 
-def checked_values(dataset: str, dev_dataset: str, arms: Arms, cells: Sequence[Mapping], chosen,
+def ablation_metrics(dataset: str, dev_dataset: str, arms: Arms, cells: Sequence[Mapping], chosen,
                    table12_test: Sequence[Mapping], table11: Sequence[Mapping],
                    windows: Sequence[Mapping]) -> dict[str, Any]:
     """Chapter 03's check: every arm's head metrics and new calls, the bound, Tables 16, 12 and 11, E.2's window."""

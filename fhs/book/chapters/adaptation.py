@@ -230,7 +230,7 @@ def index_seconds(taxonomy: Taxonomy, concept_file: Path, kind: str = "procedure
     return built, time.perf_counter() - started
 
 
-def checked_values(inventory: int, coverage: Sequence[Mapping[str, Any]], facts: int, rates: Mapping[str, float],
+def adaptation_metrics(inventory: int, coverage: Sequence[Mapping[str, Any]], facts: int, rates: Mapping[str, float],
                    runs: Mapping[str, Mapping[str, Any]]) -> dict[str, float]:
     """Chapter 08's check: inventory, coverage, relocation and every run's metrics (Acc. for the LLM rows)."""
     total = coverage[0]

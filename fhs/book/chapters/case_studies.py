@@ -176,7 +176,7 @@ def embedded(page: Path) -> str:
             'style="width:100%;height:720px;border:1px solid #ccc"></iframe></div>')
 
 
-def checked_values(rsu: W.Scored, securitization: W.Scored, strict: W.Scored, cases: Sequence[Mapping],
+def case_study_metrics(rsu: W.Scored, securitization: W.Scored, strict: W.Scored, cases: Sequence[Mapping],
                    pages: int, table25: Sequence[Mapping], baseline: str) -> dict[str, float]:
     """Chapter 07's check: the worked examples' numbers and how many cases the rule found and FHS won."""
     cap = securitization.example.gold

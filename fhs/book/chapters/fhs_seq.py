@@ -21,7 +21,7 @@ from fhs.book.report import Estimate
 from fhs.book.study import Run
 from fhs.method.config import FHSConfig
 from fhs.paper import paper_value
-from fhs.run.evaluate import paired_difference, runs_estimate, summarize
+from fhs.run.evaluate import paired_difference, rank_metrics, runs_estimate
 from fhs.run.summary import call_totals
 from fhs.run.tables.seq_diagnostics import oracle_best_single, rounds_distribution, stop_distribution, summary
 
@@ -102,7 +102,7 @@ def oracle_rows(name: str, by_seed: Sequence[Sequence[Mapping]], config: FHSConf
     oracles = [oracle_best_single(rs, config) for rs in by_seed]
     rows, checked = [], {}
     for label, (key, paper_row, slug) in LISTS.items():
-        per_run = [summarize([r[key] for r in o]) for o in oracles]
+        per_run = [rank_metrics([r[key] for r in o]) for o in oracles]
         measured = {m: float(np.mean([v[m] for v in per_run])) for m in METRICS}
         rows.append({"dataset": name, "list": label, **{m: across([v[m] for v in per_run]) for m in METRICS}})
         if paper_row:

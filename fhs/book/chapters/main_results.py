@@ -188,7 +188,7 @@ def verdict_share_row(dataset: str, records: Sequence[Mapping], dimensions: Sequ
     return {"dataset": dataset, "verdicts": max(pairs * len(dimensions), 1), **shares}
 
 
-def checked_values(results: Results, oracle: Mapping[str, Run], sizes: Mapping[str, int], methods: Sequence[str],
+def main_results_metrics(results: Results, oracle: Mapping[str, Run], sizes: Mapping[str, int], methods: Sequence[str],
                    cost: pd.DataFrame, relocation: Mapping[str, float], interval: Mapping) -> dict[str, float]:
     """What the chapter's closing check compares: facts, every method's metrics and calls, the oracle, relocation."""
     checked: dict[str, float] = {}

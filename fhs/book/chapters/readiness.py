@@ -147,7 +147,7 @@ def label_length_rows(with_cov: Run, without: Run, taxonomy) -> list[dict[str, A
             for length in sorted(on, key=lambda b: (len(b), b))]
 
 
-def checked_values(direct, oracle, no_cov, datasets, relocation_rate_=None, exact_oracle=None,
+def readiness_metrics(direct, oracle, no_cov, datasets, relocation_rate_=None, exact_oracle=None,
                    located=None) -> dict[str, float]:
     """Chapter 01's check: both queries' metrics, the coverage term off, facts, CodiEsp's relocation and probe,
     and the located query where the chapter ran it."""

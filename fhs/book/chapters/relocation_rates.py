@@ -13,9 +13,9 @@ import pandas as pd
 from fhs.book.study import Study
 from fhs.data.datadir import data_dir
 from fhs.data.datasets.codiesp import load_split
-from fhs.method.relocation import LLMRelocator
 from fhs.paper import RELOCATION, relocation_rate
 from fhs.plan.dry_run import codiesp_documents, relocation_documents
+from fhs.run.relocation import LLMRelocator
 
 
 def relocation_comparison(study: Study, documents: int, seed: int, llm) -> tuple[dict[str, float], pd.DataFrame]:

@@ -133,7 +133,7 @@ def swap_deltas(seeded: Mapping[tuple[str, str, str], Sequence[Run]], datasets: 
     return found, rows
 
 
-def checked_values(readiness, margins_found, swaps_found) -> dict[str, float]:
+def retriever_swap_metrics(readiness, margins_found, swaps_found) -> dict[str, float]:
     """Chapter 05's check: the readiness runs' metrics, the margins and the swap deltas."""
     checked = {}
     for (name, retriever, method), run in readiness.items():

@@ -1,6 +1,6 @@
 """Chapter 09's tables and figure: what FHS reaches when a perfect model answers its stages.
 
-Every FHS run here uses the oracle model (``fhs.method.oracle_model``): no model call,
+Every FHS run here uses the oracle model (``fhs.llm.oracle``): no model call,
 no GPU. One run without noise gives the three stage ceilings from one record per fact:
 the fused pool (perfect hypotheses only: Eq. 3 with beta 0 is the pool's order), the
 final order (+ a perfect verifier) and the selector's pick (+ a perfect selector, the
@@ -219,7 +219,7 @@ def noise_figure(curve_frames: Mapping[tuple[str, str], pd.DataFrame], direct: M
     return fig
 
 
-def checked_values(labels: Mapping[str, str], stages: Mapping[str, Sequence[Mapping]],
+def stage_ceiling_metrics(labels: Mapping[str, str], stages: Mapping[str, Sequence[Mapping]],
                    baselines: Mapping[tuple[str, str], Run],
                    curve_frames: Mapping[tuple[str, str], pd.DataFrame]) -> dict[str, float]:
     """Chapter 09's check under each dataset's name (``labels``: parameter -> name): facts, the ceilings,

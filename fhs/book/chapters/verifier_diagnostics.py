@@ -68,7 +68,7 @@ def arms_frame(with_verifier: Sequence[Run], without: Sequence[Run]) -> list[dic
     return rows
 
 
-def checked_values(stats, panels_a, panels_b, abstain, arms) -> dict[str, float]:
+def verifier_metrics(stats, panels_a, panels_b, abstain, arms) -> dict[str, float]:
     """What chapter 04's closing check compares (values the page could not compute are left out)."""
     checked: dict[str, Any] = {}
     if arms:

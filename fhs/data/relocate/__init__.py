@@ -17,7 +17,7 @@ Relocation runs in three steps:
 
 Two relocators share that interface: ``DeterministicRelocator`` (cognates, a
 small hand-written lexicon and character similarity; no model) and
-``fhs.method.relocation.LLMRelocator`` (one greedy model call per mention, as in
+``fhs.run.relocation.LLMRelocator`` (one greedy model call per mention, as in
 the paper; it lives with the method because it calls a model).
 ``relocate_cached`` (``cache.py``) keeps their results on disk so a rebuild
 never pays twice. Import each name from its module; this package file only

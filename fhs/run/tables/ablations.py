@@ -1,8 +1,8 @@
 """Chapter 03's tables that are computed from runs' records: Table 12's β on development data, E.2's K_v.
 
 Table 12: the authors chose β on development data by one rule, argmax of
-Recall@10 on table facts with MRR as tie-break (fhs-reference.md §4, "Beta for
-ablation rows"). ``choose_beta`` applies it to a development run's records,
+Recall@10 on table facts with MRR as tie-break (book/deviations.md, "Table 12's
+β is chosen on ixbrl-dev"). ``choose_beta`` applies it to a development run's records,
 re-scored offline (``fhs.run.rescore``, no model call); the test split then
 gives only the final row at the chosen β, and at the paper's 0.6 when they
 differ (``final_rows``).
@@ -26,6 +26,7 @@ from fhs.method.config import FHSConfig
 from fhs.run.evaluate import metrics
 from fhs.run.health import failed
 from fhs.run.rescore import rescore
+from fhs.run.summary import new_calls
 
 PAPER_BETA = FHSConfig().beta
 DEV_TAG = "dev"  # the development FHS run's folder tag, shared by Tables 11 and 12
@@ -118,12 +119,6 @@ def final_rows(test_records: Sequence[Mapping[str, Any]], choice: BetaChoice,
 RunVariant = Callable[[FHSConfig, str], Sequence[Mapping[str, Any]]]
 
 
-def new_calls(records: Sequence[Mapping[str, Any]], purpose: str) -> int:
-    """Calls of ``purpose`` that no cache served when the records were made."""
-    return sum(1 for r in records for c in r.get("llm_calls") or []
-               if c.get("purpose") == purpose and not c.get("cached"))
-
-
 def ledger_verdicts(records: Sequence[Mapping[str, Any]]) -> int:
     """Window candidates whose verdicts came from the verdict ledger, over all hypotheses."""
     return sum(v.get("from_ledger", 0) for r in records for v in (r.get("verifier") or {}).get("verdicts") or [])
@@ -143,7 +138,8 @@ def window_sensitivity(run_variant: RunVariant, base: FHSConfig,
     rows = {}
     for k_v in order:
         records = run_variant(base.replace(k_v=k_v), f"kv{k_v}")
-        rows[k_v] = row(records, k_v=k_v, new_verifier_calls=new_calls(records, "verifier"),
-                        new_hypothesis_calls=new_calls(records, "hypothesis"),
+        asked = new_calls(records)
+        rows[k_v] = row(records, k_v=k_v, new_verifier_calls=asked.get("verifier", 0),
+                        new_hypothesis_calls=asked.get("hypothesis", 0),
                         ledger_verdicts=ledger_verdicts(records))
     return [rows[k] for k in sorted(rows)]

@@ -5,7 +5,8 @@ candidate it judges, not on where the candidate sat in the fused order. So
 a variant that only moves the window (another fusion, rendering, normalisation
 or w_cov) needs the model only for candidates it never judged under that
 hypothesis, and a variant that only re-scores (beta, fusion, normalisation)
-needs it for none. The ledger is what lets ``verify_pool`` skip them.
+needs it for none. The ledger wraps the verifier's calls (``Ledger.judge``
+around ``fhs.method.fhs.ask_verifier``) so they skip them.
 
 A verdict is only reused where every input of the prompt that produced it is
 unchanged, so each key column folds in a digest of what it depends on:
@@ -35,7 +36,7 @@ import sqlite3
 import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from fhs.core.errors import InputError
 from fhs.data.domain import Domain
@@ -45,9 +46,8 @@ from fhs.llm.cache import cache_error
 from fhs.method.config import FHSConfig
 from fhs.method.hypotheses import Hypothesis
 from fhs.method.prompting import load_template
-from fhs.method.verifier import VERIFIER_TEMPLATES
+from fhs.method.verifier import VERIFIER_TEMPLATES, Ask, Entry, Judged, Verification, concept_or_stub
 
-Entry = dict[str, str] | None
 # The settings that change the verifier's request for a given window (fhs/method/verifier.py).
 PROMPT_SETTINGS = ("json_schema", "compact_outputs", "definition_chars", "context_chars", "max_tokens_verifier",
                    "verifier_prompt_tokens", "prompt_order", "seed")
@@ -103,18 +103,38 @@ def verifier_scope(llm: Any, config: FHSConfig, domain: Domain) -> str:
     return f"{identity['name']}:{_digest(parts)}"
 
 
-class VerdictLedger(Protocol):
-    """What ``verify_pool`` needs: look verdicts up, and record new ones."""
+class Ledger:
+    """A verdict ledger's part in the verifier stage, on its ``lookup`` and ``record`` (the method's
+    ``KnownVerdicts``): verdicts known for each asked hypothesis, the model asked about the rest, and
+    what the calls learned kept under the same keys."""
 
-    def lookup(self, scope: str, fact_id: str, hypothesis: str, candidates: Iterable[str]) -> dict[str, Entry]: ...
+    def lookup(self, scope: str, fact_id: str, hypothesis: str, candidates: Iterable[str]) -> dict[str, Entry]:
+        raise NotImplementedError
 
-    def record(self, scope: str, fact_id: str, hypothesis: str, entries: Mapping[str, Entry]) -> None: ...
+    def record(self, scope: str, fact_id: str, hypothesis: str, entries: Mapping[str, Entry]) -> None:
+        raise NotImplementedError
+
+    def judge(self, verification: Verification, ask: Ask) -> dict[int, Judged]:
+        v = verification
+        scope = verifier_scope(v.llm, v.config, v.domain)
+        keyed = {cid: candidate_key(concept_or_stub(v.taxonomy, cid)) for cid in v.window.ids}
+        known = {}
+        for j in v.asks:
+            found = self.lookup(scope, v.fact.id, hypothesis_key(v.hypotheses[j], v.fact), keyed.values())
+            known[j] = {cid: found[key] for cid, key in keyed.items() if key in found}
+        judged = ask(v, known)
+        for j, result in judged.items():
+            learned = result.learned()
+            if learned:
+                self.record(scope, v.fact.id, hypothesis_key(v.hypotheses[j], v.fact),
+                            {keyed[cid]: entry for cid, entry in learned.items()})
+        return judged
 
 
-class RecordOnly:
+class RecordOnly(Ledger):
     """A ledger that records and never answers: ``fhs run --fresh`` reuses no verdict."""
 
-    def __init__(self, ledger: VerdictLedger) -> None:
+    def __init__(self, ledger: Ledger) -> None:
         self.ledger = ledger
 
     def lookup(self, scope, fact_id, hypothesis, candidates):
@@ -124,7 +144,7 @@ class RecordOnly:
         self.ledger.record(scope, fact_id, hypothesis, entries)
 
 
-class MemoryLedger:
+class MemoryLedger(Ledger):
     """A ledger in a dict: for tests, and for one process's re-scoring."""
 
     def __init__(self) -> None:
@@ -157,7 +177,7 @@ CREATE TABLE IF NOT EXISTS verdicts (
 """
 
 
-class SqliteLedger:
+class SqliteLedger(Ledger):
     """The persistent ledger: one SQLite file beside the response cache (one commit per record call)."""
 
     def __init__(self, path: str | os.PathLike) -> None:

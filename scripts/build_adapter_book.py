@@ -1,9 +1,9 @@
 #!/usr/bin/env python
 """Build an adapter's book: the chapters that apply to one's dataset specs, strict offline HTML.
 
-    python scripts/adapter_book.py my.yaml other.yaml --profile smoke     # what `make book DATASETS=...` runs
-    python scripts/adapter_book.py my.yaml --chapters 01_readiness_gap --out _build/mine
-    python scripts/adapter_book.py my.yaml -p sample.llm_limit=2 --dry-run
+    python scripts/build_adapter_book.py my.yaml other.yaml --profile smoke     # what `make book DATASETS=...` runs
+    python scripts/build_adapter_book.py my.yaml --chapters 01_readiness_gap --out _build/mine
+    python scripts/build_adapter_book.py my.yaml -p sample.llm_limit=2 --dry-run
 
 Chapters run with the book folder (default _build/adapter) as their working directory, so
 the companion's own pages, runs and saved values are left as they are; a second build

@@ -1,7 +1,7 @@
 """The LLM relocator: a model copies the English phrase, the substring rule decides.
 
-The real-model check runs once the LLM backends are merged; the unit tests use
-a scripted double of the ``fhs.llm.contract.LLM`` protocol.
+It prepares CodiEsp's data for a run (``fhs.data.relocate`` holds the deterministic one and the contract);
+it is no part of the method. The unit tests use a scripted double of the ``fhs.llm.contract.LLM`` protocol.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 choices from these tables, so the help text, the validation and the config
 can never disagree. Every knob is a configuration of the one FHS code path
 (``fhs.method.fhs.run_fhs_fact``): changing one re-scores cached hypotheses
-and verdicts rather than calling the model again (see ``fhs.method.ledger``).
+and verdicts rather than calling the model again (see ``fhs.run.ledger``).
 """
 
 from __future__ import annotations
