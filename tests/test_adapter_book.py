@@ -26,7 +26,7 @@ def dataset(name, *offers):
 
 def test_a_chapter_no_dataset_can_run_is_left_out_with_why():
     plan = plan_book([dataset("mine", "domain"), dataset("yours")],
-                     ("01_readiness_gap", "02_main_results", "03_ablations"))
+                     ("01_readiness_gap", "02_main_results", "03_ablations"), build=frozenset({"model"}))
     assert [d.name for d in plan.chapters["01_readiness_gap"]] == ["mine", "yours"]
     assert [d.name for d in plan.chapters["02_main_results"]] == ["mine"]  # needs a domain
     assert "03_ablations" not in plan.chapters
@@ -36,6 +36,70 @@ def test_a_chapter_no_dataset_can_run_is_left_out_with_why():
     assert "`mine`" in page and "development split" in page and "/" not in page.split("## Chapters left")[0] \
         .replace("{doc}`", "").replace("`make book DATASETS=...`", "")
     assert [c["file"] for c in toc(plan)["parts"][0]["chapters"]] == ["book/01_readiness_gap", "book/02_main_results"]
+
+
+def test_without_a_model_the_book_holds_the_model_free_chapters_and_says_how_to_add_the_rest():
+    """Chapter 09 is in every adapter's book by default (it needs a domain, no model); the LLM chapters wait for a
+    model and the index gives the command that adds them; each chapter a spec allows runs when one is given."""
+    from fhs.book.adapter_book import CHAPTER_NEEDS, DEFAULT_CHAPTERS
+
+    assert set(DEFAULT_CHAPTERS) == set(CHAPTER_NEEDS) >= {"03_ablations", "04_verifier_diagnostics",
+                                                           "05_retriever_swap", "06_fhs_seq", "09_stage_ceilings"}
+    specs = [dataset("mine", "domain"), dataset("tuned", "domain", "dev"), dataset("bare")]
+    plan = plan_book(specs)
+    assert list(plan.chapters) == ["01_readiness_gap", "09_stage_ceilings"]
+    assert [d.name for d in plan.chapters["09_stage_ceilings"]] == ["mine", "tuned"]
+    assert "language model" in plan.left_out["02_main_results"]
+    page = index_page(plan, "cpu", ROOT)
+    assert 'ARGS="-p base_url=URL"' in page and 'ARGS="--llm"' in page and "ask no language model" in page
+    served = plan_book(specs, build=frozenset({"model", "dense"}))
+    assert list(served.chapters) == list(CHAPTER_NEEDS)
+    assert [d.name for d in served.chapters["03_ablations"]] == ["tuned"]  # the one spec with a dev split
+    assert [d.name for d in served.chapters["02_main_results"]] == ["mine", "tuned"]
+    assert "dense" in plan_book(specs, build=frozenset({"model"})).left_out["05_retriever_swap"]
+    bare = plan_book([dataset("bare")])
+    assert "domain file" in bare.left_out["09_stage_ceilings"] and list(bare.chapters) == ["01_readiness_gap"]
+
+
+def test_makes_default_chapters_are_the_scripts():
+    from fhs.book.adapter_book import DEFAULT_CHAPTERS
+
+    line = next(line for line in (ROOT / "Makefile").read_text().splitlines() if line.startswith("CHAPTERS ?="))
+    assert tuple(line.split("?=", 1)[1].split("##", 1)[0].split()) == DEFAULT_CHAPTERS
+
+
+def test_the_build_has_a_model_when_a_server_is_given_or_the_cpu_model_asked_for():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        from adapter_book import build_offers
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    assert "model" not in build_offers({}, cpu_model=False)
+    assert "model" not in build_offers({"sample.llm_limit": 1}, cpu_model=False)
+    assert "model" in build_offers({"base_url": "http://127.0.0.1:8000/v1"}, cpu_model=False)
+    assert "model" in build_offers({"server": {"base_url": "http://127.0.0.1:8000/v1"}}, cpu_model=False)
+    assert "model" in build_offers({}, cpu_model=True)
+
+
+def test_the_data_page_describes_the_adapters_spec_not_the_papers_sources(tmp_path):
+    from fhs.book.adapter_data import data_page
+
+    (tmp_path / "mine").mkdir()
+    for name in ("concepts.csv", "ghg-domain.yaml"):
+        (tmp_path / "mine" / name).write_text((FIXTURE / name).read_text())
+    facts = [{"id": f"f{i}", "context_id": "t1" if i < 2 else "t2", "modality": "table", "value": "1,250",
+              "datatype": "emissions", "context": "Scope 1 emissions 1,250", "gold": ["ghg:Scope1Emissions"],
+              **({"row_header": "Scope 1 emissions"} if i else {})} for i in range(3)]
+    (tmp_path / "mine" / "facts.jsonl").write_text("".join(json.dumps(f) + "\n" for f in facts))
+    spec = tmp_path / "my.yaml"
+    spec.write_text("name: ghg-report\nfacts: mine/facts.jsonl\ntaxonomy: mine/concepts.csv\n"
+                    "domain: mine/ghg-domain.yaml\n")
+    page = data_page([("ghg-report", spec)])
+    assert "## `ghg-report`" in page and "3 facts in 2 contexts" in page and "12 concepts" in page
+    assert "emissions 3" in page and "2 of 3 facts have a row or column header" in page
+    assert "dimensions SCOPE, SOURCE" in page and "`my.yaml`" in page
+    assert str(tmp_path) not in page
+    assert not re.search(r"FinTagging|CodiEsp|US-GAAP|iXBRL", page)
 
 
 def test_two_specs_of_one_name_are_refused():
