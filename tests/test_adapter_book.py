@@ -122,12 +122,14 @@ def test_prose_about_an_absent_dataset_is_removed(tmp_path):
         nbformat.v4.new_markdown_cell("On FinCL ...", metadata={"tags": ["needs-fincl"]}),
         nbformat.v4.new_markdown_cell("On both ...", metadata={"tags": ["needs-fincl", "needs-codiesp"]}),
         nbformat.v4.new_markdown_cell("Always."),
+        nbformat.v4.new_code_cell("codiesp = None  # a branch for CodiEsp", metadata={"tags": ["needs-codiesp"]}),
     ])
     path = tmp_path / "page.ipynb"
     nbformat.write(notebook, path)
-    assert hide_absent_prose(path, ["fincl", "ixbrl"]) == 1
+    assert hide_absent_prose(path, ["fincl", "ixbrl"]) == 2
     tags = [cell.metadata.get("tags", []) for cell in nbformat.read(path, as_version=4).cells]
     assert "remove-cell" not in tags[0] and "remove-cell" in tags[1] and tags[2] == []
+    assert "remove-cell" in tags[3]  # a code branch for a dataset the page lacks is not shown either
 
 
 def test_run_notebooks_takes_papermill_style_yaml():
