@@ -3,7 +3,7 @@
 ``make book DATASETS="my.yaml"`` (``scripts/adapter_book.py``) executes, in a folder of
 its own (default ``_build/adapter``), the chapters whose needs the specs meet, each on
 the specs that meet them, then builds a strict offline Jupyter Book of those chapters
-plus the adapting, data and provenance pages. The book's own pages, saved values and
+plus an index, a data page written from the specs and the provenance page. The book's own pages, saved values and
 runs stay untouched: every chapter runs with that folder as its working directory.
 
 This module decides and writes (which chapters, the TOC, the config, the index page);
@@ -46,7 +46,9 @@ NEED_WORDS = {
 }
 # Every chapter an adapter's book can hold is considered; those that ask a model run only when one is given.
 DEFAULT_CHAPTERS = tuple(CHAPTER_NEEDS)
-PAGES = ("adapting",)  # prose pages copied from book/; the data page is written from the specs
+# Prose pages copied from book/: none, as the guide (book/adapting.md) walks through the paper's datasets; the data
+# page is written from the specs.
+PAGES: tuple[str, ...] = ()
 DATA_PAGE = "data"
 SUMMARY = "provenance"
 
@@ -165,7 +167,7 @@ def index_page(plan: BookPlan, profile: str, repo: Path) -> str:
     lines = [f"# An adapter's book: {names}", "",
              f"This book holds the companion's chapters executed on {len(plan.datasets)} dataset spec(s) of "
              f"one's own, under the `{profile}` profile, built by `make book DATASETS=...` "
-             "({doc}`adapting` says how). Every table names a dataset by its spec's `name`.", "",
+             "(the full book's *Adapting the companion* page says how). Every table names a dataset by its spec's `name`.", "",
              "| dataset | description | offers |", "| --- | --- | --- |"]
     for d in plan.datasets:
         offers = ", ".join(sorted(d.offers)) or "facts and a taxonomy only"

@@ -63,8 +63,8 @@ def data_page(specs: Iterable[tuple[str, Path]]) -> str:
     """The data page: one table per spec (``(name, path)``), from the files the spec names."""
     lines = ["# The data", "",
              "What each dataset spec of this book holds, read from its files when the book was built. The "
-             "chapters run on exactly these facts, this taxonomy and this domain; {doc}`adapting` says how "
-             "each file is written and checked.", ""]
+             "chapters run on exactly these facts, this taxonomy and this domain; the companion's guide "
+             "(`book/adapting.md` in its checkout) says how each file is written and checked.", ""]
     for name, path in specs:
         lines += [f"## `{name}`", "", "| | |", "| --- | --- |"]
         lines += [f"| {what} | {value} |" for what, value in spec_rows(path)]
