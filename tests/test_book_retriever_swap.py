@@ -51,3 +51,16 @@ def test_margins_and_swaps_are_paired_per_run_and_carry_the_papers_values():
     assert checked["fincl/fhs/dense_minus_bm25/mrr"] == 0.0
     assert len(R.margin_figure(found, ["fincl"], RETRIEVERS).axes) == 1
     assert R.mean_of([memory_run("fincl", "x", [fact("a", 1)])], "accuracy", INTERVAL).value == 1.0
+
+
+def test_a_dataset_the_paper_never_ran_gets_no_paper_rows_columns_or_marks():
+    """An adapter's spec: the paper's BM25 rows, Table 17's margins and deltas and the figure's squares belong to
+    the paper's benchmarks, so none of them stands beside it."""
+    seeded = {("ghg", r, m): runs for (_, r, m), runs in seeded_runs().items()}
+    readiness = {("ghg", r, m): memory_run("ghg", m, [fact("a", 1)]) for r in RETRIEVERS for m in ("direct", "oracle")}
+    assert [row["retriever"] for row in R.gap_rows(readiness)] == ["bm25", "bm25", "dense", "dense"]
+    found, margin_rows = R.margins(seeded, ["ghg"], RETRIEVERS, INTERVAL)
+    _, swap_rows = R.swap_deltas(seeded, ["ghg"], RETRIEVERS, INTERVAL)
+    assert not [key for row in margin_rows + swap_rows for key in row if key.startswith("paper")]
+    figure = R.margin_figure(found, ["ghg"], RETRIEVERS)
+    assert [line.get_label() for line in figure.axes[0].get_lines() if line.get_label() == "paper"] == []

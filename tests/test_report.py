@@ -97,3 +97,8 @@ def test_paper_values_checks_lengths():
     assert R.paper_values(["a", "b"], [0.1, None]) == {"a": 0.1, "b": None}
     with pytest.raises(ValueError, match="2 names but 1"):
         R.paper_values(["a", "b"], [0.1])
+
+
+def test_ours_vs_paper_with_no_paper_value_shows_no_empty_paper_column():
+    frame = R.ours_vs_paper({"MRR": 0.2, "R@1": 0.1}, {"MRR": None})
+    assert list(frame.columns) == ["metric", "ours"]

@@ -106,6 +106,8 @@ def ours_vs_paper(ours: Mapping[str, Any], paper: Mapping[str, float | None] | N
     frame = pd.DataFrame(rows, columns=[label, "ours", "paper", "gap", "paper in CI"])
     if not (frame["paper in CI"] != "").any():
         frame = frame.drop(columns="paper in CI")
+    if all(paper.get(name) is None for name in ours):  # a dataset the paper never ran: no empty paper column
+        frame = frame.drop(columns=["paper", "gap"])
     return frame
 
 
