@@ -62,6 +62,13 @@ def build_offers(given: dict, cpu_model: bool) -> frozenset[str]:
     return frozenset(offers | ({"dense"} if installed("dense") else set()))
 
 
+def with_server_backend(given: dict) -> dict:
+    """A ``base_url`` given without a backend means an OpenAI-compatible server: the CPU profiles' own backend runs
+    a model in process and would ignore the URL."""
+    server = folded(given, MAPPINGS).get("server") or {}
+    return {**given, "backend": "openai"} if server.get("base_url") and not server.get("backend") else given
+
+
 def dataset_parameters(stem: str, datasets: list[BookDataset], out: Path) -> dict:
     """A chapter's dataset parameters: ``datasets``, and chapter 3's one ``dataset`` with its ``dev_dataset``
     (a spec file's split named relative to the book's folder, as the specs are)."""
@@ -86,7 +93,7 @@ def build(args: argparse.Namespace) -> int:
               folders=[(target_dir(None)[0], "the data directory")])
     out.mkdir(parents=True, exist_ok=True)
     datasets = [book_dataset(path, out) for path in args.datasets]
-    given = dict(parse_assignment(text) for text in args.parameter)
+    given = with_server_backend(dict(parse_assignment(text) for text in args.parameter))
     book = plan_book(datasets, tuple(args.chapters), build_offers(given, args.llm))
     write_book_files(out, ROOT, book, args.profile)
     where = out.relative_to(ROOT) if out.is_relative_to(ROOT) else out

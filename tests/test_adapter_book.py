@@ -71,7 +71,7 @@ def test_makes_default_chapters_are_the_scripts():
 def test_the_build_has_a_model_when_a_server_is_given_or_the_cpu_model_asked_for():
     sys.path.insert(0, str(ROOT / "scripts"))
     try:
-        from adapter_book import build_offers
+        from adapter_book import build_offers, with_server_backend
     finally:
         sys.path.remove(str(ROOT / "scripts"))
     assert "model" not in build_offers({}, cpu_model=False)
@@ -79,6 +79,10 @@ def test_the_build_has_a_model_when_a_server_is_given_or_the_cpu_model_asked_for
     assert "model" in build_offers({"base_url": "http://127.0.0.1:8000/v1"}, cpu_model=False)
     assert "model" in build_offers({"server": {"base_url": "http://127.0.0.1:8000/v1"}}, cpu_model=False)
     assert "model" in build_offers({}, cpu_model=True)
+    served = with_server_backend({"base_url": "http://127.0.0.1:8000/v1"})  # the CPU profiles' backend ignores URLs
+    assert served == {"base_url": "http://127.0.0.1:8000/v1", "backend": "openai"}
+    assert with_server_backend({"base_url": "u", "backend": "vllm"})["backend"] == "vllm"
+    assert with_server_backend({"sample.llm_limit": 1}) == {"sample.llm_limit": 1}
 
 
 def test_the_data_page_describes_the_adapters_spec_not_the_papers_sources(tmp_path):
