@@ -146,11 +146,15 @@ def pages_present(plan: BookPlan) -> set[str]:
 
 
 def keep_notebook_links_inside(path: Path, present: set[str]) -> bool:
-    """``keep_links_inside`` over the Markdown cells of an executed chapter; whether it changed any."""
+    """``keep_links_inside`` over the Markdown cells of an executed chapter, and the cells about a dataset the
+    page did not run (``needs-X``, hidden by the runner) dropped, so the page's download holds none of them
+    either; whether it changed anything."""
     import nbformat
 
     notebook = nbformat.read(path, as_version=4)
-    changed = False
+    kept_cells = [cell for cell in notebook.cells if not absent_dataset_cell(cell)]
+    changed = len(kept_cells) != len(notebook.cells)
+    notebook.cells = kept_cells
     for cell in notebook.cells:
         if cell.cell_type == "markdown":
             kept = keep_links_inside(cell.source, present)
@@ -159,6 +163,12 @@ def keep_notebook_links_inside(path: Path, present: set[str]) -> bool:
     if changed:
         nbformat.write(notebook, path)
     return changed
+
+
+def absent_dataset_cell(cell) -> bool:
+    """A cell about a dataset the page did not run: tagged ``needs-X`` and hidden (``fhs.book.execute``)."""
+    tags = cell.get("metadata", {}).get("tags", [])
+    return "remove-cell" in tags and any(tag.startswith("needs-") for tag in tags)
 
 
 def index_page(plan: BookPlan, profile: str, repo: Path) -> str:
