@@ -64,3 +64,12 @@ def test_a_dataset_the_paper_never_ran_gets_no_paper_rows_columns_or_marks():
     assert not [key for row in margin_rows + swap_rows for key in row if key.startswith("paper")]
     figure = R.margin_figure(found, ["ghg"], RETRIEVERS)
     assert [line.get_label() for line in figure.axes[0].get_lines() if line.get_label() == "paper"] == []
+
+
+def test_the_margin_figure_draws_an_interval_equal_to_its_mean_but_for_rounding():
+    """One context: the bootstrap's ends equal the mean up to the last bit, on either side (a one-table spec)."""
+    from fhs.book.report import Estimate
+
+    value = 0.5333333333333334
+    found = {("ghg", r, "mrr"): Estimate(value, 0.5333333333333335, 0.5333333333333335) for r in RETRIEVERS}
+    assert len(R.margin_figure(found, ["ghg"], RETRIEVERS).axes) == 1

@@ -199,8 +199,8 @@ def index_page(plan: BookPlan, profile: str, repo: Path) -> str:
 
 def model_lines(plan: BookPlan) -> list[str]:
     """Which chapters asked a model and which did not, and why; the command that adds the LLM chapters."""
-    free = [stem for stem in plan.chapters if not needs_model(stem)]
-    asked = [stem for stem in plan.chapters if needs_model(stem)]
+    free = [f"{{doc}}`{stem}`" for stem in plan.chapters if not needs_model(stem)]
+    asked = [f"{{doc}}`{stem}`" for stem in plan.chapters if needs_model(stem)]
     llm = [stem for stem in CHAPTER_NEEDS if needs_model(stem)]
     lines = ["## Where this book spends its time", ""]
     if free:

@@ -185,7 +185,7 @@ def margin_figure(margins_found, datasets: Sequence[str], retrievers: Sequence[s
         marks = [margins_found[(name, r, "mrr")] for r in retrievers]
         est = np.array([m.value for m in marks])
         spread = np.array([[m.value - m.low, m.high - m.value] if m.low is not None else [m.std or 0.0, m.std or 0.0]
-                           for m in marks]).T
+                           for m in marks]).T.clip(min=0.0)  # an interval equal to its mean but for the last bit
         ax.errorbar(x - 0.1, est, yerr=spread, fmt="o", color=OURS_COLOR, capsize=3, label="ours")
         if name in PAPER_BENCHMARK:  # no paper mark beside a dataset the paper never ran
             ax.plot(x + 0.1, [RETRIEVER_SWAP["fhs_margin"][r]["mrr"] for r in retrievers], "s", color=PAPER_COLOR,
