@@ -88,8 +88,7 @@ show(ablations.new_calls_frame(arms),
 if "parallel" in METHODS:
     arms.update(ablations.free_text_arms(study, dataset, choices, base))
 show(pd.DataFrame(ablations.table6(arms, interval, paper_values=dataset in PAPER_BENCHMARK)),
-     caption=f"Table 6 on {name}: ours (mean over {len(seeds)} seeded run(s)) and Δ against FHS"
-             + (", the paper's FinTagging R@1 and MRR beside them" if dataset in PAPER_BENCHMARK else ""))
+     caption=ablations.table6_caption(name, len(seeds), paper_values=dataset in PAPER_BENCHMARK))
 
 # %% [markdown]
 # ## Table 12: β chosen on development data

@@ -245,6 +245,12 @@ def table6(arms: Arms, interval: Mapping, paper_values: bool = True) -> list[dic
     return rows
 
 
+def table6_caption(name: str, runs: int, paper_values: bool) -> str:
+    """Table 6's caption; it names the paper's benchmark only when the paper's values stand in the table."""
+    return (f"Table 6 on {name}: ours (mean over {runs} seeded run(s)) and Δ against FHS"
+            + (", the paper's FinTagging R@1 and MRR beside them" if paper_values else ""))
+
+
 def table16(arms: Arms) -> list[dict[str, Any]]:
     """Four cells from FHS and its β = 0 arm: Recall@1 before the selector, Acc. after it."""
     return [{"verifier": verifier, "selector off (R@1)": mean_value(records_of(arms, key), "recall@1"),
