@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -148,6 +149,8 @@ def build(args: argparse.Namespace) -> int:
     jupyter_book = Path(sys.executable).parent / "jupyter-book"
     subprocess.run([str(jupyter_book), "build", str(out), "-W", "-n", "--keep-going"], check=True)
     subprocess.run([sys.executable, "-m", "fhs.book.offline", str(out / "_build" / "html")], check=True)
+    # Sphinx's pickled doctrees name the folder's absolute path; the HTML is rebuilt from the notebooks without them
+    shutil.rmtree(out / "_build" / ".doctrees", ignore_errors=True)
     print(f"the book: {out / '_build' / 'html' / 'index.html'}")
     return 0
 
