@@ -115,7 +115,7 @@ print(f"{len(distinct)} oracle runs: {requests:,} stage requests answered by the
 # %%
 stages = {name: rows_by_run[(name, "hypotheses", 0.0)] for name in datasets}
 show(stage_ceilings.ceiling_table(study, datasets, baselines, stages, interval),
-     caption="Stage ceilings of FHS beside direct retrieval, the gold-query probe and the paper's FHS")
+     caption=stage_ceilings.ceiling_caption(labels.values()))
 
 # %% tags=["hide-input"]
 print("\n".join(stage_ceilings.ceiling_lines(labels, stages, baselines)))
@@ -129,8 +129,7 @@ print("\n".join(stage_ceilings.ceiling_lines(labels, stages, baselines)))
 # weight as the definition form's, so concepts that match the generic label can climb above
 # the gold. Text facts issue the definition form only. The verifier can recover part of such
 # a loss, not all of it: the gold agrees with itself on every profiled dimension, but so does
-# every candidate that shares its profile. The lines under the table give each dataset's own
-# numbers.
+# every candidate that shares its profile. The lines above give each dataset's own numbers.
 
 # %% [markdown] tags=["needs-fincl", "needs-codiesp"]
 # On the paper's datasets the label form is what costs Recall@1: US-GAAP's category names
