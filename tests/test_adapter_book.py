@@ -239,6 +239,42 @@ def test_an_adapters_book_from_a_spec_the_project_never_saw(tmp_path):
     print("chapter seconds:", {stem: entry["seconds"] for stem, entry in log.items()})
 
 
+@pytest.mark.slow
+def test_the_same_book_with_a_server_given_adds_every_chapter_the_spec_allows(tmp_path):
+    """With a (simulated) OpenAI-compatible server given as `-p base_url=...`, the book runs the LLM chapters too:
+    02, 04, 06 on the spec, 03 on its development split, 05 where the dense extra is installed."""
+    from fhs.core.extras import installed
+    from fhs.plan.sim_server import running
+    from llama_server import free_port
+
+    import nbformat
+
+    for name in ("concepts.csv", "ghg-domain.yaml", "emissions.csv", "targets.csv"):
+        (tmp_path / name).write_text((FIXTURE / name).read_text())
+    fhs = [sys.executable, "-m", "fhs.cli", "facts", "from-table"]
+    for tables, out in ((["emissions.csv"], "facts.jsonl"), (["targets.csv", "emissions.csv"], "dev-facts.jsonl")):
+        subprocess.run([*fhs, *tables, "--taxonomy", "concepts.csv", "--out", out], cwd=tmp_path, check=True)
+    common = "taxonomy: concepts.csv\ndomain: ghg-domain.yaml\n"
+    (tmp_path / "dev.yaml").write_text("name: ghg-dev\nfacts: dev-facts.jsonl\n" + common)
+    (tmp_path / "my.yaml").write_text("name: ghg-report\nfacts: facts.jsonl\ndev: dev.yaml\n" + common)
+    out = tmp_path / "book"
+    with running(free_port(), "--fixed-latency", "0.01") as url:
+        done = subprocess.run([sys.executable, "scripts/adapter_book.py", str(tmp_path / "my.yaml"), "--profile",
+                               "smoke", "--out", str(out), "-p", f"base_url={url}", "--no-html"],
+                              cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
+    expected = {"01_readiness_gap", "02_main_results", "03_ablations", "04_verifier_diagnostics", "06_fhs_seq",
+                "09_stage_ceilings", *(["05_retriever_swap"] if installed("dense") else [])}
+    log = json.loads((out / "_build" / ".notebooks" / "executions.json").read_text())
+    assert expected | {"provenance"} == set(log)
+    index = (out / "book" / "index.md").read_text()
+    assert "asked a language model" in index and "were not run" not in index
+    page = nbformat.read(out / "book" / "03_ablations.ipynb", as_version=4)
+    shown = "".join(str(output) for cell in page.cells for output in cell.get("outputs", []))
+    assert "β chosen on ghg-dev" in shown and "FinTagging" not in shown
+    print("chapter seconds:", {stem: entry["seconds"] for stem, entry in log.items()})
+
+
 def test_a_chapters_prose_names_only_pages_the_adapters_book_holds(tmp_path):
     """A chapter's Markdown may cite a page of the full book (the deviations page); in an adapter's
     book that page is absent and a strict build fails on the reference, so it becomes words."""
