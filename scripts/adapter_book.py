@@ -23,8 +23,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout even before `pip install -e .`
 
-from fhs.book.adapter_book import (DEFAULT_CHAPTERS, SUMMARY, BookDataset, book_dataset,  # noqa: E402
-                                   keep_notebook_links_inside, pages_present, plan_book, write_book_files)
+from fhs.book.adapter_book import (CPU_COMMAND, DEFAULT_CHAPTERS, MODEL_COMMAND, SUMMARY, BookDataset,  # noqa: E402
+                                   book_dataset, keep_notebook_links_inside, pages_present, plan_book,
+                                   write_book_files)
 from fhs.book.toc import MAPPINGS, Chapter, folded, load_profiles, parse_assignment  # noqa: E402
 from fhs.core.errors import InputError  # noqa: E402
 from fhs.core.outputs import check_out  # noqa: E402
@@ -101,6 +102,8 @@ def build(args: argparse.Namespace) -> int:
     print(f"{len(book.chapters)} chapter(s) on {', '.join(d.name for d in datasets)} -> {where}")
     for stem, why in book.left_out.items():
         print(f"  left out {stem}: {why}")
+    if "model" not in book.build:
+        print(f"  the chapters that ask a model: {MODEL_COMMAND} (a server) or {CPU_COMMAND} (the CPU model)")
     profiles = load_profiles(ROOT / "notebooks" / "profiles.yaml")
     profiles.profile(args.profile)
     chapters = [Chapter(stem, ROOT / "notebooks" / f"{stem}.py", out / "book" / f"{stem}.ipynb")
