@@ -177,7 +177,8 @@ def index_page(plan: BookPlan, profile: str, repo: Path) -> str:
     lines = [f"# An adapter's book: {names}", "",
              f"This book holds the companion's chapters executed on {len(plan.datasets)} dataset spec(s) of "
              f"one's own, under the `{profile}` profile, built by `make book DATASETS=...` "
-             "(the full book's *Adapting the companion* page says how). Every table names a dataset by its spec's `name`.", "",
+             "(the full book's *Adapting the companion* page says how). Every table names a dataset by its spec's "
+             "`name`.", "",
              "| dataset | description | offers |", "| --- | --- | --- |"]
     for d in plan.datasets:
         offers = ", ".join(sorted(d.offers)) or "facts and a taxonomy only"
