@@ -17,7 +17,7 @@ PROFILE ?= cpu## smoke | cpu | paper (notebooks/profiles.yaml)
 ARGS ?= ## extra arguments for scripts/run_notebooks.py, e.g. "-p base_url=http://gpu:8000/v1" (a key of the chapters' server or sample mapping, notebooks/profiles.yaml)
 REPLAY ?= ## an `fhs archive` file: the chapters answer every model call from it, no server (PROFILE=paper REPLAY=paper.fhsa)
 DATASETS ?= ## dataset spec files (YAML) of your own, split at spaces as the shell splits words (a path with a space: quote it, or give it alone): `make book DATASETS="my.yaml"` builds an adapter's book of the chapters that apply to them (book/adapting.md)
-CHAPTERS ?= 01_readiness_gap 02_main_results## the chapters an adapter's book considers (scripts/build_adapter_book.py)
+CHAPTERS ?= 01_readiness_gap 02_main_results 03_ablations 04_verifier_diagnostics 05_retriever_swap 06_fhs_seq 09_stage_ceilings## the chapters an adapter's book considers (scripts/build_adapter_book.py); those that ask a model run only with one: ARGS="-p base_url=URL" (a server) or ARGS=--llm (the CPU model)
 ADAPTER_BOOK ?= _build/adapter## where an adapter's book is executed and built (its HTML: ADAPTER_BOOK/_build/html)
 PYTEST_ARGS ?= -q## arguments for pytest
 PIP_FIND_LINKS ?= ## a folder of prebuilt wheels, e.g. /tmp/wh (llama-cpp-python builds from source without one)

@@ -32,7 +32,7 @@
 # %% tags=["parameters"]
 profile = "cpu"  # smoke | cpu | paper | gpu-sample | paper-full (fhs/run/profiles.py)
 runs_dir = "runs"  # where run records are cached; a rebuild reads them back
-dataset = "fincl"  # Table 6 is FinTagging; fincl is its book stand-in
+dataset = "fincl"  # the test split of Table 6's rows; the book's stand-in for the paper's benchmark
 dev_dataset = "ixbrl-dev"  # Table 11's development split (never a test split)
 pilot_selector = False  # Table 11 reads recall before the selector; True also runs it (as paper-full does)
 server = {}  # backend, model, base_url, max_in_flight, thinking, replay, cache_dir; {} takes the profile's
@@ -47,14 +47,15 @@ from fhs.book.page import open_page
 from fhs.book.report import profile_note, show, use_style
 from fhs.llm.models import display_name
 from fhs.method.registry import METHODS
-from fhs.paper import PILOT
+from fhs.paper import PAPER_BENCHMARK, PILOT
 
 use_style()
 page = open_page("03_ablations", profile, runs_dir, server=server, sample=sample)
 study, choice, choices, seeds, interval = page.study, page.choice, page.choices, page.seeds, page.interval
 base = choice.profile.fhs_config()  # one client, cache and ledger; a seed per run
+name, dev_name = study.dataset_name(dataset), study.dataset_name(dev_dataset)  # a spec file goes by its name
 profile_note(profile, display_name(choice.model),
-             facts={name: len(study.facts(name, llm=True)) for name in (dataset, dev_dataset)}, seeds=seeds)
+             facts={study.dataset_name(d): len(study.facts(d, llm=True)) for d in (dataset, dev_dataset)}, seeds=seeds)
 
 # %% [markdown]
 # ## The FHS run and its variants
@@ -69,7 +70,7 @@ profile_note(profile, display_name(choice.model),
 # %%
 arms = ablations.variant_arms(study, dataset, choices, base)  # fhs/book/manifest.py's variants, which fhs plan sizes
 fhs_run = arms["fhs"][0]
-print(f"{len(fhs_run.records)} facts from {len({r['context_id'] for r in fhs_run.records})} contexts of {dataset}",
+print(f"{len(fhs_run.records)} facts from {len({r['context_id'] for r in fhs_run.records})} contexts of {name}",
       "| model:", choice.model, "| seeded runs:", len(seeds))
 show(ablations.new_calls_frame(arms),
      caption="New model calls per row over the seeded runs (0 = everything replayed from the cache and the ledger)")
@@ -86,9 +87,8 @@ show(ablations.new_calls_frame(arms),
 # %%
 if "parallel" in METHODS:
     arms.update(ablations.free_text_arms(study, dataset, choices, base))
-show(pd.DataFrame(ablations.table6(arms, interval)),
-     caption=f"Table 6 on {dataset}: ours (mean over {len(seeds)} seeded run(s)), Δ against FHS and the "
-             "paper's R@1 and MRR")
+show(pd.DataFrame(ablations.table6(arms, interval, paper_values=dataset in PAPER_BENCHMARK)),
+     caption=ablations.table6_caption(name, len(seeds), paper_values=dataset in PAPER_BENCHMARK))
 
 # %% [markdown]
 # ## Table 12: β chosen on development data
@@ -105,12 +105,12 @@ chosen, table12_test = ablations.beta_over_seeds(study, dev_dataset, arms["fhs"]
                                                  selector=bool(pilot_selector))
 
 # %% tags=["hide-input"]
-ablations.beta_figure(chosen, dev_dataset)
+ablations.beta_figure(chosen, dev_name)
 plt.show()
-print(f"β chosen on {dev_dataset}: {chosen.beta:g} ({chosen.rule})")
+print(f"β chosen on {dev_name}: {chosen.beta:g} ({chosen.rule})")
 
 # %%
-show(pd.DataFrame(table12_test), caption=f"Table 12's test rows on {dataset}: FHS at the β chosen on development "
+show(pd.DataFrame(table12_test), caption=f"Table 12's test rows on {name}: FHS at the β chosen on development "
                                          "data and at the paper's 0.6")
 
 # %% [markdown]
@@ -139,7 +139,7 @@ show(pd.DataFrame(cells), caption="Table 16: top-1 with the verifier and the sel
 table11, table11_difference = ablations.pilot_over_seeds(study, dev_dataset, choices, base,
                                                         selector=bool(pilot_selector))
 show(pd.DataFrame(table11 + [table11_difference]),
-     caption=f"Table 11 on {dev_dataset} (paper: forced diversity lowers per-hypothesis Recall@200 by "
+     caption=f"Table 11 on {dev_name} (paper: forced diversity lowers per-hypothesis Recall@200 by "
              f"{PILOT['diversity_drop_low']:.2f} to {PILOT['diversity_drop_high']:.2f})")
 
 # %% [markdown]
@@ -151,12 +151,12 @@ show(pd.DataFrame(table11 + [table11_difference]),
 
 # %%
 windows = ablations.windows_over_seeds(study, dataset, choices, base)
-show(pd.DataFrame(windows), caption=f"Window size K_v on {dataset} (mean over {len(seeds)} seeded run(s))")
+show(pd.DataFrame(windows), caption=f"Window size K_v on {name} (mean over {len(seeds)} seeded run(s))")
 
 # %% [markdown]
 # ## Check against recorded values
 
 # %%
-checked = ablations.ablation_metrics(dataset, dev_dataset, arms, cells, chosen, table12_test, table11, windows)
-used = {name: study.facts(name, llm=True) for name in (dataset, dev_dataset)}
+checked = ablations.ablation_metrics(name, dev_name, arms, cells, chosen, table12_test, table11, windows)
+used = {study.dataset_name(d): study.facts(d, llm=True) for d in (dataset, dev_dataset)}
 page.close(checked, inputs=study.input_fingerprints(used, choice))

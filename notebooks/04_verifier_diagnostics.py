@@ -20,7 +20,8 @@
 # whether they separate correct hypotheses from incorrect ones. Appendix E.2 adds how
 # often the gold is inside the judged window (35.7% of calls), how many dimensions a
 # hypothesis resolves (5.12 of 6) and what happens if abstentions count as non-support.
-# Tables 26–28 follow one CodiEsp fact through the window with and without the verifier.
+# Tables 26–28 follow one of the paper's clinical facts through the window with and without
+# the verifier; this page does so when it runs that dataset.
 #
 # Everything here reads the FHS records of chapter 2 (same sample, same calls, through
 # the response cache); re-scorings make no model call.
@@ -28,7 +29,7 @@
 # %% tags=["parameters"]
 profile = "cpu"  # smoke | cpu | paper | gpu-sample | paper-full (fhs/run/profiles.py)
 runs_dir = "runs"  # where run records are cached; a rebuild reads them back
-datasets = ["fincl", "codiesp"]  # add "ixbrl" on a GPU box
+datasets = ["fincl", "codiesp"]  # built-in names or spec files; add "ixbrl" on a GPU box
 server = {}  # backend, model, base_url, max_in_flight, thinking, replay, cache_dir; {} takes the profile's
 sample = {}  # llm_limit, llm_fraction, runs, seed, bootstrap_resamples, protocol_check (fhs/book/page.py)
 
@@ -46,12 +47,12 @@ from fhs.run.tables import verdict_stats
 use_style()
 page = open_page("04_verifier_diagnostics", profile, runs_dir, server=server, sample=sample)
 study, choice, choices, seeds, interval = page.study, page.choice, page.choices, page.seeds, page.interval
-seeded = {name: [study.run_llm(name, "fhs", c) for c in choices] for name in datasets}
+seeded = {study.dataset_name(d): [study.run_llm(d, "fhs", c) for c in choices] for d in datasets}  # by name
 # The verdict statistics pool every verifier call of every seeded run; re-scorings are
 # computed per run and shown as the mean ± the std across runs.
 runs = {name: group[0] for name, group in seeded.items()}  # the first run, for one-fact views
 pooled = {name: [r for run in group for r in run.records] for name, group in seeded.items()}
-dims = {name: dimension_names(study, name) for name in datasets}
+dims = {name: dimension_names(study, name) for name in seeded}
 for name, run in runs.items():
     print(f"{name}: {len(run.records)} facts from {len({r['context_id'] for r in run.records})} contexts, "
           f"{len(seeds)} seeded run(s)")
@@ -104,7 +105,7 @@ verifier_diagnostics.shares_figure({name: verdict_stats.verdict_shares(records, 
                                     for name, records in pooled.items()})
 plt.show()
 
-# %% [markdown]
+# %% [markdown] tags=["needs-codiesp"]
 # ## Tables 26–28: one CodiEsp fact with and without the verifier
 #
 # The window in fused order, each candidate's consensus support $\bar v$, and its rank
@@ -112,7 +113,7 @@ plt.show()
 # run with the selector), whose list is the fused order. Its generator calls are the
 # cached ones of FHS; only its selector is new.
 
-# %%
+# %% tags=["needs-codiesp"]
 both = []
 if "codiesp" in runs:
     no_verifiers = [study.run_llm("codiesp", "fhs", c, config=choice.profile.fhs_config(beta=0.0), tag="no_verifier")
@@ -130,5 +131,5 @@ if "codiesp" in runs:
 
 # %%
 checked = verifier_diagnostics.verifier_metrics(stats, panels_a, panels_b, abstain_rows, both)
-used = {name: study.facts(name, llm=True) for name in datasets}
+used = {name: study.facts(name, llm=True) for name in seeded}
 page.close(checked, inputs=study.input_fingerprints(used, choice))

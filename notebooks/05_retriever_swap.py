@@ -40,7 +40,7 @@
 # %% tags=["parameters"]
 profile = "cpu"  # smoke | cpu | paper | gpu-sample | paper-full (fhs/run/profiles.py)
 runs_dir = "runs"  # where run records are cached; a rebuild reads them back
-datasets = ["fincl", "codiesp"]  # LLM rows and readiness gap
+datasets = ["fincl", "codiesp"]  # LLM rows and readiness gap: built-in names or spec files
 retrievers = ["bm25", "dense", "hybrid"]
 readiness_limit = None  # facts per dataset for the readiness gap (None: the full test set)
 server = {}  # backend, model, base_url, max_in_flight, thinking, replay, cache_dir; {} takes the profile's
@@ -60,6 +60,7 @@ use_style()
 page = open_page("05_retriever_swap", profile, runs_dir, server=server, sample=sample,
                  configurations={"codiesp": codiesp_config})
 study, choice, choices, seeds, interval = page.study, page.choice, page.choices, page.seeds, page.interval
+datasets = [study.dataset_name(name) for name in datasets]  # a spec file is read once, then goes by its name
 samples = {name: study.facts(name, llm=True) for name in datasets}
 profile_note(profile, display_name(choice.model), facts={name: len(facts) for name, facts in samples.items()},
              seeds=seeds)
@@ -69,14 +70,19 @@ profile_note(profile, display_name(choice.model), facts={name: len(facts) for na
 #
 # Each taxonomy is embedded once per model and concept text and cached on disk
 # (`$FHS_CACHE/dense/`); a rebuild of this page reads the matrix back. The first build
-# is the expensive step of this chapter: about 17,000 US-GAAP concepts and 72,621
-# ICD-10-CM codes through a 6-layer encoder on the CPU. The `cpu` profile therefore cuts
-# concept texts short (queries keep the model's 256 word pieces): US-GAAP's at 64,
-# ICD-10-CM's at 32 (the code, its title and the start of its hierarchy path), which
-# halves the encoder's work on the larger taxonomy. The `paper` profile embeds whole
-# texts; {doc}`deviations` gives what each cut costs on the gold-query probe. A build
-# splits its chunks of 4,096 concepts between one-thread processes, one per core, with the
-# vectors one process would give (`FHS_DENSE_PROCESSES=1` keeps it in one).
+# is the expensive step of this chapter on a large taxonomy: every concept text through a
+# 6-layer encoder on the CPU. The `paper` profile embeds whole texts; the `cpu` profile may
+# cut a built-in taxonomy's texts short (queries keep the model's 256 word pieces), and the
+# table says which cut each taxonomy got. A build splits its chunks of 4,096 concepts
+# between one-thread processes, one per core, with the vectors one process would give
+# (`FHS_DENSE_PROCESSES=1` keeps it in one).
+
+# %% [markdown] tags=["needs-fincl", "needs-codiesp"]
+# On the paper's datasets that is about 17,000 US-GAAP concepts and 72,621 ICD-10-CM
+# codes. The `cpu` profile cuts US-GAAP's texts at 64 word pieces and ICD-10-CM's at 32
+# (the code, its title and the start of its hierarchy path), which halves the encoder's
+# work on the larger taxonomy; {doc}`deviations` gives what each cut costs on the
+# gold-query probe.
 
 # %%
 show(pd.DataFrame(retriever_swap.dense_index_rows(study, datasets)),

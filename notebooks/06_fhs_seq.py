@@ -44,7 +44,7 @@
 # %% tags=["parameters"]
 profile = "cpu"  # smoke | cpu | paper | gpu-sample | paper-full (fhs/run/profiles.py)
 runs_dir = "runs"  # where run records are cached; a rebuild reads them back
-datasets = ["fincl"]  # Table 20 is FinTagging; add "ixbrl" on a GPU box
+datasets = ["fincl"]  # built-in names or spec files (the paper's Table 20 is on its financial benchmark)
 server = {}  # backend, model, base_url, max_in_flight, thinking, replay, cache_dir; {} takes the profile's
 sample = {}  # llm_limit, llm_fraction, runs, seed, bootstrap_resamples, protocol_check (fhs/book/page.py)
 
@@ -68,6 +68,7 @@ from fhs.run.tables import seq_diagnostics
 use_style()
 page = open_page("06_fhs_seq", profile, runs_dir, server=server, sample=sample)
 study, choice, choices, seeds, interval = page.study, page.choice, page.choices, page.seeds, page.interval
+datasets = [study.dataset_name(name) for name in datasets]  # a spec file is read once, then goes by its name
 profile_note(profile, display_name(choice.model),
              facts={name: len(study.facts(name, llm=True)) for name in datasets}, seeds=seeds)
 

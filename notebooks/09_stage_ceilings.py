@@ -65,10 +65,9 @@ profile_note(profile, facts={labels[name]: len(used) for name, used in facts.ite
 #
 # - **Hypotheses.** On each of the six dimensions, the gold's categories on the domain's
 #   category profile of the same name (`fhs/data/domains/*.yaml`, the vocabularies the
-#   verifier's window uses), or `UNRESOLVED` where it has none. US-GAAP profiles no ROLE or
-#   EVENT, so those stay `UNRESOLVED` there; ICD-10-CM's FAMILY is the code's chapter
-#   number. The definition-style query is the gold's **label and definition**, the probe's
-#   text; the oracle never copies the id (the CodiEsp probe leads with it). All J = 2
+#   verifier's window uses), or `UNRESOLVED` where it has none: a dimension the domain
+#   profiles no category on stays `UNRESOLVED`. The definition-style query is the gold's
+#   **label and definition**, the probe's text; the oracle never copies the id. All J = 2
 #   samples are the same.
 # - **Verifier.** For each candidate in the window and each dimension: *support* where the
 #   candidate's categories equal the gold's, *abstain* where both have none, *contradict*
@@ -79,8 +78,13 @@ profile_note(profile, facts={labels[name]: len(used) for name, used in facts.ite
 # Everything else is the deployed FHS of the other chapters: the paper's configuration,
 # BM25 with the coverage term, RRF fusion, the profile-diverse window, mean fill,
 # β = 0.6. The oracle runs at the `paper` profile's sample sizes whatever the book's
-# profile: every FinCL fact, the iXBRL test facts that profile samples, and every
-# CodiEsp mention our relocator placed.
+# profile: every fact of a dataset spec, and the built-in datasets' samples of that profile.
+
+# %% [markdown] tags=["needs-fincl", "needs-ixbrl", "needs-codiesp"]
+# On the paper's datasets: US-GAAP profiles no ROLE or EVENT, so those stay `UNRESOLVED`
+# there; ICD-10-CM's FAMILY is the code's chapter number; the CodiEsp probe leads with the
+# code, which the oracle's query does not. It runs on every FinCL fact, the iXBRL test
+# facts the `paper` profile samples, and every CodiEsp mention our relocator placed.
 
 # %%
 started = time.perf_counter()
@@ -104,30 +108,35 @@ print(f"{len(distinct)} oracle runs: {requests:,} stage requests answered by the
 # One noiseless run gives all three ceilings: the gold's rank in the fused pool (perfect
 # hypotheses only: without the verifier, Eq. 3 is the pool's order), in the final order
 # (+ a perfect verifier), and the selector's pick (+ a perfect selector). Direct retrieval
-# and the gold-query probe ran on the same facts; the paper's FHS row is Qwen3-32B on its
-# benchmark. Intervals are 95% context-clustered bootstraps.
+# and the gold-query probe ran on the same facts; beside a dataset that stands for one of the
+# paper's benchmarks, the paper's FHS row (Qwen3-32B) follows. Intervals are 95%
+# context-clustered bootstraps.
 
 # %%
 stages = {name: rows_by_run[(name, "hypotheses", 0.0)] for name in datasets}
 show(stage_ceilings.ceiling_table(study, datasets, baselines, stages, interval),
-     caption="Stage ceilings of FHS beside direct retrieval, the gold-query probe and the paper's FHS")
+     caption=stage_ceilings.ceiling_caption(labels.values()))
 
 # %% tags=["hide-input"]
 print("\n".join(stage_ceilings.ceiling_lines(labels, stages, baselines)))
 
 # %% [markdown]
-# Three readings follow from the rows above. The selector's ceiling is Recall@200 of the
-# final list, the reach of retrieval and fusion: a perfect selector picks whatever the pool
-# holds. Where the pool's Recall@1 sits well below the probe's although its definition
-# query *is* the probe's text, the label form is why. Table facts also issue a label-style
-# query rendered from the oracle's values, category names such as "liabilities, current",
-# which is generic; summed RRF gives its ranking as much weight as the definition form's,
-# so concepts that match the generic label climb above the gold. Text facts (all of
-# CodiEsp) issue the definition form only, and their pool stays near the probe. A model's
-# own ROLE and EVENT values would make the label form more specific, so on US-GAAP this
-# row is a floor for hypotheses as precise as the domain's profiles, not for a perfect
-# reader. The verifier recovers part of that loss, not all of it: the gold agrees with
-# itself on every profiled dimension, but so does every candidate that shares its profile.
+# How to read the rows above. The selector's ceiling is Recall@200 of the final list, the
+# reach of retrieval and fusion: a perfect selector picks whatever the pool holds. Where the
+# pool's Recall@1 sits well below the probe's although its definition query *is* the probe's
+# text, the label form is why: table facts also issue a label-style query rendered from the
+# oracle's category names, which can be generic, and summed RRF gives its ranking as much
+# weight as the definition form's, so concepts that match the generic label can climb above
+# the gold. Text facts issue the definition form only. The verifier can recover part of such
+# a loss, not all of it: the gold agrees with itself on every profiled dimension, but so does
+# every candidate that shares its profile. The lines above give each dataset's own numbers.
+
+# %% [markdown] tags=["needs-fincl", "needs-codiesp"]
+# On the paper's datasets the label form is what costs Recall@1: US-GAAP's category names
+# such as "liabilities, current" are generic, while CodiEsp's text facts issue the
+# definition form only and their pool stays near the probe. A model's own ROLE and EVENT
+# values would make the label form more specific, so on US-GAAP this row is a floor for
+# hypotheses as precise as the domain's profiles, not for a perfect reader.
 
 # %% [markdown]
 # ## How much noise FHS tolerates

@@ -98,10 +98,14 @@ show(pd.DataFrame(table_rows(costs)) if costs else pd.DataFrame({"chapter": ["(n
 # %% [markdown]
 # ## Parameters and seeds
 #
-# Every random choice in the book (LLM sampling, the bootstrap) derives from the `seed`
-# below; `runs` seeded runs are averaged where the paper averages three.
+# Every random choice in the book (LLM sampling, the bootstrap) derives from one seed, printed
+# below, unless a chapter's `sample` mapping in the table gives another; `runs` seeded runs
+# are averaged where the paper averages three.
 
 # %% tags=["hide-input"]
+from fhs.book.toc import SAMPLE_DEFAULTS
+
+print(f"seed: {SAMPLE_DEFAULTS['seed']} (the default of every chapter's sample mapping)")
 names = sorted({name for entry in entries.values() for name in entry["parameters"]})
 show(pd.DataFrame(
     [{"parameter": name,

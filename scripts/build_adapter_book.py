@@ -3,7 +3,8 @@
 
     python scripts/build_adapter_book.py my.yaml other.yaml --profile smoke     # what `make book DATASETS=...` runs
     python scripts/build_adapter_book.py my.yaml --chapters 01_readiness_gap --out _build/mine
-    python scripts/build_adapter_book.py my.yaml -p sample.llm_limit=2 --dry-run
+    python scripts/build_adapter_book.py my.yaml -p base_url=http://host:8000/v1   # adds the LLM chapters (a server)
+    python scripts/build_adapter_book.py my.yaml --llm -p sample.llm_limit=2 --dry-run   # them on the CPU model
 
 Chapters run with the book folder (default _build/adapter) as their working directory, so
 the companion's own pages, runs and saved values are left as they are; a second build
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,9 +23,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout even before `pip install -e .`
 
-from fhs.book.adapter_book import (DEFAULT_CHAPTERS, SUMMARY, book_dataset, keep_notebook_links_inside,  # noqa: E402
-                                   pages_present, plan_book, write_book_files)
-from fhs.book.toc import Chapter, load_profiles, parse_assignment  # noqa: E402
+from fhs.book.adapter_book import (CPU_COMMAND, DEFAULT_CHAPTERS, MODEL_COMMAND, SUMMARY, BookDataset,  # noqa: E402
+                                   book_dataset, keep_notebook_links_inside, pages_present, plan_book,
+                                   write_book_files)
+from fhs.book.toc import MAPPINGS, Chapter, folded, load_profiles, parse_assignment  # noqa: E402
 from fhs.core.errors import InputError  # noqa: E402
 from fhs.core.outputs import check_out  # noqa: E402
 from fhs.data.download.fetch import target_dir  # noqa: E402
@@ -38,6 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="_build/adapter", help="the book's folder (default _build/adapter)")
     parser.add_argument("-p", "--parameter", action="append", default=[], metavar="NAME=VALUE",
                         help="override a chapter parameter, as scripts/run_notebooks.py -p does")
+    parser.add_argument("--llm", action="store_true",
+                        help="run the LLM chapters on the profile's own model on the CPU when no server is given")
     parser.add_argument("--force", action="store_true", help="re-execute every chapter")
     parser.add_argument("--kernel", default="python3", help="Jupyter kernel; must run this Python")
     parser.add_argument("--dry-run", action="store_true", help="print the plan and stop")
@@ -50,6 +55,37 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+def build_offers(given: dict, cpu_model: bool) -> frozenset[str]:
+    """What the build offers the chapters: a model (a server or replay given, or the CPU model asked for), dense."""
+    from fhs.core.extras import installed
+
+    server = folded(given, MAPPINGS).get("server") or {}
+    offers = {"model"} if cpu_model or server.get("base_url") or server.get("replay") else set()
+    return frozenset(offers | ({"dense"} if installed("dense") else set()))
+
+
+def with_server_backend(given: dict) -> dict:
+    """A ``base_url`` given without a backend means an OpenAI-compatible server: the CPU profiles' own backend runs
+    a model in process and would ignore the URL."""
+    server = folded(given, MAPPINGS).get("server") or {}
+    return {**given, "backend": "openai"} if server.get("base_url") and not server.get("backend") else given
+
+
+def dataset_parameters(stem: str, datasets: list[BookDataset], out: Path) -> dict:
+    """A chapter's dataset parameters: ``datasets``, and chapter 3's one ``dataset`` with its ``dev_dataset``
+    (a spec file's split named relative to the book's folder, as the specs are)."""
+    from fhs.data.datasets import is_spec_file
+    from fhs.data.datasets.spec_file import read_spec_file
+
+    given: dict = {"datasets": [d.path for d in datasets]}
+    if stem == "03_ablations" and datasets:
+        dev = read_spec_file(out / datasets[0].path).dev
+        if dev is not None and is_spec_file(dev):
+            dev = os.path.relpath(Path(dev).resolve(), out.resolve())
+        given = {"dataset": datasets[0].path, "dev_dataset": dev}
+    return given
+
+
 def build(args: argparse.Namespace) -> int:
     from fhs.book.execute import (STATE_DIR, RunLog, append_timing, check_kernel, declared_parameters, execute,
                                   kernel_environment, log_entry, plan, read_source)
@@ -59,24 +95,26 @@ def build(args: argparse.Namespace) -> int:
               folders=[(target_dir(None)[0], "the data directory")])
     out.mkdir(parents=True, exist_ok=True)
     datasets = [book_dataset(path, out) for path in args.datasets]
-    book = plan_book(datasets, tuple(args.chapters))
+    given = with_server_backend(dict(parse_assignment(text) for text in args.parameter))
+    book = plan_book(datasets, tuple(args.chapters), build_offers(given, args.llm))
     write_book_files(out, ROOT, book, args.profile)
     where = out.relative_to(ROOT) if out.is_relative_to(ROOT) else out
     print(f"{len(book.chapters)} chapter(s) on {', '.join(d.name for d in datasets)} -> {where}")
     for stem, why in book.left_out.items():
         print(f"  left out {stem}: {why}")
+    if "model" not in book.build:
+        print(f"  the chapters that ask a model: {MODEL_COMMAND} (a server) or {CPU_COMMAND} (the CPU model)")
     profiles = load_profiles(ROOT / "notebooks" / "profiles.yaml")
     profiles.profile(args.profile)
     chapters = [Chapter(stem, ROOT / "notebooks" / f"{stem}.py", out / "book" / f"{stem}.ipynb")
                 for stem in book.chapters]
     chapters.append(Chapter(SUMMARY, ROOT / "notebooks" / f"{SUMMARY}.py", out / "book" / f"{SUMMARY}.ipynb",
                             summary=True))
-    given = dict(parse_assignment(text) for text in args.parameter)
     log = RunLog.load(out / STATE_DIR / "executions.json")
     declared = {c.stem: declared_parameters(read_source(c)) for c in chapters}
     plans = []
     for chapter in chapters:
-        overrides = {**given, "datasets": [d.path for d in book.chapters.get(chapter.stem, [])]}
+        overrides = {**given, **dataset_parameters(chapter.stem, book.chapters.get(chapter.stem, []), out)}
         plans += plan([chapter], profiles, args.profile, log, root=ROOT, kernel=args.kernel, overrides=overrides,
                       force=args.force, declared={chapter.stem: declared[chapter.stem]})
     if plans[-1].chapter.summary:  # the provenance page follows every chapter before it
@@ -114,6 +152,8 @@ def build(args: argparse.Namespace) -> int:
     jupyter_book = Path(sys.executable).parent / "jupyter-book"
     subprocess.run([str(jupyter_book), "build", str(out), "-W", "-n", "--keep-going"], check=True)
     subprocess.run([sys.executable, "-m", "fhs.book.offline", str(out / "_build" / "html")], check=True)
+    # Sphinx's pickled doctrees name the folder's absolute path; the HTML is rebuilt from the notebooks without them
+    shutil.rmtree(out / "_build" / ".doctrees", ignore_errors=True)
     print(f"the book: {out / '_build' / 'html' / 'index.html'}")
     return 0
 

@@ -8,6 +8,7 @@ dataset's facts of a filing exactly (it runs the same extraction).
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -100,3 +101,26 @@ def test_facts_from_a_missing_filing_name_the_file(tmp_path, capsys):
     assert main(["facts", "from-ixbrl", str(tmp_path / "nope.htm"), "--out", str(tmp_path / "f.jsonl"),
                  "--taxonomy", "none"]) == 2
     assert "nope.htm" in capsys.readouterr().err
+
+
+def test_a_spec_files_run_names_its_inputs_relative_to_its_folder_and_show_still_finds_them(tmp_path, capsys):
+    """A run's records are published with an adapter's book: they name the spec's files relative to the run's
+    folder, never by an absolute path, and `fhs show` reads the facts back through that path."""
+    fixture = Path(__file__).parent / "fixtures" / "adapter"
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    for name in ("concepts.csv", "ghg-domain.yaml", "targets.csv"):
+        (mine / name).write_text((fixture / name).read_text())
+    assert main(["facts", "from-table", str(mine / "targets.csv"), "--taxonomy", str(mine / "concepts.csv"),
+                 "--out", str(mine / "facts.jsonl")]) == 0
+    spec = tmp_path / "my.yaml"
+    spec.write_text("name: ghg\nfacts: mine/facts.jsonl\ntaxonomy: mine/concepts.csv\ndomain: mine/ghg-domain.yaml\n")
+    out = tmp_path / "runs" / "direct"
+    assert main(["run", "--dataset", str(spec), "--method", "direct", "--quiet", "--out", str(out)]) == 0
+    config = (out / "run-config.json").read_text()
+    assert str(tmp_path) not in config and str(tmp_path) not in (out / "metrics.json").read_text()
+    assert json.loads(config)["sources"]["facts"] == "../../mine/facts.jsonl"
+    (record,) = read_records(out / "records.jsonl")
+    capsys.readouterr()
+    assert main(["show", str(out), "--fact", record["id"], "--out", str(tmp_path / "p.html")]) == 0
+    assert "Reduction of scope 1 and 2 emissions" in (tmp_path / "p.html").read_text()

@@ -47,6 +47,13 @@ def test_table6_has_the_papers_rows_in_order_with_differences_from_fhs():
     assert bound["mrr"].value == pytest.approx((1 + 1 / 3) / 2)
 
 
+def test_table6_on_a_dataset_the_paper_never_ran_carries_no_paper_column_or_benchmark_name():
+    rows = T6.table6(arms(), INTERVAL, paper_values=False)
+    assert not [key for row in rows for key in row if key.startswith("paper")]
+    assert "FinTagging" not in T6.table6_caption("ghg-report", 1, paper_values=False)
+    assert "FinTagging" in T6.table6_caption("fincl", 3, paper_values=True)
+
+
 def test_several_seeded_runs_give_a_mean_with_its_std():
     rows = T6.table6(arms(seeds=2), INTERVAL)
     assert rows[0]["mrr"].std == 0.0 and rows[1]["Δ mrr"].std == 0.0 and rows[1]["Δ mrr"].low is None

@@ -68,3 +68,13 @@ def test_round_one_identity_selector_row_and_cost_over_the_seeded_runs():
     assert cost["tokens in / fact"] == 30  # what the calls read, the selector's included
     figure = T.rounds_figure({"fincl": recs}, STOP_REASONS)
     assert len(figure.axes) == 2
+
+
+def test_a_dataset_the_paper_never_ran_gets_no_paper_column_row_or_tick():
+    table, note, _ = T.table20("ghg-report", seeded(), INTERVAL)
+    assert "paper" not in table.columns and note == ""
+    rows, _, _ = T.oracle_rows("ghg-report", seeded(), FHSConfig(beta=0.0), INTERVAL)
+    assert not [r["list"] for r in rows if "(paper)" in r["list"]]
+    figure = T.rounds_figure({"ghg-report": seeded()[0]}, STOP_REASONS)
+    assert "paper" not in figure._suptitle.get_text()
+    assert not [c for ax in figure.axes for c in ax.collections if c.get_label() == "paper"]

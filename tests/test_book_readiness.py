@@ -113,3 +113,21 @@ def test_the_note_counts_the_facts_that_had_a_location_per_modality():
                                        _fact("c", "text", sentence="x 5.")]})
     assert lines == ["mine: 1 of 2 table cells had a row or column header, 1 of 1 text mentions had a sentence; "
                      "a fact with neither issued the direct query."]
+
+
+def test_the_coverage_terms_gain_is_read_from_the_rows_not_assumed_to_favour_short_labels():
+    """The figure once said the term "rescues short labels" on every dataset; on a taxonomy whose only gain is
+    on long labels the page now says so, from the rows it shows."""
+    import pandas as pd
+
+    from fhs.book.chapters.readiness import label_length_lines
+
+    panel_b = pd.DataFrame([
+        {"dataset": "ghg", "label words": "2", "facts": 4, "gain": 0.0},
+        {"dataset": "ghg", "label words": "5+", "facts": 5, "gain": 0.4},
+        {"dataset": "flat", "label words": "3", "facts": 2, "gain": 0.0},
+    ])
+    ghg, flat = label_length_lines(panel_b)
+    assert ghg == ("ghg: the coverage term's largest Recall@10 gain is on labels of five or more words "
+                   "(+0.400, 5 facts); on labels of one or two words it is +0.000.")
+    assert flat == "flat: the coverage term raises raw-query Recall@10 at no label length."

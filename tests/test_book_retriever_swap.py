@@ -51,3 +51,25 @@ def test_margins_and_swaps_are_paired_per_run_and_carry_the_papers_values():
     assert checked["fincl/fhs/dense_minus_bm25/mrr"] == 0.0
     assert len(R.margin_figure(found, ["fincl"], RETRIEVERS).axes) == 1
     assert R.mean_of([memory_run("fincl", "x", [fact("a", 1)])], "accuracy", INTERVAL).value == 1.0
+
+
+def test_a_dataset_the_paper_never_ran_gets_no_paper_rows_columns_or_marks():
+    """An adapter's spec: the paper's BM25 rows, Table 17's margins and deltas and the figure's squares belong to
+    the paper's benchmarks, so none of them stands beside it."""
+    seeded = {("ghg", r, m): runs for (_, r, m), runs in seeded_runs().items()}
+    readiness = {("ghg", r, m): memory_run("ghg", m, [fact("a", 1)]) for r in RETRIEVERS for m in ("direct", "oracle")}
+    assert [row["retriever"] for row in R.gap_rows(readiness)] == ["bm25", "bm25", "dense", "dense"]
+    found, margin_rows = R.margins(seeded, ["ghg"], RETRIEVERS, INTERVAL)
+    _, swap_rows = R.swap_deltas(seeded, ["ghg"], RETRIEVERS, INTERVAL)
+    assert not [key for row in margin_rows + swap_rows for key in row if key.startswith("paper")]
+    figure = R.margin_figure(found, ["ghg"], RETRIEVERS)
+    assert [line.get_label() for line in figure.axes[0].get_lines() if line.get_label() == "paper"] == []
+
+
+def test_the_margin_figure_draws_an_interval_equal_to_its_mean_but_for_rounding():
+    """One context: the bootstrap's ends equal the mean up to the last bit, on either side (a one-table spec)."""
+    from fhs.book.report import Estimate
+
+    value = 0.5333333333333334
+    found = {("ghg", r, "mrr"): Estimate(value, 0.5333333333333335, 0.5333333333333335) for r in RETRIEVERS}
+    assert len(R.margin_figure(found, ["ghg"], RETRIEVERS).axes) == 1

@@ -46,3 +46,10 @@ def test_the_chapter_runs_on_a_spec_file(spec_file, tmp_path):  # noqa: F811
     assert "small/hypotheses-1/recall@1" in results and not any(math.isnan(v) for v in results.values())
     report = C.check(results, chapter="09_stage_ceilings", profile="cpu", save=False)
     assert {row.status for row in report.rows} == {"NEW"}  # a dataset the file has never seen
+
+
+def test_the_ceiling_tables_caption_names_the_papers_row_only_where_there_is_one():
+    from fhs.book.chapters.stage_ceilings import ceiling_caption
+
+    assert "paper" not in ceiling_caption(["ghg-report"])
+    assert ceiling_caption(["ghg-report", "fincl"]).endswith("the paper's FHS")

@@ -33,6 +33,8 @@ def test_panel_and_window_frames_lay_out_the_verdict_statistics_with_the_papers_
     assert list(frame.group) == ["gold", "non-gold"] and list(frame.dataset) == ["fincl", "fincl"]
     window = V.window_frame({"fincl": window_stats(records)})
     assert window.iloc[-1]["calls"] == VERIFIER["calls"] and window.iloc[0]["gold_in_window"] == 1.0
+    own = V.window_frame({"ghg-report": window_stats(records)})  # an adapter's dataset: no paper row beside it
+    assert list(own.dataset) == ["ghg-report"]
 
 
 def test_arms_and_check_values_average_the_seeded_runs():

@@ -161,7 +161,8 @@ def test_fhs_run_takes_a_spec_file_and_records_where_its_files_are(tmp_path):
     assert done.returncode == 0, done.stderr
     stamp = json.loads((tmp_path / "out" / "run-config.json").read_text())
     assert stamp["dataset"] == "my-filing"
-    assert stamp["sources"]["spec"] == str(path.resolve())
+    assert not Path(stamp["sources"]["spec"]).is_absolute()  # relative to the run's folder: no absolute path
+    assert (tmp_path / "out" / stamp["sources"]["spec"]).resolve() == path.resolve()
     assert len((tmp_path / "out" / "records.jsonl").read_text().splitlines()) == 3
 
 
@@ -237,6 +238,6 @@ def test_a_chapters_run_of_a_spec_stamps_where_its_files_are(tmp_path):
     path = write_spec(tmp_path / "inputs")
     run = Study.for_profile("smoke", tmp_path / "runs", progress=False).run(str(path), "direct")
     stamp = json.loads((run.path / "run-config.json").read_text())
-    assert stamp["sources"]["spec"] == str(path.resolve())
-    facts, taxonomy, note = vouched_inputs(stamp, None)  # what `fhs show` reads back
+    assert (run.path / stamp["sources"]["spec"]).resolve() == path.resolve()
+    facts, taxonomy, note = vouched_inputs(stamp, None, run.path)  # what `fhs show` reads back
     assert [f.id for f in facts] == ["a1", "a2", "a3"] and len(taxonomy) == 3 and note == ""

@@ -97,3 +97,15 @@ def test_paper_values_checks_lengths():
     assert R.paper_values(["a", "b"], [0.1, None]) == {"a": 0.1, "b": None}
     with pytest.raises(ValueError, match="2 names but 1"):
         R.paper_values(["a", "b"], [0.1])
+
+
+def test_ours_vs_paper_with_no_paper_value_shows_no_empty_paper_column():
+    frame = R.ours_vs_paper({"MRR": 0.2, "R@1": 0.1}, {"MRR": None})
+    assert list(frame.columns) == ["metric", "ours"]
+
+
+def test_an_interval_equal_to_its_estimate_but_for_rounding_is_accepted():
+    """One context: the bootstrap's ends equal the paired mean up to the last bit (an adapter's one-table spec)."""
+    assert R.Estimate(0.5333333333333334, 0.5333333333333333, 0.5333333333333333).value == 0.5333333333333334
+    with pytest.raises(ValueError, match="does not contain"):
+        R.Estimate(0.6, 0.5, 0.55)

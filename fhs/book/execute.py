@@ -354,11 +354,12 @@ NEEDS_TAG = "needs-"
 
 
 def hide_absent_prose(path: Path, datasets: list[str]) -> int:
-    """Remove from the page each Markdown cell tagged ``needs-X`` for a dataset X it did not run on.
+    """Remove from the page each cell tagged ``needs-X`` for a dataset X it did not run on.
 
     A paragraph that states what the page shows on FinCL (tag ``needs-fincl``) is false on a
-    page without FinCL; the tag keeps it in the source and off such a page. A cell with several
-    such tags needs all of them. Returns how many cells were hidden."""
+    page without FinCL; the tag keeps it in the source and off such a page. A code cell so tagged
+    still runs (it sets what later cells read) but a page without the dataset does not show its
+    branches. A cell with several such tags needs all of them. Returns how many cells were hidden."""
     import nbformat
 
     notebook = nbformat.read(path, as_version=4)
@@ -366,7 +367,7 @@ def hide_absent_prose(path: Path, datasets: list[str]) -> int:
     for cell in notebook.cells:
         tags = cell.get("metadata", {}).get("tags", [])
         needs = [tag[len(NEEDS_TAG):] for tag in tags if tag.startswith(NEEDS_TAG)]
-        if cell.cell_type == "markdown" and needs and not all(need in datasets for need in needs) \
+        if needs and not all(need in datasets for need in needs) \
                 and "remove-cell" not in tags:
             cell.metadata["tags"] = [*tags, "remove-cell"]
             hidden += 1

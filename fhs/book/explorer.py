@@ -93,7 +93,7 @@ def open_run(run_dir: str | Path, data: str | Path | None = None) -> LoadedRun:
     if not isinstance(config, dict):
         raise InputError("expected a JSON object", path=config_path, fix="restore the run's run-config.json")
     records = {r["id"]: r for r in read_records(records_path)}
-    facts, taxonomy, note = vouched_inputs(config, data)
+    facts, taxonomy, note = vouched_inputs(config, data, path)
     return LoadedRun(path, config, records, {f.id: f for f in facts if f.id in records}, taxonomy, note)
 
 

@@ -26,15 +26,16 @@ from fhs.run.digests import facts_digest, taxonomy_digest
 _DATASETS_SEEN: dict[tuple[str, str], tuple[list[Fact], Taxonomy]] = {}
 
 
-def vouched_inputs(config: dict, data) -> tuple[list[Fact], Taxonomy | None, str]:
-    """The run's facts and taxonomy as today's files hold them, where the run's stamp vouches for them."""
+def vouched_inputs(config: dict, data, run_dir: Path | None = None) -> tuple[list[Fact], Taxonomy | None, str]:
+    """The run's facts and taxonomy as today's files hold them, where the run's stamp vouches for them; a relative
+    source is relative to ``run_dir`` (a spec file's run records where its files are that way)."""
     from fhs.data.datasets import DATASETS
     from fhs.run.inputs import load_experiment
 
     stamped = config.get("inputs") if isinstance(config.get("inputs"), dict) else {}
     sources = config.get("sources") if isinstance(config.get("sources"), dict) else {}
     if sources.get("facts"):
-        return _own_files(sources, stamped, data)
+        return _own_files(_anchored(sources, run_dir), stamped, data)
     if config.get("dataset") in DATASETS:
         key = (config["dataset"], str(data))
         if key not in _DATASETS_SEEN:  # several runs of one dataset on a page load it once
@@ -49,6 +50,20 @@ def vouched_inputs(config: dict, data) -> tuple[list[Fact], Taxonomy | None, str
                  for part, same in (("facts", same_facts), ("taxonomy", same_taxonomy)) if not same]
         return (facts if same_facts else []), (taxonomy if same_taxonomy else None), "; ".join(notes)
     return [], None, "run-config.json names no dataset or facts file: context not shown"
+
+
+def _anchored(sources: dict, run_dir: Path | None) -> dict:
+    """The sources' relative file paths joined to the run folder (a built-in taxonomy's name stays a name)."""
+    from fhs.data.taxonomies import TAXONOMIES
+
+    if run_dir is None:
+        return sources
+    out = dict(sources)
+    for key in ("facts", "taxonomy"):
+        value = str(out.get(key) or "")
+        if value and value not in TAXONOMIES and not Path(value).is_absolute():
+            out[key] = str(Path(run_dir) / value)
+    return out
 
 
 def _vouched(stamped: dict, name: str, digest, value) -> bool:

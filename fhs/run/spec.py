@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
@@ -203,10 +204,10 @@ class RunSpec:
             from fhs.run.ledger import RecordOnly
 
             ctx.ledger = RecordOnly(ctx.ledger)
-        if sources is None and experiment.spec.source is not None:  # a spec file's dataset: where its files are
-            sources = spec_sources(experiment.spec)
         stamp = self.stamp(experiment, ctx, sources)
         path = Path(out_dir) if out_dir is not None else Path(root) / self.folder_name(stamp, experiment.spec)
+        if sources is None and experiment.spec.source is not None:  # a spec file's dataset: where its files are
+            stamp["sources"] = spec_sources(experiment.spec, path)  # not part of the folder's name
         return RunJob(facts, self.method, ctx, path, stamp=stamp, fresh=fresh, refused=refused,
                       retry_unusable=retry_unusable)
 
@@ -216,10 +217,16 @@ class RunSpec:
         return run_jobs([self.job(experiment, facts, **where)], workers=workers, progress=progress)[0]
 
 
-def spec_sources(dataset: DatasetSpec) -> dict[str, str]:
-    """Where a spec file's dataset was read from (a stamp's ``sources``, so `fhs show` finds its files)."""
-    return {"facts": str(dataset.facts_file), "taxonomy": str(dataset.taxonomy_file or dataset.taxonomy),
-            "domain": dataset.domain, "spec": str(dataset.source)}
+def spec_sources(dataset: DatasetSpec, run_dir: Path | None = None) -> dict[str, str]:
+    """Where a spec file's dataset was read from (a stamp's ``sources``, so `fhs show` finds its files): relative
+    to ``run_dir`` when given, so a run's records name no absolute path (a book's records are published with it)."""
+    sources = {"facts": str(dataset.facts_file), "taxonomy": str(dataset.taxonomy_file or dataset.taxonomy),
+               "domain": dataset.domain, "spec": str(dataset.source)}
+    if run_dir is None:
+        return sources
+    here = Path(run_dir).resolve()
+    return {key: os.path.relpath(value, here) if value and Path(value).is_absolute() else value
+            for key, value in sources.items()}
 
 
 def run_all(runs: Sequence[tuple[RunSpec, Experiment, Sequence[Fact]]], *, root: str | Path,

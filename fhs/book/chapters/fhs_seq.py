@@ -20,7 +20,7 @@ from fhs.book.costs import calls_per_fact
 from fhs.book.report import Estimate
 from fhs.book.study import Run
 from fhs.method.config import FHSConfig
-from fhs.paper import paper_value
+from fhs.paper import PAPER_BENCHMARK, paper_value
 from fhs.run.evaluate import paired_difference, rank_metrics, runs_estimate
 from fhs.run.summary import call_totals
 from fhs.run.tables.seq_diagnostics import oracle_best_single, rounds_distribution, stop_distribution, summary
@@ -105,7 +105,7 @@ def oracle_rows(name: str, by_seed: Sequence[Sequence[Mapping]], config: FHSConf
         per_run = [rank_metrics([r[key] for r in o]) for o in oracles]
         measured = {m: float(np.mean([v[m] for v in per_run])) for m in METRICS}
         rows.append({"dataset": name, "list": label, **{m: across([v[m] for v in per_run]) for m in METRICS}})
-        if paper_row:
+        if paper_row and name in PAPER_BENCHMARK:  # the paper's rows beside its own datasets only
             rows.append({"dataset": name, "list": f"{label} (paper)", **{m: paper_value(name, paper_row, m)
                                                                          for m in METRICS}})
         checked.update({f"{name}/{slug}/{m}": measured[m] for m in METRICS})
@@ -151,8 +151,9 @@ def rounds_figure(records: Mapping[str, Sequence[Mapping]], stop_reasons: Sequen
         rounds = rounds_distribution(records[name])
         ax_rounds.bar(list(rounds), list(rounds.values()), color=OURS_COLOR, label="ours")
         paper_rounds = {1: paper_value(name, "fhs-seq", "one_round"), 4: paper_value(name, "fhs-seq", "all_rounds")}
-        ax_rounds.scatter(list(paper_rounds), [v if v is not None else np.nan for v in paper_rounds.values()],
-                          marker="_", s=600, color=PAPER_COLOR, zorder=3, label="paper")
+        if name in PAPER_BENCHMARK:  # no paper mark beside a dataset the paper never ran
+            ax_rounds.scatter(list(paper_rounds), [v if v is not None else np.nan for v in paper_rounds.values()],
+                              marker="_", s=600, color=PAPER_COLOR, zorder=3, label="paper")
         ax_rounds.set(xticks=[1, 2, 3, 4], xlabel="rounds used", ylabel="share of facts", title=f"{name}: rounds used")
         ax_rounds.legend(fontsize=8)
         stops = stop_distribution(records[name])
@@ -160,8 +161,10 @@ def rounds_figure(records: Mapping[str, Sequence[Mapping]], stop_reasons: Sequen
         ax_stop.barh(y, [stops[s] for s in stop_reasons], color=NEUTRAL_COLOR)
         paper_stop = {"no_unsupported_dimension": paper_value(name, "fhs-seq", "no_unsupported_dimension"),
                       "max_rounds": paper_value(name, "fhs-seq", "all_rounds")}
-        ax_stop.scatter([paper_stop.get(s) if paper_stop.get(s) is not None else np.nan for s in stop_reasons], y,
-                        marker="|", s=300, color=PAPER_COLOR, zorder=3)
+        if name in PAPER_BENCHMARK:
+            ax_stop.scatter([paper_stop.get(s) if paper_stop.get(s) is not None else np.nan for s in stop_reasons],
+                            y, marker="|", s=300, color=PAPER_COLOR, zorder=3)
         ax_stop.set(yticks=y, yticklabels=stop_reasons, xlabel="share of facts", title=f"{name}: stopping reason")
-    fig.suptitle("FHS-Seq: rounds used and stopping reasons (bars: ours; red ticks: the paper)")
+    ticks = "; red ticks: the paper" if any(name in PAPER_BENCHMARK for name in names) else ""
+    fig.suptitle(f"FHS-Seq: rounds used and stopping reasons (bars: ours{ticks})")
     return fig

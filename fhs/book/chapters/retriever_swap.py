@@ -77,8 +77,8 @@ def gap_rows(readiness: Mapping[tuple[str, str, str], Run]) -> list[dict[str, An
     for (name, retriever, method), run in readiness.items():
         rows.append({"dataset": name, "retriever": retriever, "query": QUERY[method],
                      "facts": len(run.summaries), **{m: run.metrics[m] for m in METRICS}})
-        if retriever == "bm25" and method == "oracle":
-            benchmark = PAPER_BENCHMARK.get(name, name)
+        if retriever == "bm25" and method == "oracle" and name in PAPER_BENCHMARK:  # a benchmark the paper ran
+            benchmark = PAPER_BENCHMARK[name]
             for paper_method in QUERY:
                 paper = PAPER.get(benchmark, {}).get(paper_method, {})
                 rows.append({"dataset": name, "retriever": f"paper ({benchmark}), bm25", "query": QUERY[paper_method],
@@ -111,7 +111,8 @@ def margins(seeded: Mapping[tuple[str, str, str], Sequence[Run]], datasets: Sequ
             for metric in ("mrr", "accuracy"):
                 ds = [paired_difference(a.summaries, b.summaries, metric, **interval) for a, b in zip(fhs, one_pass)]
                 found[(name, retriever, metric)] = row[f"Δ {metric}"] = across_differences(ds)
-                row[f"paper Δ {metric}"] = RETRIEVER_SWAP["fhs_margin"][retriever][metric]
+                if name in PAPER_BENCHMARK:  # Table 17's margin, beside the paper's datasets only
+                    row[f"paper Δ {metric}"] = RETRIEVER_SWAP["fhs_margin"][retriever][metric]
             rows.append(row)
     return found, rows
 
@@ -129,7 +130,8 @@ def swap_deltas(seeded: Mapping[tuple[str, str, str], Sequence[Run]], datasets: 
                 found[(name, method, retriever)] = d
                 paper = RETRIEVER_SWAP["swap_delta_mrr"].get(method, {}).get(retriever)
                 rows.append({"dataset": name, "method": method, "swap": f"{retriever} − bm25", "Δ mrr": d,
-                             "paper Δ mrr": Estimate(*paper) if paper else None})
+                             **({"paper Δ mrr": Estimate(*paper) if paper else None} if name in PAPER_BENCHMARK
+                                else {})})
     return found, rows
 
 
@@ -170,7 +172,8 @@ def readiness_figure(readiness, datasets: Sequence[str], retrievers: Sequence[st
 
 
 def margin_figure(margins_found, datasets: Sequence[str], retrievers: Sequence[str]):
-    """FHS − one-pass MRR per retriever with its interval (or ± std), the paper's margin as squares."""
+    """FHS − one-pass MRR per retriever with its interval (or ± std), the paper's margin as squares beside the
+    paper's datasets."""
     import matplotlib.pyplot as plt
     import numpy as np
 
@@ -182,10 +185,11 @@ def margin_figure(margins_found, datasets: Sequence[str], retrievers: Sequence[s
         marks = [margins_found[(name, r, "mrr")] for r in retrievers]
         est = np.array([m.value for m in marks])
         spread = np.array([[m.value - m.low, m.high - m.value] if m.low is not None else [m.std or 0.0, m.std or 0.0]
-                           for m in marks]).T
+                           for m in marks]).T.clip(min=0.0)  # an interval equal to its mean but for the last bit
         ax.errorbar(x - 0.1, est, yerr=spread, fmt="o", color=OURS_COLOR, capsize=3, label="ours")
-        ax.plot(x + 0.1, [RETRIEVER_SWAP["fhs_margin"][r]["mrr"] for r in retrievers], "s", color=PAPER_COLOR,
-                label="paper")
+        if name in PAPER_BENCHMARK:  # no paper mark beside a dataset the paper never ran
+            ax.plot(x + 0.1, [RETRIEVER_SWAP["fhs_margin"][r]["mrr"] for r in retrievers], "s", color=PAPER_COLOR,
+                    label="paper")
         ax.axhline(0, color=NEUTRAL_COLOR, lw=0.8)
         ax.set_xticks(x, retrievers)
         ax.set_title(name)

@@ -12,7 +12,7 @@ minutes, not GPU days.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -92,6 +92,13 @@ def value(rows: Sequence[Mapping], metric: str, rank_key: str = "rank") -> float
 def estimate(rows: Sequence[Mapping], metric: str, interval: Mapping, rank_key: str = "rank") -> Estimate:
     ci = metric_interval(rows, metric, rank_key=rank_key, **interval)
     return Estimate(ci.estimate, ci.low, ci.high)
+
+
+def ceiling_caption(labels: Iterable[str]) -> str:
+    """The ceiling table's caption; it names the paper's FHS row only where one of the datasets has it."""
+    paper = any(label in PAPER_BENCHMARK for label in labels)
+    return ("Stage ceilings of FHS beside direct retrieval" + (", the gold-query probe and the paper's FHS" if paper
+                                                              else " and the gold-query probe"))
 
 
 def ceiling_table(study: Study, datasets: Sequence[str], baselines: Mapping[tuple[str, str], Run],
