@@ -71,7 +71,7 @@ def test_makes_default_chapters_are_the_scripts():
 def test_the_build_has_a_model_when_a_server_is_given_or_the_cpu_model_asked_for():
     sys.path.insert(0, str(ROOT / "scripts"))
     try:
-        from adapter_book import build_offers, with_server_backend
+        from build_adapter_book import build_offers, with_server_backend
     finally:
         sys.path.remove(str(ROOT / "scripts"))
     assert "model" not in build_offers({}, cpu_model=False)
