@@ -14,22 +14,8 @@
 # %% [markdown]
 # # The paper's claims in this build
 #
-# Each row is one claim the paper makes and a chapter of this book tests, written once beside
-# that chapter (the `claims:` list of its regression file, `fhs/book/regressions/`), and judged
-# here on the values the chapter recorded when it ran. The standing is computed, never typed:
-#
-# - **holds**: the 95% interval of our comparison lies on the paper's side of zero (a value
-#   claim: the paper's figure lies within our interval, give or take the claim's margin);
-# - **does not hold**: the interval lies on the other side, or it excludes the paper's effect;
-# - **too few facts to judge**: the interval is wider than the paper's effect, with the number
-#   of facts that would separate it;
-# - **needs the `paper` profile**: this profile does not measure it.
-#
-# The interval comes from each mean and its number of facts (Wilson's score interval; Newcombe's
-# for a difference), which is wider than the paired bootstrap the chapters show, so a claim that
-# holds here holds there. For each claim that needs a model, chapter 9's stages under a perfect
-# model (the fused pool and the verifier's reordering, on every test fact) say what the
-# architecture allows.
+# Each claim the paper makes that a chapter tests, judged on the values this build's chapters
+# recorded: the paper's figure and ours on one row, and a standing computed from them.
 
 # %% tags=["parameters"]
 profile = "cpu"  # the profile of this build
@@ -37,7 +23,7 @@ runs_dir = "runs"  # where the chapters saved their values
 
 # %% tags=["hide-input"]
 from fhs.book.claims import paper_datasets, read_results, verdicts
-from fhs.book.claims_page import claims_frame, tally
+from fhs.book.claims_page import by_chapter, claims_frame, tally
 from fhs.book.report import show, show_notes
 from fhs.llm.models import display_name
 from fhs.run.profiles import get_profile
@@ -52,7 +38,22 @@ show_notes([f"Profile `{profile}`; model {display_name(get_profile(profile).mode
 show(tally(judged), caption="Claims by standing")
 
 # %% [markdown]
-# ## Every claim
+# - **holds**: the 95% interval of our comparison lies on the paper's side of zero (a value
+#   claim: the paper's figure lies within our interval, give or take the claim's margin);
+# - **does not hold**: the interval lies on the other side, or it excludes the paper's effect;
+# - **too few facts to judge**: the interval is wider than the paper's effect, with about how
+#   many facts would separate it;
+# - **needs the `paper` profile**: this profile does not measure it.
+#
+# Each claim is written once beside the chapter that tests it (the `claims:` list of its
+# regression file, `fhs/book/regressions/`). The saved values keep no per-fact results, so
+# the interval comes from each mean and its number of facts (Wilson's score interval; Newcombe's
+# for a difference of two): it ignores the pairing of two methods on the same facts, which
+# widens it, and the clustering of facts in contexts, which narrows it; the chapters' paired,
+# context-clustered bootstraps are the finer reading. Beside each
+# claim that needs a model, chapter 9's perfect model on every test fact (the fused pool, then
+# the verifier's reordering) says what the architecture allows.
 
 # %% tags=["hide-input"]
-show(claims_frame(judged), caption="The paper's claims: the paper's figure and ours on one row")
+for chapter, group in by_chapter(judged).items():
+    show(claims_frame(group), caption=chapter)

@@ -51,7 +51,10 @@ def test_the_cpu_build_judges_at_least_fifteen_of_the_papers_claims():
     # an LLM claim shows what chapter 9's perfect model reaches on the same metric
     assert set(judged["head-fintagging-r1"].ceilings) == {"pool", "verified"}
     frame = claims_frame(verdicts)
-    assert len(frame) == len(verdicts) and "perfect model (ch. 9)" in frame
+    assert len(frame) == len(verdicts) and list(frame.columns) == ["claim", "paper", "this build, 95% interval",
+                                                                   "standing"]
+    head = frame[frame.claim.str.startswith("On the financial benchmark FHS puts")].iloc[0]
+    assert "perfect model (ch. 9): pool" in head["this build, 95% interval"] and head["paper"] == "+0.044"
     assert tally(verdicts).iloc[-1][K.HOLDS] == sum(v.standing == K.HOLDS for v in verdicts)
 
 

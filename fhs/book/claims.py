@@ -8,11 +8,11 @@ page is typed by hand: the build's values come from the saved results the regres
 (``runs/<profile>/results/<chapter>.json``), the paper's from ``fhs.paper``.
 
 The interval is computed from a mean and its number of facts alone (the saved results keep no
-per-fact values): Wilson's score interval for a mean of per-fact values in known bounds, and
-Newcombe's hybrid score interval for a difference of two means. For values bounded per fact the
-Wilson interval is at least as wide as the exact one (a bounded variable's variance is at most a
-proportion's with the same mean), and Newcombe's ignores the pairing of two methods on the same
-facts, so both err on the side of "too few facts".
+per-fact values): Wilson's score interval for a mean of per-fact values in known bounds (a bounded
+value's variance is at most a proportion's with the same mean), and Newcombe's hybrid score
+interval for a difference of two means. Newcombe's ignores the pairing of two methods on the same
+facts (which widens it) and neither sees the clustering of facts in contexts (which narrows it);
+the chapters' paired, context-clustered bootstraps are the finer reading.
 
 A claim whose metric names ``{dataset}`` is judged on every dataset the chapter ran, the paper's
 figure taken from the benchmark the dataset stands for (``fhs.paper.PAPER_BENCHMARK``); a dataset
@@ -255,8 +255,8 @@ def _difference(claim: Claim, value: float, low: float, high: float, paper: list
     half = (hi - lo) / 2
     if target and target > 0:
         spread = _spread(paper, claim) if len(paper) == 2 and None not in paper else half * math.sqrt(n) / Z
-        return TOO_FEW, f"interval ±{half:.3f} is wider than the paper's {target:+.3f}; " \
-                        f"about {facts_needed(target, spread):,} facts would separate it"
+        return TOO_FEW, (f"interval ±{half:.3f} is wider than the paper's {target:+.3f}; "
+                         f"about {facts_needed(target, spread):,} facts would separate it")
     return TOO_FEW, f"the interval (±{half:.3f}) crosses zero"
 
 
