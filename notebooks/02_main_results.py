@@ -27,28 +27,6 @@
 # selector of 0.255 and 0.330. Deeper in the list the order changes: feedback refinement
 # reaches Recall@50 0.660 against 0.543 for FHS.
 
-# %% [markdown]
-# The ten rows run through one code path (the paper's Section 5; adaptations in Appendix C.1):
-#
-# | row | what it does | LLM calls per fact before the selector |
-# | --- | --- | --- |
-# | direct | the raw serialized fact is the query | 0 |
-# | free-text | one greedy description worded like the taxonomy's definitions (HyDE-style) | 1 |
-# | structured | one factorized hypothesis, greedy, label and definition renderings, no verifier | 1 |
-# | parallel | J = 2 i.i.d. free-text samples at T = 0.8, RRF-fused | 2 |
-# | parallel-diverse | J = 2 sequential readings, each asked to differ from the earlier one | 2 |
-# | decomposed | four aspect sub-queries from one call, RRF-fused | 1 |
-# | self-refine | four rounds of critique and rewrite without candidates, RRF over rounds | 4 |
-# | feedback-refine | as self-refine, each round shown the last round's top 10 candidates | 4 |
-# | fhs-seq | FHS's round, then up to three single-dimension revisions (when registered) | 4 to 19 |
-# | FHS | J = 2 factorized hypotheses, fusion, dimension-level verifier, Eq. 3 | 4 |
-#
-# The gold-query probe (the oracle) is the ceiling: the index's own reach once the query
-# names the target. Every method's final list then goes through the same listwise
-# selector, whose top-1 is "Acc."; Recall and MRR are measured before the selector.
-# Parallel sampling uses the paper's plain wording on every dataset; the authors' CodiEsp
-# runs used the "sample i of J, be distinct" wording, available as `parallel-instructed`.
-
 # %% tags=["parameters"]
 profile = "cpu"  # smoke | cpu | paper | gpu-sample | paper-full (fhs/run/profiles.py)
 runs_dir = "runs"  # where run records are cached; a rebuild reads them back
@@ -57,10 +35,6 @@ server = {}  # backend, model, base_url, max_in_flight, thinking, replay, cache_
 sample = {}  # llm_limit, llm_fraction, runs, seed, bootstrap_resamples, protocol_check (fhs/book/page.py)
 relocation_documents = 6  # CodiEsp documents relocated by the LLM relocator for the comparison
 codiesp_config = "paper"  # named FHS configuration on CodiEsp: paper, or codiesp-authors (fhs/method/config.py)
-
-# %% [markdown]
-# The model, the sample and every FHS knob come from the profile; each call goes through
-# a persistent response cache, so re-executing this page replays the calls.
 
 # %% tags=["hide-input"]
 import matplotlib.pyplot as plt
@@ -85,19 +59,15 @@ BASELINES = [m for m in METHODS if m != "fhs"]
 samples = {name: study.facts(name, llm=True) for name in datasets}
 shown = {name: study.dataset_name(name) for name in datasets}  # a spec file's `name`, never its path
 protocol = main_lead.protocol_run(choices[0].backend)  # a CPU model's few facts: the sampled rows fold
-profile_note(profile, display_name(choices[0].model),  # the cell's last value: the page states its size
-             configurations={shown[name]: study.configuration(name) for name in datasets},
-             descriptions={name: named.description for name, named in NAMED_CONFIGS.items()},
-             facts={shown[name]: len(facts) for name, facts in samples.items()}, seeds=seeds)
 
 # %% [markdown]
 # ## What this build establishes
 #
-# Direct retrieval and the gold-query probe run on every test fact, and chapter 9 runs FHS
-# itself on every test fact with a perfect model in place of the LLM: the fused pool of
-# perfect hypotheses, then the verifier's reordering with perfect verdicts. These rows are
-# what the architecture allows; each metric sits on one row beside the paper's figure. The
-# {doc}`claims page <claims>` judges each of the paper's claims on them and on the rows below.
+# Measured on every test fact, each metric on one row beside the paper's figure: direct
+# retrieval, the gold-query probe, and FHS itself with a perfect model in place of the LLM
+# (chapter 9: the fused pool of perfect hypotheses, then the verifier's reordering with
+# perfect verdicts), which is what the architecture allows. The {doc}`claims page <claims>`
+# judges each of the paper's claims on these rows and on the sampled ones below.
 
 # %%
 full = {(name, method): study.run(name, method) for name in datasets for method in ("direct", "oracle")}
@@ -106,6 +76,30 @@ show(main_lead.full_scale_table(full, main_lead.ceiling_values(profile, runs_dir
 
 # %% [markdown]
 # ## The sampled runs
+#
+# The ten rows run through one code path (the paper's Section 5; adaptations in Appendix C.1):
+#
+# | row | what it does | LLM calls per fact before the selector |
+# | --- | --- | --- |
+# | direct | the raw serialized fact is the query | 0 |
+# | free-text | one greedy description worded like the taxonomy's definitions (HyDE-style) | 1 |
+# | structured | one factorized hypothesis, greedy, label and definition renderings, no verifier | 1 |
+# | parallel | J = 2 i.i.d. free-text samples at T = 0.8, RRF-fused | 2 |
+# | parallel-diverse | J = 2 sequential readings, each asked to differ from the earlier one | 2 |
+# | decomposed | four aspect sub-queries from one call, RRF-fused | 1 |
+# | self-refine | four rounds of critique and rewrite without candidates, RRF over rounds | 4 |
+# | feedback-refine | as self-refine, each round shown the last round's top 10 candidates | 4 |
+# | fhs-seq | FHS's round, then up to three single-dimension revisions (when registered) | 4 to 19 |
+# | FHS | J = 2 factorized hypotheses, fusion, dimension-level verifier, Eq. 3 | 4 |
+#
+# The gold-query probe (the oracle) is the ceiling: the index's own reach once the query
+# names the target. Every method's final list then goes through the same listwise
+# selector, whose top-1 is "Acc."; Recall and MRR are measured before the selector.
+# Parallel sampling uses the paper's plain wording on every dataset; the authors' CodiEsp
+# runs used the "sample i of J, be distinct" wording, available as `parallel-instructed`.
+#
+# The model, the sample and every FHS knob come from the profile; each call goes through
+# a persistent response cache, so re-executing this page replays the calls.
 #
 # Every method runs on the same facts: one context-level sample of each test set
 # (`fhs.data.sampling`: whole tables or documents, so a context's facts stay together),
@@ -118,8 +112,10 @@ results = {(name, method): [study.run_llm(name, method, choice, facts=samples[na
            for name in datasets for method in METHODS}
 oracle = {name: study.run(name, "oracle", facts=samples[name]) for name in datasets}
 sizes = {name: len(samples[name]) for name in datasets}
-print("facts per dataset:", {shown[name]: size for name, size in sizes.items()}, "| model:", choices[0].model,
-      "| seeded runs:", len(seeds))
+profile_note(profile, display_name(choices[0].model),  # the cell's last value: the page states its size
+             configurations={shown[name]: study.configuration(name) for name in datasets},
+             descriptions={name: named.description for name, named in NAMED_CONFIGS.items()},
+             facts={shown[name]: len(facts) for name, facts in samples.items()}, seeds=seeds)
 
 # %% [markdown]
 # ## Tables 4 and 5
