@@ -63,16 +63,14 @@ protocol = main_lead.protocol_run(choices[0].backend)  # a CPU model's few facts
 # %% [markdown]
 # ## What this build establishes
 #
-# Measured on every test fact, each metric on one row beside the paper's figure: direct
-# retrieval, the gold-query probe, and FHS itself with a perfect model in place of the LLM
-# (chapter 9: the fused pool of perfect hypotheses, then the verifier's reordering with
-# perfect verdicts), which is what the architecture allows. The {doc}`claims page <claims>`
-# judges each of the paper's claims on these rows and on the sampled ones below.
+# On every test fact, beside the paper's figure: direct retrieval, the gold-query probe, and
+# FHS with a perfect model (chapter 9), what the architecture allows. The
+# {doc}`claims page <claims>` judges the paper's claims on these rows and the sampled ones.
 
 # %%
 full = {(name, method): study.run(name, method) for name in datasets for method in ("direct", "oracle")}
 show(main_lead.full_scale_table(full, main_lead.ceiling_values(profile, runs_dir), datasets, shown, interval),
-     caption="Measured on every test fact, beside the paper (chapter 9's stages: Wilson intervals of its means)")
+     caption="On every test fact, beside the paper (chapter 9: Wilson intervals of its means)")
 
 # %% [markdown]
 # ## The sampled runs
@@ -95,8 +93,7 @@ show(main_lead.full_scale_table(full, main_lead.ceiling_values(profile, runs_dir
 # The gold-query probe (the oracle) is the ceiling: the index's own reach once the query
 # names the target. Every method's final list then goes through the same listwise
 # selector, whose top-1 is "Acc."; Recall and MRR are measured before the selector.
-# Parallel sampling uses the paper's plain wording on every dataset; the authors' CodiEsp
-# runs used the "sample i of J, be distinct" wording, available as `parallel-instructed`.
+# Parallel sampling uses the paper's plain wording on every dataset.
 #
 # The model, the sample and every FHS knob come from the profile; each call goes through
 # a persistent response cache, so re-executing this page replays the calls.
@@ -106,6 +103,10 @@ show(main_lead.full_scale_table(full, main_lead.ceiling_values(profile, runs_dir
 # drawn once per dataset and shared by every row, the oracle included. Calls shared by
 # definition are made once: round 1 of both refinements is the free-text call, which the
 # response cache serves.
+
+# %% [markdown] tags=["needs-codiesp"]
+# The authors' CodiEsp runs used the "sample i of J, be distinct" wording for parallel
+# sampling, available as `parallel-instructed`.
 
 # %%
 results = {(name, method): [study.run_llm(name, method, choice, facts=samples[name]) for choice in choices]

@@ -13,7 +13,7 @@ proxy that is not there), and the page fails on:
   MathJax error);
 - any request that would leave the machine (a scheme other than file, data, blob or about);
 - a results page (a chapter, ``NN_name.html``, or the claims page) whose first screen, the top
-  ``FIRST_SCREEN`` pixels of a 1280-pixel-wide window, holds no result: a table a code cell printed
+  ``FIRST_SCREEN`` pixels (the 1280 by 1600 window the screenshots show), holds no result: a table a code cell printed
   with a number in it, or a figure it drew (a folded block's tables do not count until opened).
 
 A screenshot of every page goes to ``--screenshots`` (default ``_build/browser/``), and of the claims
@@ -43,7 +43,8 @@ from typing import Any
 LOCAL_SCHEMES = ("file:", "data:", "blob:", "about:", "chrome:", "chrome-extension:", "devtools:")
 SKIPPED_FOLDERS = {"_static", "_sources", "_images", "_sphinx_design_static"}
 PAGE_TIMEOUT = 60.0  # seconds a page may take to load and typeset
-FIRST_SCREEN = 1000  # pixels from the top of a page that a reader sees before scrolling
+WINDOW = (1280, 1600)  # the window every page is loaded and photographed in
+FIRST_SCREEN = WINDOW[1]  # pixels from the top of a page that the window shows before scrolling
 RESULTS_PAGE = re.compile(r"(^|/)(\d\d_[^/]*|claims)\.html$")  # chapters and the claims page
 CLAIMS_PAGE = re.compile(r"(^|/)claims\.html$")
 # Where the first result a code cell showed sits (a table holding a digit, or a drawn figure); null if none.
@@ -129,7 +130,7 @@ class Browser:
              f"--user-data-dir={profile}", "--host-resolver-rules=MAP * ~NOTFOUND",
              "--proxy-server=http://127.0.0.1:9", "--proxy-bypass-list=<-loopback>",
              "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             "--disable-features=Translate,OptimizationHints,MediaRouter", "--window-size=1280,1600",
+             "--disable-features=Translate,OptimizationHints,MediaRouter", f"--window-size={WINDOW[0]},{WINDOW[1]}",
              "about:blank"],
             preexec_fn=wire, close_fds=False, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=self.log)

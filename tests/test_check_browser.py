@@ -97,7 +97,7 @@ def test_a_results_page_fails_when_its_first_screen_holds_no_result(tmp_path):
     prose pages are free, and a table folded shut does not count."""
     book = tmp_path / "html"
     table = '<div class="cell_output"><table><tr><td>R@1</td><td>0.050</td></tr></table></div>'
-    tall = '<p style="height: 1400px">prose</p>'
+    tall = f'<p style="height: {check_browser.FIRST_SCREEN}px">prose</p>'
     page(book / "index.html", "<h1>home</h1>")
     page(book / "book" / "01_lead.html", f"<h1>one</h1>{table}{tall}")
     page(book / "book" / "02_late.html", f"<h1>two</h1>{tall}{table}")
@@ -109,7 +109,7 @@ def test_a_results_page_fails_when_its_first_screen_holds_no_result(tmp_path):
     assert all(results[p].ok for p in ("book/01_lead.html", "book/04_figure.html", "book/claims.html",
                                        "book/notes.html", "index.html")), results
     late = results["book/02_late.html"].problems
-    assert len(late) == 1 and late[0].startswith("no result on the first screen (top 1000 px): the first result at ")
-    assert results["book/03_folded.html"].problems == [
-        "no result on the first screen (top 1000 px): no table with a number or figure"]
+    first = f"no result on the first screen (top {check_browser.FIRST_SCREEN} px)"
+    assert len(late) == 1 and late[0].startswith(f"{first}: the first result at ")
+    assert results["book/03_folded.html"].problems == [f"{first}: no table with a number or figure"]
     assert (tmp_path / "shots" / "claims.full.png").stat().st_size > 0
