@@ -43,7 +43,7 @@ show(tally(judged), caption="Claims by standing")
 # - **does not hold**: the interval lies on the other side, or it excludes the paper's effect;
 # - **too few facts to judge**: the interval is wider than the paper's effect, with about how
 #   many facts would separate it;
-# - **needs the `paper` profile**: this profile does not measure it.
+# - **needs the paper profile**: this profile does not measure it.
 #
 # Each claim is written once beside the chapter that tests it (the `claims:` list of its
 # regression file, `fhs/book/regressions/`). The saved values keep no per-fact results, so

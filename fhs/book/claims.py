@@ -35,7 +35,7 @@ from fhs.core.yamlfile import read_yaml_file
 from fhs.paper import PAPER_BENCHMARK, lookup
 
 Z = 1.959964  # the two-sided 95% normal quantile
-HOLDS, FAILS, TOO_FEW, NEEDS = "holds", "does not hold", "too few facts to judge", "needs the `paper` profile"
+HOLDS, FAILS, TOO_FEW, NEEDS = "holds", "does not hold", "too few facts to judge", "needs the paper profile"
 KINDS = ("difference", "value")
 KEYS = {"id", "claim", "section", "kind", "ours", "paper", "direction", "margin", "facts", "bounds", "llm", "each"}
 CEILING_CHAPTER = "09_stage_ceilings"

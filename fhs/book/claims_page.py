@@ -40,10 +40,15 @@ def _ours(verdict: Verdict) -> str:
     return text
 
 
+def _section(section: str) -> str:
+    """``"5.2, Table 4"`` -> ``"§5.2, Table 4"``; a section already named in words stays as written."""
+    return f"§{section}" if section[:1].isdigit() else section
+
+
 def claims_frame(verdicts: Sequence[Verdict]) -> pd.DataFrame:
     """Every claim on one row: what it says (section, comparison), the paper's figure, ours with its
     interval and facts, and the standing with why."""
-    return pd.DataFrame([{"claim": f"{v.claim.claim} (§{v.claim.section}: {_compared(v)})",
+    return pd.DataFrame([{"claim": f"{v.claim.claim} ({_section(v.claim.section)}: {_compared(v)})",
                           "paper": "" if v.paper is None else f"{v.paper:+.3f}" if v.claim.kind == "difference"
                           else f"{v.paper:.3f}",
                           "this build, 95% interval": _ours(v),
