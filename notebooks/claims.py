@@ -12,10 +12,11 @@
 # ---
 
 # %% [markdown]
-# # The paper's claims in this build
+# # Claims and where this build stands
 #
-# Each claim the paper makes that a chapter tests, judged on the values this build's chapters
-# recorded: the paper's figure and ours on one row, and a standing computed from them.
+# Each claim a chapter of this book tests (the paper's, and the comparisons the book adds),
+# judged on the values this build's chapters recorded: the paper's figure where it gives one
+# and ours on one row, and a standing computed from them.
 
 # %% tags=["parameters"]
 profile = "cpu"  # the profile of this build
@@ -38,7 +39,7 @@ show_notes([f"Profile `{profile}`; model {display_name(get_profile(profile).mode
 show(tally(judged), caption="Claims by standing")
 
 # %% [markdown]
-# - **holds**: the 95% interval of our comparison lies on the paper's side of zero (a value
+# - **holds**: the 95% interval of our comparison lies on the claim's side of zero (a value
 #   claim: the paper's figure lies within our interval, give or take the claim's margin);
 # - **does not hold**: the interval lies on the other side, or it excludes the paper's effect;
 # - **too few facts to judge**: the interval is wider than the paper's effect, with about how

@@ -35,8 +35,10 @@ NEED_WORDS = {"domain": "a domain file (`domain:` in the spec; LLM methods need 
 # The chapters whose prose and tables are written for any dataset; the others still
 # describe the paper's datasets in places, so they join only when named (CHAPTERS=...).
 DEFAULT_CHAPTERS = ("01_readiness_gap", "02_main_results")
-PAGES = ("adapting", "data")  # prose pages copied from book/; provenance is executed
+PAGES = ("adapting", "data")  # prose pages copied from book/; the claims and provenance pages are executed
+CLAIMS = "claims"  # the comparisons these datasets allow, judged on the chapters' values (fhs/book/claims.py)
 SUMMARY = "provenance"
+SUMMARIES = (CLAIMS, SUMMARY)  # executed after every chapter, in this order
 
 
 @dataclass(frozen=True)
@@ -122,7 +124,7 @@ def keep_links_inside(text: str, present: set[str]) -> str:
 
 def pages_present(plan: BookPlan) -> set[str]:
     """The pages an adapter's book holds, which a ``{doc}`` reference may name."""
-    return {"index", *plan.chapters, *PAGES, SUMMARY}
+    return {"index", *plan.chapters, *PAGES, *SUMMARIES}
 
 
 def keep_notebook_links_inside(path: Path, present: set[str]) -> bool:
@@ -156,7 +158,8 @@ def index_page(plan: BookPlan, profile: str, repo: Path) -> str:
     lines += ["", "## Chapters in this book", ""]
     for stem, datasets in plan.chapters.items():
         lines.append(f"- {{doc}}`{stem}`: on {', '.join(f'`{d.name}`' for d in datasets)}")
-    lines += ["- {doc}`provenance`: what produced these pages", ""]
+    lines += ["- {doc}`claims`: what this build establishes on these datasets",
+              "- {doc}`provenance`: what produced these pages", ""]
     if plan.left_out:
         lines += ["## Chapters left out", ""]
         for stem, why in plan.left_out.items():
@@ -170,6 +173,7 @@ def toc(plan: BookPlan) -> dict:
         "format": "jb-book",
         "root": "book/index",
         "parts": [
+            {"caption": "This build", "numbered": False, "chapters": [{"file": f"book/{CLAIMS}"}]},
             {"caption": "Chapters", "numbered": True,
              "chapters": [{"file": f"book/{stem}"} for stem in plan.chapters]},
             {"caption": "About", "numbered": False,
