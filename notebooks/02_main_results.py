@@ -206,7 +206,7 @@ else:
 if protocol:
     print("The cost table is in the folded block under Tables 4 and 5.")
 else:
-    show(*tables["cost"])
+    main_lead.show_cost(tables["cost"])
 
 # %% [markdown]
 # ## One fact, stage by stage

@@ -86,3 +86,24 @@ def test_figures_mark_the_paper_only_where_it_has_a_value(marked):
     depth = M.head_depth_figure(results, [name], ["direct", "fhs"], INTERVAL)
     assert ("crosses: the paper" in depth._suptitle.get_text()) is (
         marked and paper_value("fincl", "fhs", "recall@50") is not None)
+
+
+def test_table_19_splits_into_two_tables_that_fit_the_page():
+    results, _ = two_methods()
+    cost = M.cost_table(results, ["fincl"], ["direct", "fhs"])
+    (own, own_caption), (selector, selector_caption) = L.cost_parts(cost, "Table 19")
+    assert list(own.columns)[:3] == ["dataset", "method", "calls / fact"] and "selector calls / fact" not in own
+    assert {"selector calls / fact", "wall s / fact", "answers cut / fact"} <= set(selector.columns)
+    assert set(own.columns) | set(selector.columns) == set(cost.columns)  # every number still shown
+    assert len(own.columns) <= 8 and len(selector.columns) <= 8
+    assert own_caption.startswith("Table 19: ") and selector_caption != own_caption
+
+
+def test_the_protocol_block_shows_table_19_in_its_two_parts(capsys):
+    results, oracle = two_methods()
+    tables = L.sampled_tables(results, oracle, ["fincl"], ["direct", "fhs"], INTERVAL, 1,
+                              {"fincl": ("FAMILY",)}, "tiny", "llama_cpp")
+    L.show_sampled(True, "every method ran", tables, [])
+    printed = capsys.readouterr().out
+    assert printed.startswith("every method ran") and "the method's own calls" in printed
+    assert "the shared selector's calls and the whole method" in printed

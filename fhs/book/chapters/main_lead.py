@@ -32,6 +32,7 @@ from fhs.book.study import Run
 from fhs.paper import paper_value
 
 HEAD_METRICS = ("recall@1", "mrr", "recall@50")  # the paper's claims: position at the head, reach at depth
+SELECTOR_AND_WALL = ("wall s / fact", "parse failures / fact", "answers cut / fact")
 CEILING_STAGES = {"pool": "perfect pool (ch. 9)", "verified": "+ perfect verifier"}  # chapter 9, no LLM
 
 
@@ -121,11 +122,28 @@ def sampled_tables(results: Results, oracle: Mapping[str, Run], datasets: Sequen
             "shares": (shares, "Share of the verifier's dimension verdicts (first run)")}
 
 
+def cost_parts(cost: pd.DataFrame, caption: str) -> list[tuple[pd.DataFrame, str]]:
+    """Table 19 as two tables that fit a 1280-pixel page: the method's own calls, then the selector's and the
+    whole method's (wall time, parse failures, cut answers)."""
+    keys = ["dataset", "method"]
+    later = [c for c in cost.columns if c.startswith("selector") or c in SELECTOR_AND_WALL]
+    own = [c for c in cost.columns if c not in later and c not in keys]
+    return [(cost[keys + own], f"{caption}: the method's own calls"),
+            (cost[keys + later], f"{caption}: the shared selector's calls and the whole method")]
+
+
+def show_cost(table: tuple[pd.DataFrame, str]) -> None:
+    for frame, caption in cost_parts(*table):
+        show(frame, caption=caption)
+
+
 def show_sampled(protocol: bool, summary: str, tables: Mapping[str, tuple[pd.DataFrame, str]],
                  notes: Sequence[str]) -> None:
     """Tables 4 and 5 with their notes as the page's table, or every sampled table folded under ``summary``."""
     if protocol:
-        show_folded(summary, list(tables.values()), notes)
+        parts = [part for key, table in tables.items()
+                 for part in (cost_parts(*table) if key == "cost" else [table])]
+        show_folded(summary, parts, notes)
     else:
         show(*tables["main"])
         show_notes(notes)
