@@ -133,6 +133,7 @@ def cost_parts(cost: pd.DataFrame, caption: str) -> list[tuple[pd.DataFrame, str
 
 
 def show_cost(table: tuple[pd.DataFrame, str]) -> None:
+    """Table 19 in its two parts (:func:`cost_parts`)."""
     for frame, caption in cost_parts(*table):
         show(frame, caption=caption)
 
