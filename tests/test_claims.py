@@ -122,3 +122,16 @@ def test_a_malformed_claim_names_its_file_and_field(tmp_path: Path, entry: str, 
     with pytest.raises(InputError) as error:
         K.load_claims(tmp_path)
     assert "01_x.yaml" in str(error.value) and field in str(error.value)
+
+
+def test_recording_new_values_keeps_the_claims(tmp_path: Path):
+    from fhs.book.check import record
+
+    source = REGRESSIONS_DIR / "06_fhs_seq.yaml"
+    (tmp_path / source.name).write_text(source.read_text(encoding="utf-8"), encoding="utf-8")
+    before = K.load_claims(tmp_path)
+    values = dict(recorded()["06_fhs_seq"])
+    values["fincl/fhs-seq/all_rounds"] = 0.75
+    record("06_fhs_seq", "cpu", values, directory=tmp_path)
+    assert K.load_claims(tmp_path) == before and len(before) == 3
+    assert load_regression("06_fhs_seq", tmp_path).expected_for("cpu")["fincl/fhs-seq/all_rounds"].value == 0.75
