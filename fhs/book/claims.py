@@ -221,23 +221,24 @@ def facts_needed(effect: float, spread: float) -> int:
 
 def judge(claim: Claim, results: Mapping[str, Mapping[str, float]], profile: str) -> Verdict:
     """The claim's standing on ``results`` (chapter -> saved values) under ``profile``."""
-    ours = [_value(ref, claim.chapter, results) for ref in claim.ours]
+    found = [_value(ref, claim.chapter, results) for ref in claim.ours]
     paper = [_paper(ref) for ref in claim.paper]
-    paper_value = None if not paper or None in paper else (paper[0] - paper[1] if len(paper) == 2 else paper[0])
-    n = _value(claim.facts, claim.chapter, results) if claim.facts else None
+    given = [p for p in paper if p is not None]
+    paper_value = None if not paper or len(given) < len(paper) else (
+        given[0] - given[1] if len(given) == 2 else given[0])
+    count = _value(claim.facts, claim.chapter, results) if claim.facts else None
     ceilings = _ceilings(claim, results)
-    if None in ours or n is None or n < 1:
+    ours = [v for v in found if v is not None]
+    if len(ours) < len(found) or count is None or count < 1:
         missing = "not measured in this build" if profile == "paper" else NEEDS
-        return Verdict(claim, paper_value, None, None, None, None if n is None else int(n), missing,
+        return Verdict(claim, paper_value, None, None, None, None if count is None else int(count), missing,
                        "this build has no value for it", ceilings)
-    n = int(n)
+    n = int(count)
     value = ours[0] - ours[1] if len(ours) == 2 else ours[0]
-    if len(ours) == 2:
-        low, high = newcombe(ours[0], ours[1], n, claim.bounds)
-    else:
-        low, high = wilson(value, n, claim.bounds)
-    verdict = (_difference if claim.kind == "difference" else _value_claim)(claim, value, low, high, paper, paper_value, n)
-    return Verdict(claim, paper_value, value, low, high, n, *verdict, ceilings=ceilings)
+    low, high = newcombe(ours[0], ours[1], n, claim.bounds) if len(ours) == 2 else wilson(value, n, claim.bounds)
+    rule = _difference if claim.kind == "difference" else _value_claim
+    return Verdict(claim, paper_value, value, low, high, n, *rule(claim, value, low, high, paper, paper_value, n),
+                   ceilings=ceilings)
 
 
 def _difference(claim: Claim, value: float, low: float, high: float, paper: list[float | None],
