@@ -64,17 +64,17 @@ def main_table(results: Results, oracle: Mapping[str, Run], datasets: Sequence[s
         shown = shown_name(results, name)
         for method in methods:
             runs = list(results[(name, method)])
-            ours = {}
+            ours: dict[str, Estimate | None] = {}
             for m in METRICS:
                 e = over_runs(runs, m, **interval)
                 ours[m] = None if e.estimate is None else Estimate(e.estimate, e.low, e.high, e.std)
             rows += beside_paper(shown, method, len(runs[0].summaries), ours, _paper(name, method, METRICS))
-        ours = {}
+        probe: dict[str, Estimate | None] = {}
         for m in METRICS[:-1]:
             ci = oracle[name].interval(m, **interval)
             value = oracle[name].metrics.get(m)
-            ours[m] = None if value is None else Estimate(value, ci.low, ci.high)
-        rows += beside_paper(shown, "oracle (ceiling)", len(oracle[name].summaries), ours,
+            probe[m] = None if value is None else Estimate(value, ci.low, ci.high)
+        rows += beside_paper(shown, "oracle (ceiling)", len(oracle[name].summaries), probe,
                              _paper(name, "oracle", METRICS[:-1]))
     return pd.DataFrame(rows)
 
