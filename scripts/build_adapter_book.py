@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout even before `pip install -e .`
 
-from fhs.book.adapter_book import (CPU_COMMAND, DEFAULT_CHAPTERS, MODEL_COMMAND, SUMMARY, BookDataset,  # noqa: E402
+from fhs.book.adapter_book import (CPU_COMMAND, DEFAULT_CHAPTERS, MODEL_COMMAND, SUMMARIES, BookDataset,  # noqa: E402
                                    book_dataset, keep_notebook_links_inside, pages_present, plan_book,
                                    write_book_files)
 from fhs.book.toc import MAPPINGS, Chapter, folded, load_profiles, parse_assignment  # noqa: E402
@@ -108,8 +108,8 @@ def build(args: argparse.Namespace) -> int:
     profiles.profile(args.profile)
     chapters = [Chapter(stem, ROOT / "notebooks" / f"{stem}.py", out / "book" / f"{stem}.ipynb")
                 for stem in book.chapters]
-    chapters.append(Chapter(SUMMARY, ROOT / "notebooks" / f"{SUMMARY}.py", out / "book" / f"{SUMMARY}.ipynb",
-                            summary=True))
+    chapters += [Chapter(stem, ROOT / "notebooks" / f"{stem}.py", out / "book" / f"{stem}.ipynb", summary=True)
+                 for stem in SUMMARIES]
     log = RunLog.load(out / STATE_DIR / "executions.json")
     declared = {c.stem: declared_parameters(read_source(c)) for c in chapters}
     plans = []
@@ -117,10 +117,10 @@ def build(args: argparse.Namespace) -> int:
         overrides = {**given, **dataset_parameters(chapter.stem, book.chapters.get(chapter.stem, []), out)}
         plans += plan([chapter], profiles, args.profile, log, root=ROOT, kernel=args.kernel, overrides=overrides,
                       force=args.force, declared={chapter.stem: declared[chapter.stem]})
-    if plans[-1].chapter.summary:  # the provenance page follows every chapter before it
-        plans[-1:] = plan([chapters[-1]], profiles, args.profile, log, root=ROOT, kernel=args.kernel,
-                          overrides=given, force=args.force or any(p.needed for p in plans[:-1]),
-                          declared={SUMMARY: declared[SUMMARY]})
+    changed = any(p.needed for p in plans if not p.chapter.summary)
+    plans = [plan([p.chapter], profiles, args.profile, log, root=ROOT, kernel=args.kernel, overrides=given,
+                  force=args.force or changed, declared={p.chapter.stem: declared[p.chapter.stem]})[0]
+             if p.chapter.summary else p for p in plans]  # the summary pages follow every chapter
     for p in plans:
         print(f"  {p.chapter.stem:<28} {'run (' + p.reason + ')' if p.needed else 'up to date'}")
     if args.dry_run:

@@ -11,9 +11,13 @@ proxy that is not there), and the page fails on:
 - an image that did not load (incomplete, or no pixels);
 - math that MathJax did not render (an element of class ``math`` without MathJax's output, or a
   MathJax error);
-- any request that would leave the machine (a scheme other than file, data, blob or about).
+- any request that would leave the machine (a scheme other than file, data, blob or about);
+- a results page (a chapter, ``NN_name.html``, or the claims page) whose first screen, the top
+  ``FIRST_SCREEN`` pixels (the 1280 by 1600 window the screenshots show), holds no result: a table a code cell printed
+  with a number in it, or a figure it drew (a folded block's tables do not count until opened).
 
-A screenshot of every page goes to ``--screenshots`` (default ``_build/browser/``). It drives
+A screenshot of every page goes to ``--screenshots`` (default ``_build/browser/``), and of the claims
+page's whole length as ``claims.full.png``. It drives
 Chromium through the DevTools protocol over a pipe (``--remote-debugging-pipe``), so it needs
 nothing but Chromium and the standard library: Debian's ``chromium`` package
 (``apt-get install chromium``), or ``--chromium PATH`` / ``$CHROMIUM`` for another build.
@@ -39,6 +43,20 @@ from typing import Any
 LOCAL_SCHEMES = ("file:", "data:", "blob:", "about:", "chrome:", "chrome-extension:", "devtools:")
 SKIPPED_FOLDERS = {"_static", "_sources", "_images", "_sphinx_design_static"}
 PAGE_TIMEOUT = 60.0  # seconds a page may take to load and typeset
+WINDOW = (1280, 1600)  # the window every page is loaded and photographed in
+FIRST_SCREEN = WINDOW[1]  # pixels from the top of a page that the window shows before scrolling
+RESULTS_PAGE = re.compile(r"(^|/)(\d\d_[^/]*|claims)\.html$")  # chapters and the claims page
+CLAIMS_PAGE = re.compile(r"(^|/)claims\.html$")
+# Where the first result a code cell showed sits (a table holding a digit, or a drawn figure); null if none.
+FIRST_RESULT = """(() => {
+  const shown = e => !e.closest('details:not([open])') && e.getClientRects().length > 0 && e.offsetWidth > 0;
+  const tables = Array.from(document.querySelectorAll('.cell_output table'))
+    .filter(t => shown(t) && /[0-9]/.test(Array.from(t.querySelectorAll('td')).map(c => c.textContent).join(' ')));
+  const figures = Array.from(document.querySelectorAll('.cell_output img'))
+    .filter(i => shown(i) && i.complete && i.naturalWidth > 0);
+  const tops = tables.concat(figures).map(e => e.getBoundingClientRect().top + window.scrollY);
+  return tops.length ? Math.min(...tops) : null;
+})()"""
 # What the page itself reports once loaded and typeset (MathJax v3 renders into mjx-container).
 INSPECT = """(async () => {
   if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
@@ -112,7 +130,7 @@ class Browser:
              f"--user-data-dir={profile}", "--host-resolver-rules=MAP * ~NOTFOUND",
              "--proxy-server=http://127.0.0.1:9", "--proxy-bypass-list=<-loopback>",
              "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             "--disable-features=Translate,OptimizationHints,MediaRouter", "--window-size=1280,1600",
+             "--disable-features=Translate,OptimizationHints,MediaRouter", f"--window-size={WINDOW[0]},{WINDOW[1]}",
              "about:blank"],
             preexec_fn=wire, close_fds=False, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=self.log)
@@ -246,6 +264,16 @@ def _load_and_inspect(browser: Browser, path: Path, result: PageResult, shots: P
         result.problems.append(f"{result.math} math elements and no MathJax on the page")
     result.problems += [f"math not rendered: {text}" for text in found.get("unrendered", [])]
     result.problems += [f"MathJax error: {text}" for text in found.get("mathErrors", [])]
+    if RESULTS_PAGE.search(result.page):
+        first = browser.send("Runtime.evaluate", {"expression": FIRST_RESULT, "returnByValue": True},
+                             session=session).get("result", {}).get("value")
+        if first is None or first >= FIRST_SCREEN:
+            where = "no table with a number or figure" if first is None else f"the first result at {first:.0f} px"
+            result.problems.append(f"no result on the first screen (top {FIRST_SCREEN} px): {where}")
+    if shots is not None and CLAIMS_PAGE.search(result.page):
+        png = browser.send("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True},
+                           session=session)["data"]
+        (shots / "claims.full.png").write_bytes(base64.b64decode(png))
     if shots is not None:
         png = browser.send("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": False},
                            session=session)["data"]

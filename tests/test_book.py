@@ -266,3 +266,25 @@ def test_run_executes_skips_and_reports_a_failing_cell(tree, capsys, monkeypatch
     assert "ValueError: broken on purpose" in err  # the traceback
     assert (tree / "_build" / ".notebooks" / "failed" / "02_beta.ipynb").is_file()
     assert "02_beta" not in json.loads((tree / "_build" / ".notebooks" / "executions.json").read_text())
+
+
+def test_a_summary_page_listed_first_runs_after_the_chapters_it_reports_on(tree):
+    """The claims page sits near the front of the TOC but judges every chapter's values, so it runs last."""
+    toc = tree / "_toc.yml"
+    toc.write_text(toc.read_text().replace("      - file: book/01_alpha\n",
+                                           "      - file: book/claims\n      - file: book/01_alpha\n"))
+    (tree / "notebooks" / "claims.py").write_text(notebook_source("print(profile)", 'profile = "cpu"\n'))
+    profiles = tree / "notebooks" / "profiles.yaml"
+    profiles.write_text(profiles.read_text() + "  claims:\n    summary: true\n")
+    log = B.RunLog(tree / "_build" / "executions.json")
+    plans = B.plan(C.chapters_from_toc(tree, summaries=C.load_profiles(profiles).summaries),
+                   C.load_profiles(profiles), "cpu", log, root=tree, kernel="python3",
+                   declared={**declared(tree), "claims": {"profile"}})
+    assert [p.chapter.stem for p in plans] == ["01_alpha", "02_beta", "claims", "provenance"]
+    _mark_done(tree, log, {p.chapter.stem: p for p in plans})
+    source = tree / "notebooks" / "02_beta.py"
+    source.write_text(source.read_text() + "\n# %%\nprint('more')\n")
+    again = B.plan(C.chapters_from_toc(tree, summaries=C.load_profiles(profiles).summaries),
+                   C.load_profiles(profiles), "cpu", log, root=tree, kernel="python3",
+                   declared={**declared(tree), "claims": {"profile"}})
+    assert {p.chapter.stem for p in again if p.needed} == {"02_beta", "claims", "provenance"}

@@ -1,13 +1,11 @@
 """Chapter 02's tables, costs, verdict shares and check values, on runs built from records in memory."""
 
 import pytest
-
 from book_records import DIMS, call, fact, memory_run, verified
+
 from fhs.book.chapters import main_results as M
 from fhs.book.costs import calls_per_fact, purpose_costs
 from fhs.book.fact_view import fact_tables, rank_line, telling_fact, verdict_string
-from fhs.book.report import Estimate
-from fhs.paper import paper_value
 from fhs.run.summary import new_calls
 
 INTERVAL = {"resamples": 50, "seed": 1}
@@ -26,20 +24,6 @@ def two_methods():
 
 def test_main_rows_follow_the_paper_order_and_keep_registered_methods_only():
     assert M.main_methods({"fhs": 1, "direct": 1, "mine": 1}) == ["direct", "fhs"]
-
-
-def test_main_table_puts_the_papers_row_under_each_of_ours_with_a_dash_where_it_gives_none():
-    results, oracle = two_methods()
-    table = M.main_table(results, oracle, ["fincl"], ["direct", "fhs"], INTERVAL)
-    assert list(table.method) == ["direct", "direct (paper)", "fhs", "fhs (paper)", "oracle (ceiling)",
-                                  "oracle (paper)"]
-    fhs = table.iloc[2]
-    assert isinstance(fhs["recall@1"], Estimate) and fhs["recall@1"].value == 0.5 and fhs["mrr"].value == 0.5
-    assert fhs["accuracy"].value == 0.5 and fhs["facts"] == 2
-    paper = paper_value("fincl", "fhs", "recall@1")
-    assert table.iloc[3]["recall@1"] == (paper if paper is not None else "—")
-    assert table.iloc[4]["recall@1"].value == 0.5 and table.iloc[4]["mrr"].value == 0.75
-    assert M.dash(None) == "—" and M.dash(0.0) == 0.0
 
 
 def test_cost_table_splits_the_selectors_calls_from_the_methods_own():

@@ -326,3 +326,10 @@ def test_shipped_cpu_values_of_llm_chapters_are_exact():
     for chapter in ("01_readiness_gap", "02_main_results"):
         reg = C.load_regression(chapter)
         assert all(e.tolerance <= 1e-9 for e in reg.expected_for("cpu").values()), chapter
+
+
+def test_the_html_check_folds_under_its_tally_and_opens_on_a_failure(regdir):
+    passing = C.check({"count": 500}, "demo", "cpu", directory=regdir, save=False, quiet=True)._repr_html_()
+    assert passing.startswith("<details><summary><b>Regression check: demo [profile cpu]</b>: 1 OK</summary>")
+    failing = C.check({"count": 7}, "demo", "cpu", directory=regdir, save=False, quiet=True)._repr_html_()
+    assert failing.startswith("<details open><summary>") and "1 FAIL" in failing

@@ -88,3 +88,28 @@ def test_make_check_browser_hands_the_book_folder_to_the_script_as_one_argument(
                            "CHROMIUM=true", *given], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "argv.txt").read_text().splitlines()[:2] == ["scripts/check_browser.py", book]
+
+
+@pytest.mark.slow
+@needs_chromium
+def test_a_results_page_fails_when_its_first_screen_holds_no_result(tmp_path):
+    """A chapter (NN_name) or the claims page must show a table with a number, or a figure, on its first screen;
+    prose pages are free, and a table folded shut does not count."""
+    book = tmp_path / "html"
+    table = '<div class="cell_output"><table><tr><td>R@1</td><td>0.050</td></tr></table></div>'
+    tall = f'<p style="height: {check_browser.FIRST_SCREEN}px">prose</p>'
+    page(book / "index.html", "<h1>home</h1>")
+    page(book / "book" / "01_lead.html", f"<h1>one</h1>{table}{tall}")
+    page(book / "book" / "02_late.html", f"<h1>two</h1>{tall}{table}")
+    page(book / "book" / "03_folded.html", f"<h1>three</h1><details><summary>open</summary>{table}</details>")
+    page(book / "book" / "04_figure.html", f'<div class="cell_output"><img src="{GIF}"></div>')
+    page(book / "book" / "claims.html", f"<h1>claims</h1>{table}{tall}")
+    page(book / "book" / "notes.html", f"<h1>notes</h1>{tall}")
+    results = {r.page: r for r in check_browser.check_book(book, check_browser.find_chromium(), tmp_path / "shots")}
+    assert all(results[p].ok for p in ("book/01_lead.html", "book/04_figure.html", "book/claims.html",
+                                       "book/notes.html", "index.html")), results
+    late = results["book/02_late.html"].problems
+    first = f"no result on the first screen (top {check_browser.FIRST_SCREEN} px)"
+    assert len(late) == 1 and late[0].startswith(f"{first}: the first result at ")
+    assert results["book/03_folded.html"].problems == [f"{first}: no table with a number or figure"]
+    assert (tmp_path / "shots" / "claims.full.png").stat().st_size > 0

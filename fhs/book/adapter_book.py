@@ -50,7 +50,9 @@ DEFAULT_CHAPTERS = tuple(CHAPTER_NEEDS)
 # page is written from the specs.
 PAGES: tuple[str, ...] = ()
 DATA_PAGE = "data"
+CLAIMS = "claims"  # the comparisons these datasets allow, judged on the chapters' values (fhs/book/claims.py)
 SUMMARY = "provenance"
+SUMMARIES = (CLAIMS, SUMMARY)  # executed after every chapter, in this order
 
 
 @dataclass(frozen=True)
@@ -142,7 +144,7 @@ def keep_links_inside(text: str, present: set[str]) -> str:
 
 def pages_present(plan: BookPlan) -> set[str]:
     """The pages an adapter's book holds, which a ``{doc}`` reference may name."""
-    return {"index", *plan.chapters, *PAGES, DATA_PAGE, SUMMARY}
+    return {"index", *plan.chapters, *PAGES, DATA_PAGE, *SUMMARIES}
 
 
 def keep_notebook_links_inside(path: Path, present: set[str]) -> bool:
@@ -187,7 +189,8 @@ def index_page(plan: BookPlan, profile: str, repo: Path) -> str:
     lines += ["", "## Chapters in this book", ""]
     for stem, datasets in plan.chapters.items():
         lines.append(f"- {{doc}}`{stem}`: on {', '.join(f'`{d.name}`' for d in datasets)}")
-    lines += ["- {doc}`data`: the spec files, their facts, taxonomy and domain",
+    lines += ["- {doc}`claims`: what this build establishes on these datasets",
+              "- {doc}`data`: the spec files, their facts, taxonomy and domain",
               "- {doc}`provenance`: what produced these pages", ""]
     lines += model_lines(plan)
     if plan.left_out:
@@ -223,6 +226,7 @@ def toc(plan: BookPlan) -> dict:
         "format": "jb-book",
         "root": "book/index",
         "parts": [
+            {"caption": "This build", "numbered": False, "chapters": [{"file": f"book/{CLAIMS}"}]},
             {"caption": "Chapters", "numbered": True,
              "chapters": [{"file": f"book/{stem}"} for stem in plan.chapters]},
             {"caption": "About", "numbered": False,

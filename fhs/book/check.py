@@ -254,9 +254,12 @@ class CheckReport:
             "<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in r.values()) + "</tr>"
             for r in rows
         )
-        return (f"<p><b>Regression check: {html.escape(self.chapter)} "
-                f"[profile {html.escape(self.profile)}]</b></p>"
-                f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+        # the table folds under its tally, so a long check does not fill the page; a failure keeps it open
+        counts = ", ".join(f"{n} {s}" for s, n in self.counts().items() if n) or "no metrics"
+        return (f"<details{' open' if self.failures else ''}><summary><b>Regression check: "
+                f"{html.escape(self.chapter)} [profile {html.escape(self.profile)}]</b>: {html.escape(counts)}"
+                "</summary>"
+                f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></details>"
                 f"<p>{html.escape(self.inputs_line())}</p>"
                 + "".join(f"<p>{html.escape(line)}</p>" for line in self._source_line()) +
                 f"<p><small>{html.escape(LEGEND).replace(chr(10), ' ')}</small></p>")

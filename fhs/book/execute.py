@@ -160,7 +160,8 @@ def plan(chapters: list[Chapter], profiles: ProfileFile, profile: str, log: RunL
     package = package_digest(root)
     data_dir = os.environ.get("FHS_DATA", "")
     plans: list[Plan] = []
-    for chapter in chapters:
+    # a summary page reports on every other chapter, wherever the TOC lists it, so it runs after them
+    for chapter in sorted(chapters, key=lambda c: c.summary):
         parameters = merged(profiles.parameters(profile, chapter.stem), dict(overrides or {}))
         parameters["run_log"] = str(STATE_DIR / "executions.json")  # notebooks run in root
         if declared is not None:

@@ -17,7 +17,7 @@ import pandas as pd
 
 from fhs.book.costs import purpose_costs
 from fhs.book.manifest import MAIN_ROWS
-from fhs.book.report import Estimate
+from fhs.book.report import Estimate, fmt_estimate, fmt_number
 from fhs.book.study import Run, over_runs
 from fhs.paper import CALLS_PER_FACT, MODALITY_CONTRASTS, PAPER_BENCHMARK, modality_value, paper_value
 from fhs.run.evaluate import ACCURACY_BASES, accuracy_basis, paired_difference
@@ -57,28 +57,44 @@ def mean_metric(runs: Sequence[Run], metric: str, interval: Mapping) -> float | 
 
 def main_table(results: Results, oracle: Mapping[str, Run], datasets: Sequence[str], methods: Sequence[str],
                interval: Mapping) -> pd.DataFrame:
-    """Tables 4 and 5: each method's mean (± std, 95% interval) over its runs, the paper's row below it,
-    then the oracle (one run) and the paper's oracle."""
+    """Tables 4 and 5, read across: per method and metric, the paper's figure, our mean (± std over runs,
+    95% interval) and the gap on one row, then the gold-query probe (one run) the same way."""
     rows = []
     for name in datasets:
         shown = shown_name(results, name)
         for method in methods:
             runs = list(results[(name, method)])
-            row: dict[str, Any] = {"dataset": shown, "method": method, "facts": len(runs[0].summaries)}
+            ours: dict[str, Estimate | None] = {}
             for m in METRICS:
                 e = over_runs(runs, m, **interval)
-                row[m] = Estimate(e.estimate, e.low, e.high, e.std)
-            rows.append(row)
-            if paper_evaluated(name):
-                rows.append(paper_row(name, method, f"{method} (paper)"))
-        row = {"dataset": shown, "method": "oracle (ceiling)", "facts": len(oracle[name].summaries)}
+                ours[m] = None if e.estimate is None else Estimate(e.estimate, e.low, e.high, e.std)
+            rows += beside_paper(shown, method, len(runs[0].summaries), ours, _paper(name, method, METRICS))
+        probe: dict[str, Estimate | None] = {}
         for m in METRICS[:-1]:
             ci = oracle[name].interval(m, **interval)
-            row[m] = Estimate(oracle[name].metrics.get(m), ci.low, ci.high)
-        rows.append(row)
-        if paper_evaluated(name):
-            rows.append(paper_row(name, "oracle", "oracle (paper)"))
+            value = oracle[name].metrics.get(m)
+            probe[m] = None if value is None else Estimate(value, ci.low, ci.high)
+        rows += beside_paper(shown, "oracle (ceiling)", len(oracle[name].summaries), probe,
+                             _paper(name, "oracle", METRICS[:-1]))
     return pd.DataFrame(rows)
+
+
+def _paper(dataset: str, method: str, metrics: Sequence[str]) -> dict[str, float | None]:
+    """The paper's figures for a row, or none on a dataset the paper did not use."""
+    return {m: paper_value(dataset, method, m) for m in metrics} if paper_evaluated(dataset) else {}
+
+
+def beside_paper(dataset: str, label: str, facts: Any, ours: Mapping[str, Estimate | None],
+                 paper: Mapping[str, float | None]) -> list[dict[str, Any]]:
+    """One row per metric: the paper's figure, ours with its interval, and the gap, read across."""
+    rows = []
+    for metric, estimate in ours.items():
+        reference = paper.get(metric)
+        rows.append({"dataset": dataset, "row": label, "facts": facts, "metric": metric, "paper": dash(reference),
+                     "ours [95% interval]": "—" if estimate is None else fmt_estimate(estimate),
+                     "gap": "" if estimate is None or reference is None
+                     else fmt_number(estimate.value - reference, signed=True)})
+    return rows
 
 
 def main_caption(results: Results, n_seeds: int) -> str:
@@ -87,11 +103,6 @@ def main_caption(results: Results, n_seeds: int) -> str:
     return ("Tables 4 and 5: ours (mean" + (" ± std across runs" if n_seeds > 1 else "")
             + ", 95% interval) and the paper's (— where the paper gives no figure). "
             + "; ".join(ACCURACY_BASES[b] for b in bases))
-
-
-def paper_row(dataset: str, method: str, label: str) -> dict[str, Any]:
-    return {"dataset": dataset, "method": label, "facts": dash(paper_value(dataset, method, "facts")),
-            **{m: dash(paper_value(dataset, method, m)) for m in METRICS}}
 
 
 def contrasts_table(results: Results, datasets: Sequence[str], baselines: Sequence[str],
@@ -219,6 +230,8 @@ def head_metrics_figure(results: Results, datasets: Sequence[str], methods: Sequ
 
     fig, axes = plt.subplots(1, len(datasets), figsize=(6.4 * len(datasets), 3.6), sharey=True, layout="constrained")
     axes = np.atleast_1d(axes)
+    marked = any(paper_value(name, m, metric) is not None for name in datasets for m in methods
+                 for metric in ("recall@1", "mrr", "accuracy"))
     for ax, name in zip(axes, datasets):
         x = np.arange(len(methods))
         for offset, metric, color in ((-0.2, "recall@1", OURS_COLOR), (0.0, "mrr", NEUTRAL_COLOR),
@@ -227,12 +240,12 @@ def head_metrics_figure(results: Results, datasets: Sequence[str], methods: Sequ
             ax.bar(x + offset, ours, width=0.2, color=color, label=metric)
             paper = [paper_value(name, m, metric) for m in methods]
             ax.scatter(x + offset, [p if p is not None else np.nan for p in paper], marker="_", s=300,
-                       color="black", zorder=3, label="paper" if metric == "recall@1" else None)
+                       color="black", zorder=3, label="paper" if metric == "recall@1" and marked else None)
         ax.set_xticks(x, methods, rotation=45, ha="right")
         ax.set_title(shown_name(results, name))
     axes[0].set_ylabel("score")
     axes[0].legend(fontsize=8)
-    fig.suptitle("Head-of-list metrics per method (bars: ours; black ticks: the paper)")
+    fig.suptitle("Head-of-list metrics per method (bars: ours" + ("; black ticks: the paper)" if marked else ")"))
     return fig
 
 
@@ -291,5 +304,7 @@ def head_depth_figure(results: Results, datasets: Sequence[str], methods: Sequen
             ax.set_xlabel("Recall@50 (reach)")
             ax.set_ylabel(f"{head} (position)")
             ax.set_title(shown_name(results, name))
-    fig.suptitle("Head against depth per method (dots: ours; crosses: the paper where it gives both)")
+    marked = any(paper_value(name, m, "recall@50") is not None for name in datasets for m in methods)
+    fig.suptitle("Head against depth per method (dots: ours" + ("; crosses: the paper where it gives both)"
+                                                                 if marked else ")"))
     return fig
