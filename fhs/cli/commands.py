@@ -155,7 +155,7 @@ def cmd_run(args: argparse.Namespace) -> dict:
     from fhs.method.knobs import knob_overrides
     from fhs.run.inputs import ModelChoice
     from fhs.run.lock import LOCK_NAME
-    from fhs.run.profiles import ORACLE, default_profile
+    from fhs.run.profiles import default_profile
     from fhs.run.records import STAMP_NAME
     from fhs.run.runner import AllFactsFailed
     from fhs.run.spec import RunSpec
@@ -210,7 +210,7 @@ def cmd_run(args: argparse.Namespace) -> dict:
         sources = {"facts": str(Path(args.facts).resolve()), "taxonomy": taxonomy,
                    "domain": args.domain or experiment.spec.domain}
     # a server profile's workers keep a server busy; the oracle and no model are one process's work
-    asks_server = spec.model is not None and spec.model.backend != ORACLE
+    asks_server = spec.model is not None and spec.model.answerer().gold is None
     workers = args.workers or (spec.model.profile.workers if asks_server else 1)
     try:
         outcome = spec.execute(experiment, facts, out_dir=args.out, fresh=args.fresh, refused=args.refused,

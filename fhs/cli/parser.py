@@ -14,7 +14,7 @@ from fhs.core.ranges import count_problem, weight_problem
 from fhs.data.datasets import DATASETS
 from fhs.data.domain import available_domains
 from fhs.data.taxonomies import TAXONOMIES
-from fhs.llm.factory import BACKENDS
+from fhs.llm.backends import ENGINES, ORACLE
 from fhs.llm.openai import (DEFAULT_BACKOFF_S, DEFAULT_GIVE_UP_S, DEFAULT_REQUEST_TIMEOUT_S, MAX_BACKOFF_S, MAX_WAIT_S,
                             STRUCTURED_MODES)
 from fhs.method.config import DEFAULT_CONFIG, NAMED_CONFIGS
@@ -23,7 +23,7 @@ from fhs.method.registry import METHODS
 from fhs.retrieval.encoders import DEFAULT_MODEL, MODELS
 from fhs.retrieval.kinds import DEFAULT_RETRIEVER, RETRIEVERS
 from fhs.run.evaluate import MISS, REFUSED
-from fhs.run.profiles import ORACLE, PROFILES
+from fhs.run.profiles import PROFILES
 
 
 MIN_TOKENS_PER_S = 0.01  # fhs plan: a slower rate plans a run no one would wait for
@@ -151,7 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help=f"{names(PROFILES)}: backend, model and sample size (default: paper with "
                           f"--backend openai or vllm, else cpu)")
     run.add_argument("--backend", default=None,
-                     help=f"{names(BACKENDS)} (default: the profile's); {ORACLE}: no model, every stage answered "
+                     help=f"{names(ENGINES)} (default: the profile's); {ORACLE}: no model, every stage answered "
                           "from the fact's gold concept, an analysis tool (fhs/method/oracle_model.py)")
     run.add_argument("--oracle-noise", default=None, metavar="hypotheses=P,verdicts=Q",
                      help=f"with --backend {ORACLE}: corrupt each hypothesis value and query with probability P "
@@ -251,7 +251,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--facts", type=_positive_int("facts"), default=None,
                        help="llm: facts per dataset, whole contexts (default 3)")
     bench.add_argument("--profile", default=None, help=f"llm: {names(PROFILES)} (default cpu)")
-    bench.add_argument("--backend", default=None, help=f"llm: {names(BACKENDS)} (default: the profile's)")
+    bench.add_argument("--backend", default=None, help=f"llm: {names(ENGINES)} (default: the profile's)")
     bench.add_argument("--model", default=None, help="llm: model name (default: the profile's)")
     bench.add_argument("--cache", default=None,
                        help="llm: a response cache to reuse (default: a fresh temporary one, so the model is measured)")
