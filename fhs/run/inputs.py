@@ -11,10 +11,10 @@ import threading
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
-from fhs.core.errors import InputError, shown, warn
+from fhs.core.errors import InputError, shown
 from fhs.core.files import cache_dir
-from fhs.data.datadir import data_dir
-from fhs.data.datasets import DatasetSpec, load_facts, resolve_dataset, taxonomy_dataset
+from fhs.data.datasets import DatasetSpec, resolve_dataset, taxonomy_dataset
+from fhs.data.datasets.loaded import files_dataset, load_dataset
 from fhs.data.facts import Fact
 from fhs.data.taxonomy import Taxonomy
 from fhs.llm.backends import ORACLE, Backend, ClientSettings, backend_for, backend_named
@@ -162,32 +162,20 @@ def load_experiment(
     dense_model: str = DEFAULT_MODEL,
     **retrieval_overrides,
 ) -> Experiment:
-    """A dataset's experiment: ``dataset`` is a built-in name, a spec file's path or a ``DatasetSpec``."""
-    from fhs.data.taxonomies import load_taxonomy, load_taxonomy_file
+    """A dataset's experiment: ``dataset`` is a built-in name, a spec file's path or a ``DatasetSpec``.
 
+    The data layer resolves the spec once and reads it once (``fhs.data.datasets.loaded``); between
+    the two, the spec's retrieval settings are checked, so a bad one fails before anything is read.
+    """
     if limit is not None and limit < 1:  # 0 leaves nothing to run; a negative one cut facts off the end
         raise InputError(f"must be at least 1, got {limit}", field="limit", fix="use at least one fact")
-    spec = resolve_dataset(dataset)
-    config = retrieval_config(spec, retriever, w_cov=w_cov, **retrieval_overrides)  # a bad setting fails first
-    # a user's facts file needs no data directory (a built-in taxonomy that reads one resolves it itself)
-    root = data_dir(data) if spec.facts_file is None else data
-    if spec.taxonomy_file is not None:
-        taxonomy = load_taxonomy_file(spec.taxonomy_file)
-    else:
-        taxonomy = load_taxonomy(spec.taxonomy, root)
-    facts = load_facts(spec, root, taxonomy, progress=progress)
-    where = spec.facts_file or root
-    if spec.expected_facts and len(facts) < spec.expected_facts:
-        warn(f"dataset {spec.name} has {len(facts)} facts, the release has {spec.expected_facts}: "
-             f"its file under {root} may be truncated or edited")
-    if not facts:
-        raise InputError(f"dataset {spec.name} has no facts", path=where, field="dataset",
-                         fix="check its files (see book/data.md)")
-    if limit is not None:
-        facts = facts[:limit]
+    spec = dataset if isinstance(dataset, DatasetSpec) else resolve_dataset(dataset)
+    config = retrieval_config(spec, retriever, w_cov=w_cov, **retrieval_overrides)
+    loaded = load_dataset(spec, data, progress=progress)
+    facts = loaded.facts[:limit] if limit is not None else loaded.facts
     cache_key = file_digest(spec.taxonomy_file) if spec.taxonomy_file is not None else None
-    return Experiment(spec=spec, taxonomy=taxonomy, facts=facts,
-                      retriever=cached_retriever(taxonomy, config, retriever, dense_model, cache_key))
+    return Experiment(spec=spec, taxonomy=loaded.taxonomy, facts=facts,
+                      retriever=cached_retriever(loaded.taxonomy, config, retriever, dense_model, cache_key))
 
 
 def load_experiment_from_files(
@@ -202,26 +190,12 @@ def load_experiment_from_files(
     **retrieval_overrides,
 ) -> Experiment:
     """An adapter's own run: located facts (JSONL) against a taxonomy file or a built-in one by name,
-    searched with ``retriever``.
-
-    A built-in taxonomy (``us-gaap-2024``, ``icd-10-cm``: the ``TAXONOMIES``
-    registry) brings its own retrieval settings and the domain of the datasets
-    that use it; a concept file gets the default index (kept on disk, keyed by the
-    file's digest) and no domain: LLM methods then need ``domain`` (a bundled
-    name or a YAML path) and stop with an error rather than borrow another
-    taxonomy's dimensions (``Experiment.domain_name``).
+    searched with ``retriever`` (``fhs.data.datasets.loaded.files_dataset`` says which settings and domain
+    each brings). A concept file has no domain: LLM methods then need ``domain`` (a bundled name or a YAML
+    path) and stop with an error rather than borrow another taxonomy's dimensions (``Experiment.domain_name``).
     """
-    from fhs.data.taxonomies import TAXONOMIES
-
-    name = str(taxonomy_path)
-    own = taxonomy_dataset(name) if name in TAXONOMIES else None
-    spec = DatasetSpec(Path(facts_path).stem, taxonomy=name if name in TAXONOMIES else Path(taxonomy_path).stem,
-                       description=f"facts from {facts_path}",
-                       domain=domain or (own.domain if own is not None else "us-gaap" if name in TAXONOMIES else ""),
-                       retrieval=own.retrieval if own is not None else (), facts_file=Path(facts_path),
-                       taxonomy_file=None if name in TAXONOMIES else Path(taxonomy_path))
-    experiment = load_experiment(spec, data=data, w_cov=w_cov, retriever=retriever, dense_model=dense_model,
-                                 **retrieval_overrides)
+    experiment = load_experiment(files_dataset(facts_path, taxonomy_path, domain), data=data, w_cov=w_cov,
+                                 retriever=retriever, dense_model=dense_model, **retrieval_overrides)
     return replace(experiment, domain=domain)
 
 
