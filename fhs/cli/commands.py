@@ -163,7 +163,7 @@ def cmd_run(args: argparse.Namespace) -> dict:
     # an unknown method or setting fails here, before any data is loaded
     spec = RunSpec(dataset="", method=args.method, seed=args.seed, retriever=args.retriever,
                    dense_model=args.dense_model, w_cov=args.wcov, configuration=args.config,
-                   overrides=knob_overrides(beta=args.beta, j=args.j, fusion=args.fusion, normalise=args.normalise,
+                   overrides=knob_overrides(beta=args.beta, j=args.j, fusion=args.fusion, normalise=args.normalize,
                                             render=args.render, window=args.window,
                                             selector_layout=args.selector_layout),
                    selector=None if args.selector is None else args.selector == "on")
@@ -174,14 +174,14 @@ def cmd_run(args: argparse.Namespace) -> dict:
     if spec.asks_model:
         spec = replace(spec, model=ModelChoice.resolve(
             args.profile or default_profile(args.backend), backend=args.backend, model=args.model,
-            base_urls=args.base_url, seed=args.seed, cache=args.cache, structured=args.structured,
-            replay_unparsed=args.replay_unparsed, any_server=args.replay_from_any_server,
+            base_urls=args.base_url, seed=args.seed, cache=args.cache, structured=args.schema_transport,
+            replay_unparsed=args.cache_unparsed, any_server=args.cache_any_server,
             max_in_flight=args.max_in_flight, thinking={"on": True, "off": False}.get(args.thinking),
             replay=args.replay, request_timeout=args.request_timeout, give_up_after=args.give_up_after,
             retry_backoff=args.retry_backoff, oracle_noise=args.oracle_noise))
-    if args.retry_unusable and (args.replay_unparsed or not spec.asks_model):
+    if args.retry_unusable and (args.cache_unparsed or not spec.asks_model):
         raise InputError("--retry-unusable asks the model again for answers no stage could use"
-                         + (", which --replay-unparsed serves from the cache instead" if spec.asks_model
+                         + (", which --cache-unparsed serves from the cache instead" if spec.asks_model
                             else f"; --method {args.method} asks no model"),
                          field="retry-unusable", fix="leave one of them out")
     if args.oracle_noise is not None and not spec.asks_model:
@@ -436,7 +436,7 @@ def cmd_plan(args: argparse.Namespace) -> dict:
     from fhs.plan.server import ServerError
 
     try:
-        plan, rows = plan_profile(args.profile, chapters=args.chapter, sample=args.sample, fraction=args.fraction,
+        plan, rows = plan_profile(args.profile, chapters=args.chapter, sample=args.dry_run_facts, fraction=args.fraction,
                                   throughput=throughput, data=args.data, progress=not args.quiet and not args.json,
                                   changes=changes, overrides=dataset_parameters(args.dataset) if args.dataset else None,
                                   build_dense=args.build_dense, server=server, base_url=args.base_url,
