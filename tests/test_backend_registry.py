@@ -64,3 +64,47 @@ def test_what_a_run_stamp_records_of_each_backend_is_unchanged(tmp_path):
     assert cpu.fingerprint() == {"sha256": "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"}
     vllm = ModelChoice.resolve("paper", backend="vllm", thinking=True)
     assert vllm.describe() == {"backend": "vllm", "model": "Qwen/Qwen3-32B", "structured": None, "thinking": True}
+
+
+def test_no_layer_outside_fhs_llm_compares_a_backend_name():
+    import re
+    from pathlib import Path
+
+    named = re.compile(r"backend\W.*(==|!=|\bin\b) *(\(?['\"](llama_cpp|openai|oracle|replay|vllm)['\"]|ORACLE\b|"
+                       r"SERVER_BACKENDS)")
+    root = Path(__file__).resolve().parents[1] / "fhs"
+    found = [f"{path.relative_to(root)}:{number}" for path in root.rglob("*.py") if path.parent.name != "llm"
+             for number, line in enumerate(path.read_text().splitlines(), 1) if named.search(line)]
+    assert found == []
+
+
+def test_a_backend_is_one_registry_entry_the_run_layer_builds_without_knowing_it(tmp_path, monkeypatch):
+    from fhs.llm import backends
+    from fhs.llm.backends import Backend
+
+    class Echo:
+        kind, model, name = "echo", "m", "echo:m"
+
+        def complete(self, requests):
+            return [Response(text=r.messages[0].content, model="m") for r in requests]
+
+    toy = Backend("echo", "answers with the prompt", lambda model, **kw: Echo(),
+                  lambda settings: ("echo", settings.model, f"echo:{settings.model}", ""))
+    monkeypatch.setitem(backends.BACKENDS, "echo", toy)
+    choice = ModelChoice.resolve("cpu", backend="echo", model="m", cache=tmp_path / "c.sqlite")
+    assert [r.text for r in choice.llm().complete([REQUEST])] == ["q0"]
+    assert choice.describe() == {"backend": "echo", "model": "m", "structured": None}
+
+
+def test_the_oracle_and_a_replay_are_registered_backends(tmp_path):
+    from fhs.core.errors import InputError
+    from fhs.llm.backends import BACKENDS, REPLAY, ClientSettings, backend_for
+    from fhs.llm.factory import make_llm
+
+    assert BACKENDS["oracle"].gold is not None and not BACKENDS["oracle"].cached
+    assert backend_for(ClientSettings("openai", "m", replay=tmp_path / "a.sqlite")) is REPLAY
+    assert backend_for(ClientSettings("openai", "m")) is BACKENDS["openai"]
+    with pytest.raises(InputError, match="unknown backend 'oracle'"):
+        make_llm("oracle", "m")  # built with its dataset, never on its own
+    with pytest.raises(InputError, match="one run takes its answers from one of them|from one of them"):
+        ModelChoice.resolve("paper", backend="oracle", replay=tmp_path / "a.sqlite")
