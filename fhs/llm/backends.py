@@ -257,6 +257,7 @@ ENGINES = tuple(name for name, backend in BACKENDS.items() if backend.gold is No
 def _replay_open(settings: ClientSettings) -> LLM:
     from fhs.llm.replay import ReplayLLM
 
+    assert settings.replay is not None  # backend_for picks the replay only with an archive
     kind, model, name, provenance = backend_named(settings.backend).identity(settings)
     return ReplayLLM(settings.replay, kind=kind, model=model, name=name, provenance=provenance)
 

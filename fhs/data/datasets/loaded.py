@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from fhs.core.errors import InputError, warn
 from fhs.data.datadir import data_dir
@@ -26,7 +27,7 @@ def load_dataset(spec: DatasetSpec, data: str | Path | None = None, *, progress:
     from fhs.data.taxonomies import load_taxonomy, load_taxonomy_file
 
     # a built-in taxonomy that reads a data directory resolves it itself
-    root = data_dir(data) if spec.facts_file is None else data
+    root: Any = data_dir(data) if spec.facts_file is None else data  # a facts file's loader reads no folder
     if spec.taxonomy_file is not None:
         taxonomy = load_taxonomy_file(spec.taxonomy_file)
     else:
