@@ -226,10 +226,10 @@ def _oracle_gold(settings: ClientSettings, facts: Any, taxonomy: Any, domain: An
     return model
 
 
-def _no_engine(name: str) -> Callable[..., LLM]:
+def _no_engine(why: str) -> Callable[..., LLM]:
+    """An ``open`` for a backend with no engine of its own (``make_llm`` offers only ``ENGINES``)."""
     def refuse(*args: Any, **kw: Any) -> LLM:
-        raise InputError(f"the {name} model answers from a dataset's gold: it is built with the "
-                         "dataset (Experiment.llm_context), not on its own", field="backend")
+        raise InputError(why, field="backend")
 
     return refuse
 
@@ -247,7 +247,8 @@ BACKENDS: Mapping[str, Backend] = {backend.name: backend for backend in (
             cpu_engine=True),
     Backend("vllm", "the vLLM engine, in this process", _open_vllm, _vllm_identity, paper_by_default=True,
             sends_thinking=True),
-    Backend(ORACLE, "no model: every stage answered from the facts' gold", _no_engine(ORACLE), _oracle_identity,
+    Backend(ORACLE, "no model: every stage answered from the facts' gold",
+            _no_engine(f"the {ORACLE} model is built with the dataset whose gold it answers from"), _oracle_identity,
             check=_oracle_check, fingerprint=lambda s: {"model": ORACLE}, paper_by_default=True,
             gold=_oracle_gold, cached=False),
 )}
@@ -262,10 +263,6 @@ def _replay_open(settings: ClientSettings) -> LLM:
     return ReplayLLM(settings.replay, kind=kind, model=model, name=name, provenance=provenance)
 
 
-def _replay_check(settings: ClientSettings) -> ClientSettings:
-    return backend_named(settings.backend).check(settings)
-
-
 @dataclass(frozen=True)
 class ReplayBackend(Backend):
     """Answers from an ``fhs archive`` file under the identity of the backend the run names."""
@@ -275,8 +272,8 @@ class ReplayBackend(Backend):
 
 
 REPLAY = ReplayBackend("replay", "every answer from an `fhs archive` file (--replay): no server is asked",
-                       _no_engine("replay"), lambda s: backend_named(s.backend).identity(s), check=_replay_check,
-                       cached=False)
+                       _no_engine("a replay answers from an archive: pass --replay ARCHIVE with the run's backend"),
+                       lambda s: backend_named(s.backend).identity(s), cached=False)
 
 
 def backend_named(name: str) -> Backend:
