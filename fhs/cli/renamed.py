@@ -7,12 +7,9 @@ import argparse
 import sys
 from typing import Any
 
-RENAMED: dict[str, str] = {}  # old spelling -> new, for every subcommand
-
 
 def add_renamed(parser: Any, new: str, old: str, *, help: str, **kw: Any) -> argparse.Action:
     """``parser.add_argument(new, old, ...)``: the option under its new name, its old one still accepted."""
-    RENAMED[old] = new
     base = parser._registry_get("action", kw.pop("action", None), argparse._StoreAction)
     return parser.add_argument(new, old, action=_noting(base), help=f"{help} (old spelling {old} still accepted)",
                                **kw)
@@ -22,9 +19,10 @@ def _noting(base: type[argparse.Action]) -> type[argparse.Action]:
     class Noting(base):  # type: ignore[valid-type, misc]  # argparse's action classes are chosen at run time
         def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
                      option_string: str | None = None) -> None:
-            if option_string in RENAMED:
-                print(f"fhs: {option_string} is now {RENAMED[option_string]}; the old spelling goes in the next "
-                      "release", file=sys.stderr)
+            new = self.option_strings[0]
+            if option_string is not None and option_string != new:
+                print(f"fhs: {option_string} is now {new}; the old spelling goes in the next release",
+                      file=sys.stderr)
             super().__call__(parser, namespace, values, option_string)
 
     return Noting
