@@ -250,7 +250,7 @@ def report(out: Path) -> str:
     planned = plan_by_chapter(plan)
     lines_ = [f"rehearsal of the paper profile on {data['fraction']:g} of every LLM sample "
               f"(server: {data['server']} {data['server_args']}); plan: fhs plan --profile paper --fraction "
-              f"{data['fraction']:g} --sample {data['plan_sample']}", "",
+              f"{data['fraction']:g} --dry-run-facts {data['plan_sample']}", "",
               f"{'chapter':<24}{'requests':>10}{'/plan':>7}{'prompt tok':>12}{'/plan':>7}{'output tok':>11}"
               f"{'/plan':>7}{'facts':>7}{'CPU s':>8}{'CPU s/fact':>11}{'peak MB':>9}{'cache MB':>9}{'records MB':>11}"]
 
@@ -308,7 +308,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     print(f"rehearsal: planning ({args.fraction:g} of the paper profile's LLM facts)", flush=True)
     plan_argv = [sys.executable, "-m", "fhs.cli", "plan", "--profile", "paper", "--fraction", str(args.fraction),
-                 "--json", "--quiet", "--sample", str(args.plan_sample), "--build-dense",
+                 "--json", "--quiet", "--dry-run-facts", str(args.plan_sample), "--build-dense",
                  *[arg for c in chapters for arg in ("--chapter", c)]]
     with open(out / "plan.json", "w") as handle:
         if subprocess.run(plan_argv, cwd=work, env=env, stdout=handle).returncode != 0:
@@ -384,7 +384,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="the simulated server, a module or a .py file (its CLI: --port --log ...)")
     parser.add_argument("--server-args", default="--time-scale 100", help="more arguments for the server")
     parser.add_argument("--chapter", action="append", default=None, help="rehearse only this chapter (repeatable)")
-    parser.add_argument("--plan-sample", type=int, default=20, help="fhs plan's --sample")
+    parser.add_argument("--plan-sample", type=int, default=20, help="fhs plan's --dry-run-facts")
     parser.add_argument("--kill-chapter", default="02_main_results", help="the chapter killed and resumed")
     parser.add_argument("--kill-after", type=float, default=0.4, help="kill when this share of its requests is answered")
     parser.add_argument("--no-kill", action="store_true", help="skip the kill -9 and resume check")

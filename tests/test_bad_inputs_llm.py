@@ -190,8 +190,8 @@ def test_a_reply_cut_at_max_tokens_is_asked_again_by_the_flag_the_warning_names(
 def test_retry_unusable_and_replay_unparsed_cannot_go_together(tmp_path, capsys):
     facts, concepts = write_inputs(tmp_path, n=1)
     code, _, err = fhs_run(capsys, facts, concepts, tmp_path / "run", "--backend", "openai", "--retry-unusable",
-                           "--replay-unparsed", method="structured")
-    assert code == 2 and "--replay-unparsed" in one_line_error(err)
+                           "--cache-unparsed", method="structured")
+    assert code == 2 and "--cache-unparsed" in one_line_error(err)
 
 
 # ---- another model, a huge body, deep nesting (cases 10, 21, nesting) ---------------------------

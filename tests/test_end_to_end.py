@@ -63,7 +63,7 @@ def test_fhs_in_process_then_entirely_from_the_cache(tmp_path, capsys):
     assert first["n_facts"] == 2 and first["tokens_in"] > 0 and "accuracy" in first
     records = assert_full_records(tmp_path / "a", 2)
 
-    code, second, err = run_cli(capsys, *fhs_args(tmp_path / "b", cache, 2, "--replay-unparsed"))  # SmolLM2's unparseable answers too
+    code, second, err = run_cli(capsys, *fhs_args(tmp_path / "b", cache, 2, "--cache-unparsed"))  # SmolLM2's unparseable answers too
     assert code == 0, err
     assert second["llm_calls"] == 0
     again = read_records(tmp_path / "b" / "records.jsonl")
@@ -75,12 +75,12 @@ def test_fhs_in_process_then_entirely_from_the_cache(tmp_path, capsys):
 def test_fhs_through_the_llama_cpp_server_then_from_the_cache(tmp_path, capsys):
     cache = tmp_path / "responses.sqlite"
     with serve_smollm2(n_ctx=4096) as url:
-        server = ["--backend", "openai", "--base-url", url, "--structured", "json_object", "--workers", "2"]
+        server = ["--backend", "openai", "--base-url", url, "--schema-transport", "json_object", "--workers", "2"]
         code, first, err = run_cli(capsys, *fhs_args(tmp_path / "a", cache, 2, *server))
         assert code == 0, err
         assert first["llm_calls"] > 0
         records = assert_full_records(tmp_path / "a", 2)
-        code, second, err = run_cli(capsys, *fhs_args(tmp_path / "b", cache, 2, *server, "--replay-unparsed"))
+        code, second, err = run_cli(capsys, *fhs_args(tmp_path / "b", cache, 2, *server, "--cache-unparsed"))
     assert code == 0, err
     assert second["llm_calls"] == 0
     assert second["cache_hits"] == first["llm_calls"] + first["cache_hits"] - ledger_served(records)
@@ -90,7 +90,7 @@ def test_an_unreachable_server_keeps_finished_facts_and_the_rerun_continues(tmp_
     cache, out = tmp_path / "responses.sqlite", tmp_path / "run"
     port = free_port()
     with serve_smollm2(n_ctx=4096, port=port) as url:
-        server = ["--backend", "openai", "--base-url", url, "--structured", "json_object"]
+        server = ["--backend", "openai", "--base-url", url, "--schema-transport", "json_object"]
         code, _, err = run_cli(capsys, *fhs_args(out, cache, 1, *server))
         assert code == 0, err
     finished = read_records(out / "records.jsonl")

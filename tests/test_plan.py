@@ -99,7 +99,7 @@ def test_plan_json_has_the_facts_totals_and_rows(monkeypatch, capsys):
 
     monkeypatch.setattr(manifest, "load_inputs", lambda name, data=None, root=None: fixture_experiment(name))
     monkeypatch.setattr("fhs.llm.tokens.default_counter", lambda: CharEstimate())
-    assert main(["plan", "--profile", "smoke", "--chapter", "06_fhs_seq", "--json", "--sample", "2"]) == 0
+    assert main(["plan", "--profile", "smoke", "--chapter", "06_fhs_seq", "--json", "--dry-run-facts", "2"]) == 0
     out = json.loads(capsys.readouterr().out)
     profile_facts = len(sample_by_context(fixture_experiment().facts, get_profile("smoke").llm_facts))
     assert out["facts"] == {"fincl": profile_facts} and out["profile"] == "smoke"
@@ -197,7 +197,7 @@ def test_plan_on_real_facts_prints_its_json(capsys):
     from fhs.cli import main
     from fhs.run.inputs import load_experiment
 
-    assert main(["plan", "--profile", "smoke", "--chapter", "06_fhs_seq", "--json", "--sample", "2"]) == 0
+    assert main(["plan", "--profile", "smoke", "--chapter", "06_fhs_seq", "--json", "--dry-run-facts", "2"]) == 0
     out = json.loads(capsys.readouterr().out)
     fincl = load_experiment("fincl", progress=False).facts
     assert out["facts"] == {"fincl": len(sample_by_context(fincl, get_profile("smoke").llm_facts))}
@@ -299,7 +299,7 @@ def run_plan(monkeypatch, capsys, *argv, counter=None, loaded=None):
 
     monkeypatch.setattr(manifest, "load_inputs", load)
     monkeypatch.setattr("fhs.llm.tokens.default_counter", lambda: counter or CharEstimate())
-    code = main(["plan", "--profile", "smoke", "--sample", "2", *argv])
+    code = main(["plan", "--profile", "smoke", "--dry-run-facts", "2", *argv])
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 

@@ -148,7 +148,7 @@ def test_a_run_whose_every_fact_failed_is_an_error_not_a_recall_of_zero(tmp_path
     with serve(lambda body: (400, {"error": "context length exceeded"}, {})) as (url, _):
         code = main(["run", "--facts", str(tmp_path / "facts.jsonl"), "--taxonomy", str(tmp_path / "concepts.csv"),
                      "--domain", "us-gaap", "--method", "structured", "--backend", "openai", "--model", "fake",
-                     "--base-url", url, "--structured", "none", "--cache", str(tmp_path / "c.sqlite"),
+                     "--base-url", url, "--schema-transport", "none", "--cache", str(tmp_path / "c.sqlite"),
                      "--out", str(tmp_path / "run"), "--quiet"])
     captured = capsys.readouterr()
     assert code == 3 and not captured.out

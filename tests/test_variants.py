@@ -148,11 +148,11 @@ def test_smollm2_variants_replay_from_the_cache_and_the_ledger(tmp_path, capsys)
     cache = ResponseCache(cache_path)
     entries = cache.stats().entries
     assert entries >= 2  # at least the two hypotheses per fact... of the first fact
-    fhs_run("beta", "--beta", "0.3", "--normalise", "raw", "--replay-unparsed")
+    fhs_run("beta", "--beta", "0.3", "--normalize", "raw", "--cache-unparsed")
     assert cache.stats().entries == entries  # zero new model calls
 
     before = {r["id"]: r["verifier"] for r in base}
-    window = fhs_run("window", "--window", "rank", "--replay-unparsed")
+    window = fhs_run("window", "--window", "rank", "--cache-unparsed")
     new_calls = [c for r in window for c in r["llm_calls"] if not c["cached"]]
     assert {c["purpose"] for c in new_calls} <= {"verifier"}  # never the generator
     # a hypothesis is asked again only if its new window holds a candidate its old window did not

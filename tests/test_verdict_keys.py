@@ -62,7 +62,7 @@ def inputs(tmp_path):
 def fhs_run(capsys, base, url: str, out: str, *extra: str) -> list[dict]:
     code = main(["run", "--facts", str(base / "facts.jsonl"), "--taxonomy", str(base / "concepts.csv"),
                  "--domain", "us-gaap", "--method", "fhs", "--backend", "openai", "--model", "fake",
-                 "--base-url", url, "--structured", "none", "--selector", "off", "--cache",
+                 "--base-url", url, "--schema-transport", "none", "--selector", "off", "--cache",
                  str(base / "cache" / "responses.sqlite"), "--out", str(base / out), "--quiet", *extra])
     err = capsys.readouterr().err
     assert code == 0, err

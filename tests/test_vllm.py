@@ -10,7 +10,7 @@ tests see the exact JSON the client sends and the server's exact answer:
   and validates, no hypothesis falls back); token usage comes from the server; samples
   are separate requests with their own seeds, never ``n``; a second run makes no call;
 * the LLM-free methods (direct, oracle) make no call at all;
-* what each ``--structured`` mode puts in the request, and whether vLLM honours it;
+* what each ``--schema-transport`` mode puts in the request, and whether vLLM honours it;
 * the in-process ``vllm`` backend against the real ``vllm`` package (in the server's venv);
 * the paper profile's own ``make notebooks`` command, as the GPU page prints it, on a
   tiny sample (a protocol check, not paper numbers).
@@ -275,8 +275,8 @@ def test_llm_method_end_to_end_then_entirely_from_the_cache(method, proxy, tmp_p
         assert any(e["request"]["temperature"] > 0 for e in exchanges)
 
     # The second identical run is served entirely from the cache. Unparsed answers (the cut
-    # ones above) are asked again by default; --replay-unparsed takes them as stored.
-    second = fhs_run(tmp_path / "b", cache, method, proxy.url, "--replay-unparsed")
+    # ones above) are asked again by default; --cache-unparsed takes them as stored.
+    second = fhs_run(tmp_path / "b", cache, method, proxy.url, "--cache-unparsed")
     assert proxy.take() == []
     assert second["llm_calls"] == 0
     # Parsed verdicts come back from the verdict ledger without a cache lookup; all else from the cache.
@@ -301,12 +301,12 @@ MODES = ["json_schema", "json_object", "gbnf", "none"]
 
 
 def test_what_each_structured_mode_sends(proxy, tmp_path):
-    """The exact request fields per ``--structured`` mode, and whether this vLLM enforces them."""
+    """The exact request fields per ``--schema-transport`` mode, and whether this vLLM enforces them."""
     report = {}
     for mode in MODES:
         proxy.take()
         fhs_run(tmp_path / mode, tmp_path / f"{mode}.sqlite", "structured", proxy.url,
-                "--structured", mode, limit=1)
+                "--schema-transport", mode, limit=1)
         exchanges = proxy.take()
         assert exchanges and all(e["status"] == 200 for e in exchanges)
         request = exchanges[0]["request"]

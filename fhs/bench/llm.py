@@ -120,6 +120,7 @@ def bench_llm(datasets: Sequence[str], methods: Sequence[str], *, profile: str =
     ``cache=None`` measures with a fresh temporary response cache (every call
     reaches the model); a path reuses that cache (a warm-cache measurement).
     """
+    from fhs.llm.backends import backend_named
     from fhs.llm.factory import make_llm
     from fhs.run.inputs import ModelChoice, load_experiment
 
@@ -132,7 +133,7 @@ def bench_llm(datasets: Sequence[str], methods: Sequence[str], *, profile: str =
     for method in methods:
         get_method(method)  # fail on an unknown name before loading a model
     choice = ModelChoice.resolve(profile, backend=backend, model=model, seed=seed)
-    options: dict[str, Any] = {"n_threads": 2} if choice.backend == "llama_cpp" else {}
+    options: dict[str, Any] = {"n_threads": 2} if backend_named(choice.backend).cpu_engine else {}
     started = time.perf_counter()
     engine = make_llm(choice.backend, choice.model, base_urls=list(choice.base_urls) or None, **options)
     load_seconds = time.perf_counter() - started

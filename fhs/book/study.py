@@ -131,11 +131,9 @@ class Study:
             out[f"{dataset}/facts"] = facts_fingerprint(used)
             out[f"{dataset}/taxonomy"] = taxonomy_fingerprint(self.experiment(dataset).taxonomy)
         if model is not None:
-            path = None
-            if model.backend == "llama_cpp":
-                from fhs.llm.models import model_path
+            from fhs.llm.backends import backend_named
 
-                path = model_path(model.model)
+            path = backend_named(model.backend).model_file(model.model)
             out["model"] = model_fingerprint(model.backend, model.model, path)
         return out
 

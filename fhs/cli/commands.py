@@ -155,7 +155,7 @@ def cmd_run(args: argparse.Namespace) -> dict:
     from fhs.run.knobs import knob_overrides
     from fhs.run.inputs import ModelChoice
     from fhs.run.lock import LOCK_NAME
-    from fhs.run.profiles import ORACLE, default_profile
+    from fhs.run.profiles import default_profile
     from fhs.run.records import STAMP_NAME
     from fhs.run.runner import AllFactsFailed
     from fhs.run.spec import RunSpec
@@ -163,7 +163,7 @@ def cmd_run(args: argparse.Namespace) -> dict:
     # an unknown method or setting fails here, before any data is loaded
     spec = RunSpec(dataset="", method=args.method, seed=args.seed, retriever=args.retriever,
                    dense_model=args.dense_model, w_cov=args.wcov, configuration=args.config,
-                   overrides=knob_overrides(beta=args.beta, j=args.j, fusion=args.fusion, normalise=args.normalise,
+                   overrides=knob_overrides(beta=args.beta, j=args.j, fusion=args.fusion, normalise=args.normalize,
                                             render=args.render, window=args.window,
                                             selector_layout=args.selector_layout),
                    selector=None if args.selector is None else args.selector == "on")
@@ -174,14 +174,14 @@ def cmd_run(args: argparse.Namespace) -> dict:
     if spec.asks_model:
         spec = replace(spec, model=ModelChoice.resolve(
             args.profile or default_profile(args.backend), backend=args.backend, model=args.model,
-            base_urls=args.base_url, seed=args.seed, cache=args.cache, structured=args.structured,
-            replay_unparsed=args.replay_unparsed, any_server=args.replay_from_any_server,
+            base_urls=args.base_url, seed=args.seed, cache=args.cache, structured=args.schema_transport,
+            replay_unparsed=args.cache_unparsed, any_server=args.cache_any_server,
             max_in_flight=args.max_in_flight, thinking={"on": True, "off": False}.get(args.thinking),
             replay=args.replay, request_timeout=args.request_timeout, give_up_after=args.give_up_after,
             retry_backoff=args.retry_backoff, oracle_noise=args.oracle_noise))
-    if args.retry_unusable and (args.replay_unparsed or not spec.asks_model):
+    if args.retry_unusable and (args.cache_unparsed or not spec.asks_model):
         raise InputError("--retry-unusable asks the model again for answers no stage could use"
-                         + (", which --replay-unparsed serves from the cache instead" if spec.asks_model
+                         + (", which --cache-unparsed serves from the cache instead" if spec.asks_model
                             else f"; --method {args.method} asks no model"),
                          field="retry-unusable", fix="leave one of them out")
     if args.oracle_noise is not None and not spec.asks_model:
@@ -210,7 +210,7 @@ def cmd_run(args: argparse.Namespace) -> dict:
         sources = {"facts": str(Path(args.facts).resolve()), "taxonomy": taxonomy,
                    "domain": args.domain or experiment.spec.domain}
     # a server profile's workers keep a server busy; the oracle and no model are one process's work
-    asks_server = spec.model is not None and spec.model.backend != ORACLE
+    asks_server = spec.model is not None and spec.model.answerer().gold is None
     workers = args.workers or (spec.model.profile.workers if asks_server else 1)
     try:
         outcome = spec.execute(experiment, facts, out_dir=args.out, fresh=args.fresh, refused=args.refused,
@@ -436,7 +436,7 @@ def cmd_plan(args: argparse.Namespace) -> dict:
     from fhs.plan.server import ServerError
 
     try:
-        plan, rows = plan_profile(args.profile, chapters=args.chapter, sample=args.sample, fraction=args.fraction,
+        plan, rows = plan_profile(args.profile, chapters=args.chapter, sample=args.dry_run_facts, fraction=args.fraction,
                                   throughput=throughput, data=args.data, progress=not args.quiet and not args.json,
                                   changes=changes, overrides=dataset_parameters(args.dataset) if args.dataset else None,
                                   build_dense=args.build_dense, server=server, base_url=args.base_url,

@@ -9,12 +9,13 @@ from __future__ import annotations
 import argparse
 
 from fhs.cli.data_command import add_data_parser
+from fhs.cli.renamed import add_renamed
 from fhs.core.errors import InputError
 from fhs.core.ranges import count_problem, weight_problem
 from fhs.data.datasets import DATASETS
 from fhs.data.domain import available_domains
 from fhs.data.taxonomies import TAXONOMIES
-from fhs.llm.factory import BACKENDS
+from fhs.llm.backends import ENGINES, ORACLE
 from fhs.llm.openai import (DEFAULT_BACKOFF_S, DEFAULT_GIVE_UP_S, DEFAULT_REQUEST_TIMEOUT_S, MAX_BACKOFF_S, MAX_WAIT_S,
                             STRUCTURED_MODES)
 from fhs.method.config import DEFAULT_CONFIG, NAMED_CONFIGS
@@ -23,7 +24,7 @@ from fhs.retrieval.encoders import DEFAULT_MODEL, MODELS
 from fhs.retrieval.kinds import DEFAULT_RETRIEVER, RETRIEVERS
 from fhs.run.evaluate import MISS, REFUSED
 from fhs.run.knobs import FUSION, NORMALISE, RENDER, SELECTOR_LAYOUT, WINDOW
-from fhs.run.profiles import ORACLE, PROFILES
+from fhs.run.profiles import PROFILES
 
 
 MIN_TOKENS_PER_S = 0.01  # fhs plan: a slower rate plans a run no one would wait for
@@ -36,7 +37,7 @@ def names(registry) -> str:
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
 
 
-def _add_data_args(parser: argparse.ArgumentParser, own_files: bool = False) -> None:
+def _add_data_args(parser: argparse.ArgumentParser | argparse._ArgumentGroup, own_files: bool = False) -> None:
     parser.add_argument("--dataset", required=not own_files, default=None,
                         help=names(DATASETS) + ", or a dataset spec file (YAML: name, facts, taxonomy[, domain])"
                              + (" (or --facts with --taxonomy)" if own_files else ""))
@@ -129,16 +130,28 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     run = commands.add_parser("run", help="run one method on one dataset")
-    _add_data_args(run, own_files=True)
-    run.add_argument("--method", required=True, help=names(METHODS))
-    run.add_argument("--wcov", type=_weight("wcov"), default=None, help="label-coverage weight w_cov (default 1.0 for bm25, 0 for dense and hybrid)")
+    data = run.add_argument_group("data and retrieval", "which facts, and the first-stage index they are searched in")
+    _add_data_args(data, own_files=True)
+    data.add_argument("--sample", type=_positive_int("sample"), default=None,
+                      help="run on a context-level sample of about N facts (default: the profile's for LLM methods)")
+    data.add_argument("--wcov", type=_weight("wcov"), default=None,
+                      help="label-coverage weight w_cov (default 1.0 for bm25, 0 for dense and hybrid)")
+    method = run.add_argument_group("method")
+    method.add_argument("--method", required=True, help=names(METHODS))
+    method.add_argument("--config", choices=list(NAMED_CONFIGS), default=DEFAULT_CONFIG,
+                        help="named FHS configuration: " + "; ".join(
+                            f"{c.name} = {c.description}" for c in NAMED_CONFIGS.values())
+                        + f" (default {DEFAULT_CONFIG})")
+    method.add_argument("--selector", choices=["on", "off"], default=None,
+                        help="the shared listwise selector (default: on for structured and fhs, off for direct)")
+    method.add_argument("--seed", type=int, default=0, help="sampling seed (each hypothesis j samples with its own)")
     knobs = run.add_argument_group("FHS knobs", "each a configuration of the one FHS code path; a variant that "
                                    "changes only these replays cached hypotheses and verdicts")
     knobs.add_argument("--beta", type=_weight("beta"), default=None, help="verifier weight beta of Eq. 3 (default 0.6; 0 = no verifier)")
     knobs.add_argument("--j", type=_positive_int("j"), default=None, help="hypotheses sampled per fact, J (default 2)")
     knobs.add_argument("--fusion", choices=list(FUSION), default=None, help="RRF over the rankings: summed (paper) or mean")
-    knobs.add_argument("--normalise", choices=list(NORMALISE), default=None,
-                       help="fused scores range-normalised over the pool (paper) or raw")
+    add_renamed(knobs, "--normalize", "--normalise", choices=list(NORMALISE), default=None,
+                help="fused scores range-normalized over the pool (paper) or raw")
     knobs.add_argument("--render", choices=list(RENDER), default=None,
                        help="query forms per hypothesis: both (paper), label only or definition only")
     knobs.add_argument("--window", choices=list(WINDOW), default=None,
@@ -146,71 +159,65 @@ def build_parser() -> argparse.ArgumentParser:
     knobs.add_argument("--selector-layout", choices=list(SELECTOR_LAYOUT), default=None,
                        help="selector candidates numbered in the method's order (paper) or by concept id, the "
                             "method's order then given as numbers: a prefix a server caches (book/deviations.md)")
-    run.add_argument("--out", required=True, help="run directory for records.jsonl and metrics.json")
-    run.add_argument("--profile", default=None,
-                     help=f"{names(PROFILES)}: backend, model and sample size (default: paper with "
-                          f"--backend openai or vllm, else cpu)")
-    run.add_argument("--backend", default=None,
-                     help=f"{names(BACKENDS)} (default: the profile's); {ORACLE}: no model, every stage answered "
-                          "from the fact's gold concept, an analysis tool (fhs/llm/oracle.py)")
-    run.add_argument("--oracle-noise", default=None, metavar="hypotheses=P,verdicts=Q",
-                     help=f"with --backend {ORACLE}: corrupt each hypothesis value and query with probability P "
-                          "and flip each verdict with probability Q, seeded by --seed (default no noise)")
-    run.add_argument("--model", default=None, help="model name (default: the profile's)")
-    run.add_argument("--base-url", action="append", default=None,
-                     help="OpenAI-compatible server URL; repeat to spread requests over several servers")
-    run.add_argument("--structured", choices=STRUCTURED_MODES, default=None,
-                     help="how an OpenAI-compatible server gets the schema: json_schema (vLLM), "
-                          "json_object or gbnf (llama.cpp's server)")
-    run.add_argument("--seed", type=int, default=0, help="sampling seed (each hypothesis j samples with its own)")
-    run.add_argument("--sample", type=_positive_int("sample"), default=None,
-                     help="a context-level sample of about N facts (default: the profile's for LLM methods)")
-    run.add_argument("--cache", default=None, help="SQLite response cache (default $FHS_CACHE/llm/responses.sqlite)")
-    run.add_argument("--selector", choices=["on", "off"], default=None,
-                     help="the shared listwise selector (default: on for structured and fhs, off for direct)")
-    run.add_argument("--config", choices=list(NAMED_CONFIGS), default=DEFAULT_CONFIG,
-                     help="named FHS configuration: " + "; ".join(
-                         f"{c.name} = {c.description}" for c in NAMED_CONFIGS.values())
-                     + f" (default {DEFAULT_CONFIG})")
-    run.add_argument("--workers", type=_positive_int("workers"), default=None,
+    model = run.add_argument_group("model", "which backend answers, and where its answers are kept")
+    model.add_argument("--profile", default=None,
+                       help=f"{names(PROFILES)}: backend, model and sample size (default: paper with "
+                            f"--backend openai or vllm, else cpu)")
+    model.add_argument("--backend", default=None,
+                       help=f"{names(ENGINES)} (default: the profile's); {ORACLE}: no model, every stage answered "
+                            "from the fact's gold concept, an analysis tool (fhs/llm/oracle.py)")
+    model.add_argument("--oracle-noise", default=None, metavar="hypotheses=P,verdicts=Q",
+                       help=f"with --backend {ORACLE}: corrupt each hypothesis value and query with probability P "
+                            "and flip each verdict with probability Q, seeded by --seed (default no noise)")
+    model.add_argument("--model", default=None, help="model name (default: the profile's)")
+    model.add_argument("--thinking", choices=["on", "off"], default=None,
+                       help="Qwen3's thinking mode, sent to the chat template whatever the model is called "
+                            "(default: the profile's; off, as in the paper)")
+    model.add_argument("--cache", default=None, help="SQLite response cache (default $FHS_CACHE/llm/responses.sqlite)")
+    add_renamed(model, "--cache-unparsed", "--replay-unparsed", action="store_true",
+                help="serve cached answers that a stage could not parse (default: ask the model again)")
+    add_renamed(model, "--cache-any-server", "--replay-from-any-server", action="store_true",
+                help="reuse cached answers made by another server URL for the same model name")
+    model.add_argument("--replay", default=None, metavar="ARCHIVE",
+                       help="answer every model call from an `fhs archive` file, with no server; a call it "
+                            "does not hold is an error")
+    server = run.add_argument_group("server", "an OpenAI-compatible server (--backend openai)")
+    server.add_argument("--base-url", action="append", default=None,
+                        help="OpenAI-compatible server URL; repeat to spread requests over several servers")
+    add_renamed(server, "--schema-transport", "--structured", choices=STRUCTURED_MODES, default=None,
+                help="how the server gets a request's JSON schema: json_schema (vLLM), json_object or gbnf "
+                     "(llama.cpp's server), or none (not the method structured)")
+    server.add_argument("--max-in-flight", type=_positive_int("max-in-flight"), default=None,
+                        help="requests in flight per server URL, for the whole process (default: the profile's, "
+                             "128 for paper); match the server's --max-num-seqs")
+    server.add_argument("--request-timeout", type=_seconds("request-timeout"), default=None, metavar="SECONDS",
+                        help=f"the deadline of one request, from sending to the answer's last byte (default "
+                             f"{DEFAULT_REQUEST_TIMEOUT_S:g}); a request that reaches it is retried like a reset, "
+                             f"and its in-flight slot freed")
+    server.add_argument("--give-up-after", type=_seconds("give-up-after"), default=None, metavar="SECONDS",
+                        help=f"stop after this long with no successful answer at all (default {DEFAULT_GIVE_UP_S:g}); "
+                             f"until then busy answers (429, 503), resets and deadlines are retried with backoff "
+                             f"that honours Retry-After")
+    server.add_argument("--retry-backoff", type=_seconds("retry-backoff"), default=None, metavar="SECONDS",
+                        help=f"the first wait before asking again after a failed attempt whose answer names no "
+                             f"Retry-After (default {DEFAULT_BACKOFF_S:g}), doubled at each try up to "
+                             f"{MAX_BACKOFF_S:g} s")
+    out = run.add_argument_group("output and progress")
+    out.add_argument("--out", required=True, help="run directory for records.jsonl and metrics.json")
+    out.add_argument("--workers", type=_positive_int("workers"), default=None,
                      help="facts in flight at once, to keep a server busy (default: the profile's; 1 on the CPU)")
-    run.add_argument("--refused", choices=list(REFUSED), default=MISS,
+    out.add_argument("--refused", choices=list(REFUSED), default=MISS,
                      help="facts the server refused: " + "; ".join(f"{k} = {v}" for k, v in REFUSED.items())
                           + f" (default {MISS}); metrics.json counts them either way")
-    run.add_argument("--quiet", action="store_true",
-                     help="no progress bar (the search kernels' one compile per machine is still said on stderr)")
-    run.add_argument("--fresh", action="store_true",
+    out.add_argument("--fresh", action="store_true",
                      help="discard the records already in --out instead of resuming from them, and reuse no "
                           "verdict of the verdict ledger (model answers still come from --cache)")
-    run.add_argument("--retry-unusable", action="store_true",
+    out.add_argument("--retry-unusable", action="store_true",
                      help="run again the finished facts whose records hold an answer no stage could use (not "
                           "parseable, or cut at max_tokens), asking the model again for those answers: after "
                           "fixing a server that sent them")
-    run.add_argument("--replay-unparsed", action="store_true",
-                     help="serve cached answers that a stage could not parse (default: ask the model again)")
-    run.add_argument("--replay-from-any-server", action="store_true",
-                     help="reuse cached answers made by another server URL for the same model name")
-    run.add_argument("--max-in-flight", type=_positive_int("max-in-flight"), default=None,
-                     help="requests in flight per server URL, for the whole process (default: the profile's, "
-                          "128 for paper); match the server's --max-num-seqs")
-    run.add_argument("--thinking", choices=["on", "off"], default=None,
-                     help="Qwen3's thinking mode, sent to the chat template whatever the model is called "
-                          "(default: the profile's; off, as in the paper)")
-    run.add_argument("--request-timeout", type=_seconds("request-timeout"), default=None, metavar="SECONDS",
-                     help=f"an OpenAI-compatible server: the deadline of one request, from sending to the answer's "
-                          f"last byte (default {DEFAULT_REQUEST_TIMEOUT_S:g}); a request that reaches it is retried "
-                          f"like a reset, and its in-flight slot freed")
-    run.add_argument("--give-up-after", type=_seconds("give-up-after"), default=None, metavar="SECONDS",
-                     help=f"an OpenAI-compatible server: stop after this long with no successful answer at all "
-                          f"(default {DEFAULT_GIVE_UP_S:g}); until then busy answers (429, 503), resets and "
-                          f"deadlines are retried with backoff that honours Retry-After")
-    run.add_argument("--retry-backoff", type=_seconds("retry-backoff"), default=None, metavar="SECONDS",
-                     help=f"an OpenAI-compatible server: the first wait before asking again after a failed attempt "
-                          f"whose answer names no Retry-After (default {DEFAULT_BACKOFF_S:g}), doubled at each try up to "
-                          f"{MAX_BACKOFF_S:g} s")
-    run.add_argument("--replay", default=None, metavar="ARCHIVE",
-                     help="answer every model call from an `fhs archive` file, with no server; a call it "
-                          "does not hold is an error")
+    out.add_argument("--quiet", action="store_true",
+                     help="no progress bar (the search kernels' one compile per machine is still said on stderr)")
 
     archive = commands.add_parser("archive", help="pack runs' model answers, verdicts and records into one file "
                                   "that `fhs run --replay` and the book rebuild from without a server")
@@ -251,7 +258,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--facts", type=_positive_int("facts"), default=None,
                        help="llm: facts per dataset, whole contexts (default 3)")
     bench.add_argument("--profile", default=None, help=f"llm: {names(PROFILES)} (default cpu)")
-    bench.add_argument("--backend", default=None, help=f"llm: {names(BACKENDS)} (default: the profile's)")
+    bench.add_argument("--backend", default=None, help=f"llm: {names(ENGINES)} (default: the profile's)")
     bench.add_argument("--model", default=None, help="llm: model name (default: the profile's)")
     bench.add_argument("--cache", default=None,
                        help="llm: a response cache to reuse (default: a fresh temporary one, so the model is measured)")
@@ -264,9 +271,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="plan only this chapter (e.g. 02_main_results); repeat for several (default: all)")
     plan.add_argument("--json", action="store_true", help="print the plan as JSON")
     plan.add_argument("--out", default=None, help="also write the plan as JSON to this file")
-    plan.add_argument("--sample", type=_positive_int("sample"), default=20,
-                      help="facts per dataset the dry run asks the simulated model (a context-level sample; "
-                           "default 20): more is slower and estimates tokens more closely")
+    add_renamed(plan, "--dry-run-facts", "--sample", type=_positive_int("dry-run-facts"), default=20,
+                help="facts per dataset the dry run asks the simulated model (a context-level sample; default 20): "
+                     "more is slower and estimates tokens more closely; the planned runs keep the profile's samples")
     plan.add_argument("--fraction", type=_fraction, default=None,
                       help="plan a rehearsal on this share of every LLM sample (make rehearsal's REHEARSAL_FRACTION)")
     plan.add_argument("--throughput", type=_rate("throughput"), default=None,

@@ -1,4 +1,4 @@
-"""``make_llm``: the one way the command line and the notebooks get a model."""
+"""``make_llm``: the one way the command line and the notebooks get a model (the backends: ``fhs.llm.backends``)."""
 
 from __future__ import annotations
 
@@ -7,17 +7,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from fhs.core.errors import InputError
-from fhs.core.urls import server_url
-from fhs.llm.cache import CachedLLM, ResponseCache
+from fhs.llm.backends import BACKENDS, ENGINES, Backend, ClientSettings, cached, server_urls
 from fhs.llm.contract import LLM
-from fhs.llm.llama_cpp import LlamaCppBackend
-from fhs.llm.openai import OpenAIBackend, openai_identity
-from fhs.llm.vllm import VLLMBackend
 
-
-BACKENDS = ("openai", "llama_cpp", "vllm")
-BASE_URLS_ENV_VAR = "FHS_LLM_BASE_URLS"
-DEFAULT_BASE_URL = "http://127.0.0.1:8000"
+__all__ = ["backend_identity", "make_llm", "server_urls"]
 
 
 def make_llm(
@@ -46,35 +39,8 @@ def make_llm(
     With ``cache_path`` every call goes through the persistent cache; an answer a stage
     marked unparseable is asked again unless ``replay_unparsed``.
     """
-    if backend == "openai":
-        urls = server_urls(base_urls)
-        engine: Any = OpenAIBackend(urls, model, thinking=thinking, **kw)
-    elif backend == "llama_cpp":
-        from fhs.llm.models import MODELS, model_path
-
-        path = model_path(model, cache_dir)
-        kw.setdefault("model_name", model if model in MODELS else path.name)
-        engine = LlamaCppBackend(path, **kw)
-    elif backend == "vllm":
-        engine = VLLMBackend(model, enable_thinking=bool(thinking), **kw)
-    else:
-        raise InputError(f"unknown backend '{backend}'", field="backend",
-                         fix=f"use one of {', '.join(BACKENDS)}")
-    if cache_path is None:
-        return engine
-    return CachedLLM(engine, ResponseCache(cache_path), replay_unparsed=replay_unparsed)
-
-
-def server_urls(base_urls: Sequence[str] | None) -> list[str]:
-    """The URLs given, else ``$FHS_LLM_BASE_URLS`` (comma-separated), else ``http://127.0.0.1:8000``;
-    each checked to be an http(s) URL with a host (a one-line error names the first that is not)."""
-    urls = list(base_urls or [])
-    field = "base-url"
-    if not urls:
-        raw = os.environ.get(BASE_URLS_ENV_VAR, "")
-        urls = [u.strip() for u in raw.split(",") if u.strip()] or [DEFAULT_BASE_URL]
-        field = BASE_URLS_ENV_VAR if raw.strip() else field
-    return [server_url(url, field) for url in urls]
+    engine = _engine(backend).open(model, base_urls=base_urls, thinking=thinking, cache_dir=cache_dir, **kw)
+    return cached(engine, cache_path, replay_unparsed)
 
 
 def backend_identity(backend: str, model: str, *, base_urls: Sequence[str] | None = None,
@@ -85,17 +51,13 @@ def backend_identity(backend: str, model: str, *, base_urls: Sequence[str] | Non
     A replay (``fhs.llm.replay``) computes the keys a run's answers were stored
     under, on a machine that has neither the server nor the engine nor the weights.
     """
-    if backend == "openai":
-        kind, name, provenance = openai_identity(model, server_urls(base_urls), structured=structured or "json_schema",
-                                                 thinking=thinking, any_server=any_server)
-        return kind, model, name, provenance
-    if backend == "llama_cpp":
-        from pathlib import Path
+    settings = ClientSettings(backend, model, base_urls=tuple(base_urls or ()), structured=structured,
+                              thinking=thinking, any_server=any_server)
+    return _engine(backend).identity(settings)
 
-        from fhs.llm.models import MODELS
 
-        served = model if model in MODELS else Path(model).name
-        return "llama_cpp", served, f"llama_cpp:{served}", ""
-    if backend == "vllm":
-        return ("vllm-thinking" if thinking else "vllm"), model, f"vllm:{model}", ""
-    raise InputError(f"unknown backend '{backend}'", field="backend", fix=f"use one of {', '.join(BACKENDS)}")
+def _engine(name: str) -> Backend:
+    """A backend ``make_llm`` builds on its own (the oracle is built with its dataset)."""
+    if name not in ENGINES:
+        raise InputError(f"unknown backend '{name}'", field="backend", fix=f"use one of {', '.join(ENGINES)}")
+    return BACKENDS[name]

@@ -243,7 +243,7 @@ class ReplayLLM:
         if archived and not any((i.kind, i.model) == (kind, model) for i in archived):
             held = ", ".join(sorted({f"{i.kind}:{i.model}" for i in archived}))
             raise InputError(f"the archive holds answers of {held}, not of {kind}:{model}", path=self.archive,
-                             fix="replay with the archived run's --backend, --model, --structured and --thinking")
+                             fix="replay with the archived run's --backend, --model, --schema-transport and --thinking")
         # the same model and request kind from another server URL: the archive's own answers
         self._identities = [own, *(i for i in archived if i != own and (i.kind, i.model) == (kind, model))]
         self.stats = CallStats()

@@ -11,20 +11,20 @@ import threading
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
-from fhs.core.errors import InputError, shown, warn
+from fhs.core.errors import InputError, shown
 from fhs.core.files import cache_dir
-from fhs.core.urls import public_url
-from fhs.data.datadir import data_dir
-from fhs.data.datasets import DatasetSpec, load_facts, resolve_dataset, taxonomy_dataset
+from fhs.data.datasets import DatasetSpec, resolve_dataset, taxonomy_dataset
+from fhs.data.datasets.loaded import files_dataset, load_dataset
 from fhs.data.facts import Fact
 from fhs.data.taxonomy import Taxonomy
+from fhs.llm.backends import ORACLE, Backend, ClientSettings, backend_for, backend_named
 from fhs.method.config import FHSConfig
 from fhs.method.context import MethodContext
 from fhs.retrieval.bm25 import SETTING_RULES, RetrievalConfig
 from fhs.retrieval.encoders import DEFAULT_MODEL
 from fhs.retrieval.kinds import DEFAULT_RETRIEVER, Searcher, make_retriever, retriever_inputs
 from fhs.run.digests import facts_digest, file_digest, files_digest, taxonomy_digest
-from fhs.run.profiles import ORACLE, RunProfile, get_profile
+from fhs.run.profiles import RunProfile, get_profile
 
 @dataclass
 class Experiment:
@@ -70,18 +70,16 @@ class Experiment:
         config = (config or model.profile.fhs_config()).replace(
             k=self.retriever.config.top_k, w_cov=self.retriever.config.w_cov,
             seed=model.seed if seed is None else seed)
-        if model.backend == ORACLE:  # answers from this experiment's gold: no cache, no ledger, no model
-            from fhs.llm.oracle import oracle_for
-
-            domain = load_domain(self.domain_name())
+        domain = load_domain(self.domain_name())
+        gold = model.gold_llm(self.facts, self.taxonomy, domain)
+        if gold is not None:  # answers from this experiment's gold: no cache, no ledger, no model
             kw.setdefault("ledger", None)
-            return self.method_context(llm=oracle_for(self.facts, self.taxonomy, domain, model.oracle_noise),
-                                       domain=domain, config=config, **kw)
+            return self.method_context(llm=gold, domain=domain, config=config, **kw)
         llm = model.llm()
         # prompt budgets stay within the model's context: the server's or engine's, else the profile's
         config = config.replace(context_tokens=context_window(llm) or config.context_tokens)
         kw.setdefault("ledger", model.ledger())
-        return self.method_context(llm=llm, domain=load_domain(self.domain_name()), config=config, **kw)
+        return self.method_context(llm=llm, domain=domain, config=config, **kw)
 
     def method_context(self, **kw) -> MethodContext:
         options = {"oracle_with_id": self.spec.oracle_with_id, **kw.pop("options", {})}
@@ -164,32 +162,20 @@ def load_experiment(
     dense_model: str = DEFAULT_MODEL,
     **retrieval_overrides,
 ) -> Experiment:
-    """A dataset's experiment: ``dataset`` is a built-in name, a spec file's path or a ``DatasetSpec``."""
-    from fhs.data.taxonomies import load_taxonomy, load_taxonomy_file
+    """A dataset's experiment: ``dataset`` is a built-in name, a spec file's path or a ``DatasetSpec``.
 
+    The data layer resolves the spec once and reads it once (``fhs.data.datasets.loaded``); between
+    the two, the spec's retrieval settings are checked, so a bad one fails before anything is read.
+    """
     if limit is not None and limit < 1:  # 0 leaves nothing to run; a negative one cut facts off the end
         raise InputError(f"must be at least 1, got {limit}", field="limit", fix="use at least one fact")
-    spec = resolve_dataset(dataset)
-    config = retrieval_config(spec, retriever, w_cov=w_cov, **retrieval_overrides)  # a bad setting fails first
-    # a user's facts file needs no data directory (a built-in taxonomy that reads one resolves it itself)
-    root = data_dir(data) if spec.facts_file is None else data
-    if spec.taxonomy_file is not None:
-        taxonomy = load_taxonomy_file(spec.taxonomy_file)
-    else:
-        taxonomy = load_taxonomy(spec.taxonomy, root)
-    facts = load_facts(spec, root, taxonomy, progress=progress)
-    where = spec.facts_file or root
-    if spec.expected_facts and len(facts) < spec.expected_facts:
-        warn(f"dataset {spec.name} has {len(facts)} facts, the release has {spec.expected_facts}: "
-             f"its file under {root} may be truncated or edited")
-    if not facts:
-        raise InputError(f"dataset {spec.name} has no facts", path=where, field="dataset",
-                         fix="check its files (see book/data.md)")
-    if limit is not None:
-        facts = facts[:limit]
+    spec = dataset if isinstance(dataset, DatasetSpec) else resolve_dataset(dataset)
+    config = retrieval_config(spec, retriever, w_cov=w_cov, **retrieval_overrides)
+    loaded = load_dataset(spec, data, progress=progress)
+    facts = loaded.facts[:limit] if limit is not None else loaded.facts
     cache_key = file_digest(spec.taxonomy_file) if spec.taxonomy_file is not None else None
-    return Experiment(spec=spec, taxonomy=taxonomy, facts=facts,
-                      retriever=cached_retriever(taxonomy, config, retriever, dense_model, cache_key))
+    return Experiment(spec=spec, taxonomy=loaded.taxonomy, facts=facts,
+                      retriever=cached_retriever(loaded.taxonomy, config, retriever, dense_model, cache_key))
 
 
 def load_experiment_from_files(
@@ -204,32 +190,19 @@ def load_experiment_from_files(
     **retrieval_overrides,
 ) -> Experiment:
     """An adapter's own run: located facts (JSONL) against a taxonomy file or a built-in one by name,
-    searched with ``retriever``.
-
-    A built-in taxonomy (``us-gaap-2024``, ``icd-10-cm``: the ``TAXONOMIES``
-    registry) brings its own retrieval settings and the domain of the datasets
-    that use it; a concept file gets the default index (kept on disk, keyed by the
-    file's digest) and no domain: LLM methods then need ``domain`` (a bundled
-    name or a YAML path) and stop with an error rather than borrow another
-    taxonomy's dimensions (``Experiment.domain_name``).
+    searched with ``retriever`` (``fhs.data.datasets.loaded.files_dataset`` says which settings and domain
+    each brings). A concept file has no domain: LLM methods then need ``domain`` (a bundled name or a YAML
+    path) and stop with an error rather than borrow another taxonomy's dimensions (``Experiment.domain_name``).
     """
-    from fhs.data.taxonomies import TAXONOMIES
-
-    name = str(taxonomy_path)
-    own = taxonomy_dataset(name) if name in TAXONOMIES else None
-    spec = DatasetSpec(Path(facts_path).stem, taxonomy=name if name in TAXONOMIES else Path(taxonomy_path).stem,
-                       description=f"facts from {facts_path}",
-                       domain=domain or (own.domain if own is not None else "us-gaap" if name in TAXONOMIES else ""),
-                       retrieval=own.retrieval if own is not None else (), facts_file=Path(facts_path),
-                       taxonomy_file=None if name in TAXONOMIES else Path(taxonomy_path))
-    experiment = load_experiment(spec, data=data, w_cov=w_cov, retriever=retriever, dense_model=dense_model,
-                                 **retrieval_overrides)
+    experiment = load_experiment(files_dataset(facts_path, taxonomy_path, domain), data=data, w_cov=w_cov,
+                                 retriever=retriever, dense_model=dense_model, **retrieval_overrides)
     return replace(experiment, domain=domain)
 
 
 @dataclass
 class ModelChoice:
-    """Which model a run uses: the profile's, unless the caller names another."""
+    """Which model a run uses: the profile's, unless the caller names another (plain data; what each backend
+    needs, builds and records is its ``fhs.llm.backends.Backend``)."""
 
     profile: RunProfile
     backend: str
@@ -265,99 +238,61 @@ class ModelChoice:
                 give_up_after: float | None = None, retry_backoff: float | None = None,
                 oracle_noise: str | None = None) -> "ModelChoice":
         chosen = get_profile(profile) if isinstance(profile, str) else profile
-        if oracle_noise is not None and backend != ORACLE:
-            raise InputError("oracle noise is for the oracle backend only", field="oracle-noise",
+        named = backend_named(backend or chosen.backend)
+        if oracle_noise is not None and named.gold is None:
+            raise InputError(f"oracle noise is for the {ORACLE} backend only", field="oracle-noise",
                              fix=f"pass --backend {ORACLE} with it, or leave it out")
-        if backend == ORACLE:  # checked and written one way, so equal noise is one run folder
-            from fhs.llm.oracle import OracleNoise
-
-            oracle_noise = str(OracleNoise.parse(oracle_noise))
-        if backend == ORACLE and replay is not None:
-            raise InputError(f"--backend {ORACLE} answers from the facts' gold and --replay from an archive: "
-                             "a run takes its answers from one of them", field="replay",
-                             fix=f"leave out --replay to run the oracle, or --backend {ORACLE} to replay the archive")
-        urls = tuple(base_urls or ()) or (chosen.base_urls if (backend or chosen.backend) == "openai" else ())
-        if (backend or chosen.backend) == "openai":  # a bad URL or in-flight limit fails before any data loads
-            from fhs.llm.factory import server_urls
-            from fhs.llm.inflight import check_in_flight
-
-            urls = tuple(server_urls(urls)) if urls else urls
-            if max_in_flight is not None:
-                check_in_flight(max_in_flight, max(1, len(urls)))
-        return cls(profile=chosen, backend=backend or chosen.backend, model=model or chosen.model,
-                   base_urls=urls, seed=seed, cache_path=Path(cache) if cache else default_llm_cache(),
+        urls = tuple(base_urls or ()) or (chosen.base_urls if named.servers else ())
+        checked = named.check(ClientSettings(
+            named.name, model or chosen.model, base_urls=urls, structured=structured, any_server=any_server,
+            max_in_flight=int(max_in_flight) if max_in_flight is not None else None, thinking=thinking,
+            oracle_noise=oracle_noise, replay=Path(replay) if replay else None))
+        return cls(profile=chosen, backend=checked.backend, model=checked.model, base_urls=checked.base_urls,
+                   seed=seed, cache_path=Path(cache) if cache else default_llm_cache(),
                    structured=structured, replay_unparsed=replay_unparsed, any_server=any_server,
-                   max_in_flight=int(max_in_flight) if max_in_flight is not None else None,
-                   thinking=thinking, replay=Path(replay) if replay else None,
+                   max_in_flight=checked.max_in_flight, thinking=thinking, replay=checked.replay,
                    request_timeout=_seconds(request_timeout, "request_timeout"),
                    give_up_after=_seconds(give_up_after, "give_up_after"),
-                   retry_backoff=_seconds(retry_backoff, "retry_backoff"), oracle_noise=oracle_noise)
+                   retry_backoff=_seconds(retry_backoff, "retry_backoff"), oracle_noise=checked.oracle_noise)
 
     def thinking_mode(self) -> bool:
         return self.profile.thinking if self.thinking is None else bool(self.thinking)
 
+    def settings(self) -> ClientSettings:
+        """The client's settings, the profile's filling what the choice leaves open."""
+        return ClientSettings(
+            self.backend, self.model, base_urls=self.base_urls, structured=self.structured,
+            any_server=self.any_server, max_in_flight=self.max_in_flight or self.profile.max_in_flight,
+            thinking=self.thinking_mode(), request_timeout=self.request_timeout, give_up_after=self.give_up_after,
+            retry_backoff=self.retry_backoff, oracle_noise=self.oracle_noise, replay=self.replay,
+            cache_path=self.cache_path, replay_unparsed=self.replay_unparsed)
+
+    def answerer(self) -> Backend:
+        """The backend that answers this choice's requests (a replay where an archive is given)."""
+        return backend_for(self.settings())
+
     def llm(self):
         """The cached model client (every call goes through the response cache, or the archive).
 
-        Built once per process for each backend, model, servers, cache and client
-        settings: the choices of several seeds share one client, so a local model
-        is loaded once and identical requests in flight together are sent once.
+        Built once per process for each settings: the choices of several seeds share one client,
+        so a local model is loaded once and identical requests in flight together are sent once.
         """
         if self._llm is None:
-            key = (self.backend, self.model, self.base_urls, str(self.cache_path), self.structured,
-                   self.replay_unparsed, self.any_server, self.max_in_flight, self.thinking_mode(),
-                   str(self.replay) if self.replay else None, self.request_timeout, self.give_up_after,
-                   self.retry_backoff)
+            settings = self.settings()
             with _CLIENTS_LOCK:
-                if key not in _CLIENTS:
-                    _CLIENTS[key] = self._make_llm()
-                self._llm = _CLIENTS[key]
+                if settings not in _CLIENTS:
+                    _CLIENTS[settings] = backend_for(settings).client(settings)
+                self._llm = _CLIENTS[settings]
         return self._llm
 
-    def _make_llm(self):
-        if self.backend == ORACLE:
-            raise InputError(f"the {ORACLE} model answers from a dataset's gold: it is built with the "
-                             "dataset (Experiment.llm_context), not on its own", field="backend")
-        if self.replay is not None:
-            from fhs.llm.factory import backend_identity
-            from fhs.llm.replay import ReplayLLM
-
-            kind, model, name, provenance = backend_identity(
-                self.backend, self.model, base_urls=list(self.base_urls) or None, structured=self.structured,
-                thinking=self.thinking_mode(), any_server=self.any_server)
-            return ReplayLLM(self.replay, kind=kind, model=model, name=name, provenance=provenance)
-        from fhs.llm.factory import make_llm
-
-        options: dict = {"n_threads": 2} if self.backend == "llama_cpp" else {}
-        if self.backend == "openai" and self.structured:
-            options["structured"] = self.structured
-        if self.backend == "openai" and self.any_server:
-            options["any_server"] = True
-        if self.backend == "openai":
-            options["max_in_flight"] = self.max_in_flight or self.profile.max_in_flight
-            if self.request_timeout is not None:
-                options["timeout"] = self.request_timeout
-            if self.give_up_after is not None:
-                options["give_up_s"] = self.give_up_after
-            if self.retry_backoff is not None:
-                options["backoff_s"] = self.retry_backoff
-        if self.backend in ("openai", "vllm"):
-            options["thinking"] = self.thinking_mode()
-        return make_llm(self.backend, self.model, base_urls=list(self.base_urls) or None,
-                        cache_path=self.cache_path, replay_unparsed=self.replay_unparsed, **options)
+    def gold_llm(self, facts: list[Fact], taxonomy: Taxonomy, domain: object):
+        """A model answering from ``facts``' gold (the oracle), or None for a backend that does not."""
+        gold = self.answerer().gold
+        return None if gold is None else gold(self.settings(), facts, taxonomy, domain)
 
     def fingerprint(self) -> dict[str, object]:
         """What identifies the model's weights: the GGUF's SHA-256, or the server's model and URLs."""
-        if self.backend == "llama_cpp":
-            from fhs.llm.models import MODELS, model_path
-
-            info = MODELS.get(self.model)
-            return {"sha256": info.sha256 if info and info.sha256 else _gguf_digest(model_path(self.model))}
-        if self.backend == "openai":
-            return {"model": self.model, "base_urls": [public_url(u) for u in self.base_urls]}
-        if self.backend == ORACLE:
-            return {"model": ORACLE}
-        return {"model": self.model}
+        return backend_named(self.backend).fingerprint(self.settings())
 
     def ledger(self):
         """The verdict ledger beside the response cache (``verdicts.sqlite``), opened once; a replay's own."""
@@ -377,11 +312,12 @@ class ModelChoice:
 
     def describe(self) -> dict:
         """The model as a run stamp records it (the seed is the run's own, ``fhs.run.spec``)."""
-        described = {"backend": self.backend, "model": self.model, "structured": self.structured}
-        if self.backend in ("openai", "vllm") and self.thinking_mode():
+        described: dict[str, object] = {"backend": self.backend, "model": self.model, "structured": self.structured}
+        named = backend_named(self.backend)
+        if named.sends_thinking and self.thinking_mode():
             described["thinking"] = True  # off (the paper) leaves the description as it always was
-        if self.backend == ORACLE:
-            described.update(model=ORACLE, noise=self.oracle_noise)
+        if named.gold is not None:
+            described.update(model=named.name, noise=self.oracle_noise)
         return described
 
 
@@ -398,20 +334,8 @@ def _seconds(value: float | int | str | None, name: str) -> float | None:
     return check_seconds(seconds, name)
 
 
-_CLIENTS: dict[tuple, object] = {}  # model clients and verdict ledgers, shared by equal model choices
+_CLIENTS: dict[object, object] = {}  # model clients and verdict ledgers, shared by equal model choices
 _CLIENTS_LOCK = threading.Lock()
-
-
-_GGUF_DIGESTS: dict[tuple[str, int, int], str] = {}
-
-
-def _gguf_digest(path: Path) -> str:
-    """A model file's SHA-256, computed once per process and file version."""
-    stat = path.stat()
-    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
-    if key not in _GGUF_DIGESTS:
-        _GGUF_DIGESTS[key] = file_digest(path)
-    return _GGUF_DIGESTS[key]
 
 
 def default_llm_cache() -> Path:

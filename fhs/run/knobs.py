@@ -1,6 +1,6 @@
 """The FHS knobs the command line exposes, each a named setting of ``FHSConfig``.
 
-``fhs run --beta --j --fusion --normalise --render --window --selector-layout`` read their
+``fhs run --beta --j --fusion --normalize --render --window --selector-layout`` read their
 choices from these tables, so the help text, the validation and the config
 can never disagree. Every knob is a configuration of the one FHS code path
 (``fhs.method.fhs.run_fhs_fact``): changing one re-scores cached hypotheses
@@ -17,7 +17,7 @@ from fhs.retrieval.fusion import FUSIONS
 
 # --render: which query forms each hypothesis issues (Section 4.2; Table 6's "- label form" rows)
 RENDER: dict[str, tuple[str, ...]] = {"both": RENDERINGS, "label": ("label",), "definition": ("definition",)}
-# --normalise: range normalisation of the fused scores (Appendix B.4), or the raw RRF sums
+# --normalize: range normalization of the fused scores (Appendix B.4), or the raw RRF sums
 NORMALISE: dict[str, bool] = {"range": True, "raw": False}
 # --fusion: summed RRF (Eq. 4) or its mean over the rankings that hold a candidate
 FUSION: dict[str, str] = {name: name for name in FUSIONS}

@@ -32,12 +32,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fhs.core.errors import choose
+from fhs.llm.backends import BACKENDS
 from fhs.method.config import FHSConfig
 from fhs.retrieval.encoders import DEFAULT_MODEL
 
-
-# The oracle model (fhs.llm.oracle): answers from the gold, so only ever named for one run
-ORACLE = "oracle"
 
 # Facts at once on a server profile. Most stages of a fact have one or two requests in flight
 # (the selector one, the hypotheses J), so filling the in-flight limit (128) takes about as many
@@ -74,8 +72,8 @@ class RunProfile:
     llm_fraction: float | None = None
 
     def __post_init__(self) -> None:
-        if self.backend == ORACLE:
-            raise ValueError(f"profile {self.name!r}: the {ORACLE} backend answers from the gold and is never "
+        if self.backend in BACKENDS and BACKENDS[self.backend].gold is not None:
+            raise ValueError(f"profile {self.name!r}: the {self.backend} backend answers from the gold and is never "
                              "a profile's model (name it with --backend for an analysis run)")
 
     def dense_model_for(self, taxonomy: str) -> str:
@@ -188,9 +186,6 @@ def get_profile(name: str) -> RunProfile:
     return choose(PROFILES, name, "profile")
 
 
-SERVER_BACKENDS = ("openai", "vllm")  # backends that run on a GPU box (fhs.llm.factory.BACKENDS)
-
-
 def default_profile(backend: str | None) -> str:
     """The profile of a run that names none: a GPU backend gets the paper's settings, else ``cpu``.
 
@@ -198,4 +193,4 @@ def default_profile(backend: str | None) -> str:
     paper's prompt budgets), not the laptop's two-fact sample; so does an oracle run,
     which costs no model time.
     """
-    return "paper" if backend in SERVER_BACKENDS or backend == ORACLE else "cpu"
+    return "paper" if backend in BACKENDS and BACKENDS[backend].paper_by_default else "cpu"

@@ -24,6 +24,7 @@ from typing import Any
 import pandas as pd
 
 from fhs.data.taxonomy import Taxonomy
+from fhs.llm.backends import backend_named
 from fhs.run.evaluate import by_group, metric_interval, metrics
 from fhs.run.records import read_records
 
@@ -205,7 +206,7 @@ def cost_rows(runs: Mapping[str, Mapping[str, Any]], backend: str, model: str,
         row = {"method": method, "facts": runs[method]["metrics"]["n_facts"],
                "LLM calls / fact": round(per["llm_calls"], 2), "tokens in / fact": round(per["tokens_in"]),
                "tokens out / fact": round(per["tokens_out"]), "model s / fact": round(per["model_seconds"], 2)}
-        if backend == "llama_cpp" and model in PARAMETERS:
+        if backend_named(backend).cpu_engine and model in PARAMETERS:
             scale = PARAMETERS["qwen2.5-0.5b"] / PARAMETERS[model]
             row["cpu profile, est. s / fact"] = round(per["model_seconds"] * scale, 1)
             row[f"cpu profile, est. min for {cpu_facts} facts"] = round(

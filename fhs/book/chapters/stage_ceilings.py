@@ -24,10 +24,11 @@ from fhs.book.report import Estimate
 from fhs.book.study import Run, Study
 from fhs.data.facts import Fact
 from fhs.data.sampling import sample_by_context
+from fhs.llm.backends import ORACLE
 from fhs.paper import PAPER, PAPER_BENCHMARK
 from fhs.run.evaluate import gold_rank, metric_interval, record_value
 from fhs.run.inputs import ModelChoice
-from fhs.run.profiles import ORACLE, get_profile
+from fhs.run.profiles import get_profile
 
 ORACLE_PROFILE = "paper"
 HYPOTHESIS_NOISE = (0.25, 0.5, 0.75, 0.9, 1.0)
