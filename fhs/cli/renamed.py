@@ -1,4 +1,4 @@
-"""Options renamed for a clearer word: the old spelling is still accepted for one release, said so in
+"""Options renamed for a clearer word: the former spelling is accepted for one release, said so in
 ``--help``, and a one-line note on stderr tells whoever uses it the new one."""
 
 from __future__ import annotations
