@@ -29,6 +29,7 @@ from fhs.book.claims import newcombe, wilson
 from fhs.book.fold import show_folded
 from fhs.book.report import Estimate, show, show_notes
 from fhs.book.study import Run
+from fhs.llm.backends import backend_named
 from fhs.paper import paper_value
 
 HEAD_METRICS = ("recall@1", "mrr", "recall@50")  # the paper's claims: position at the head, reach at depth
@@ -39,7 +40,7 @@ CEILING_STAGES = {"pool": "perfect pool (ch. 9)", "verified": "+ perfect verifie
 def protocol_run(backend: str) -> bool:
     """Whether the model ran in process on the CPU (the smoke and cpu profiles): its handful of facts
     tests the protocol end to end, and its rows cannot carry the paper's comparisons."""
-    return backend == "llama_cpp"
+    return backend_named(backend).cpu_engine
 
 
 def ceiling_values(profile: str, runs_dir: str) -> dict[str, float]:
