@@ -153,7 +153,8 @@ PILOT = {"consolidation_loss": 0.074, "diversity_drop_low": 0.03, "diversity_dro
 # Appendix E.2 verifier statistics: the gold inside the judged window on 35.7% of calls;
 # 25,699 resolved dimensions over 5,018 calls = 5.12 of 6 per hypothesis.
 VERIFIER = {"gold_in_window": 0.357, "dimensions_resolved": 25_699 / 5_018, "calls": 5018}
-NOTES["ablation/mean_rrf"] = "Section 5.3: mean-RRF changes Recall@1 by 0.003 (sign not given); R@10, MRR, Acc. from the run log"
+NOTES["ablation/mean_rrf"] = ("Section 5.3: mean-RRF changes Recall@1 by 0.003 (sign not given); "
+                              "R@10, MRR, Acc. from the run log")
 
 # Appendix E.4, Table 17 (retriever swap; only the text survives in our copy, and it does not
 # name the benchmark): FHS's margin over one-pass structured grounding under each retriever,
@@ -171,7 +172,8 @@ RETRIEVER_SWAP = {
 
 # Appendix F.1: "the rest stop early only because no dimension is left unsupported".
 FHS_SEQ["no_unsupported_dimension"] = round(1 - FHS_SEQ["all_rounds"], 3)
-NOTES["fintagging/fhs-seq/no_unsupported_dimension"] = "1 - all_rounds: Appendix F.1 says every early stop is for this reason"
+NOTES["fintagging/fhs-seq/no_unsupported_dimension"] = ("1 - all_rounds: Appendix F.1 says every early stop "
+                                                         "is for this reason")
 
 # Table 20 as paper_value("fincl", "fhs-seq", name): the interval's ends as their own names.
 _delta, _low, _high = FHS_SEQ["delta_recall@50"]

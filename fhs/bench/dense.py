@@ -1,6 +1,7 @@
 """``fhs bench retrieval --retriever dense|hybrid``: the dense index measured beside BM25 in one run.
 
-``fhs/bench/retrieval.py`` compares our BM25 with rank-bm25; this one prints, for BM25 and for the chosen retriever: index build time,
+``fhs/bench/retrieval.py`` compares our BM25 with rank-bm25; this one prints, for BM25 and for the chosen
+retriever: index build time,
 query latency (median and p95 over the dataset's direct queries, datatype
 filter on), resident memory added, and for dense the embedding throughput of
 a cold build (concepts/s over the whole taxonomy, in a throw-away cache so

@@ -115,7 +115,7 @@ def format_cell(value: Any, precision: int = 3) -> Any:
         return fmt_estimate(value, precision)
     if isinstance(value, bool) or value is None:
         return "" if value is None else value
-    if isinstance(value, int) or (hasattr(value, "dtype") and getattr(value, "dtype").kind in "iu"):
+    if isinstance(value, int) or (hasattr(value, "dtype") and value.dtype.kind in "iu"):
         return f"{int(value):,}"
     if isinstance(value, float):
         return "" if math.isnan(value) else f"{value:.{precision}f}"

@@ -22,7 +22,6 @@ from fhs.data.facts import Fact
 from fhs.data.taxonomy import Taxonomy
 from fhs.run.digests import facts_digest, taxonomy_digest
 
-
 _DATASETS_SEEN: dict[tuple[str, str], tuple[list[Fact], Taxonomy]] = {}
 
 

@@ -432,7 +432,6 @@ def cmd_plan(args: argparse.Namespace) -> dict:
             raise InputError(str(error), field=f"set {name}", fix="see fhs/method/config.py for the knob's range") \
                 from None
     from fhs.book.manifest import dataset_parameters
-
     from fhs.plan.server import ServerError
 
     try:

@@ -14,7 +14,6 @@ from fhs.llm.llama_cpp import LlamaCppBackend
 from fhs.llm.openai import OpenAIBackend, openai_identity
 from fhs.llm.vllm import VLLMBackend
 
-
 BACKENDS = ("openai", "llama_cpp", "vllm")
 BASE_URLS_ENV_VAR = "FHS_LLM_BASE_URLS"
 DEFAULT_BASE_URL = "http://127.0.0.1:8000"

@@ -23,15 +23,32 @@ from fhs.data.taxonomy import Taxonomy
 from fhs.llm.contract import LLM
 from fhs.method.config import FHSConfig
 from fhs.method.context import MethodContext, call_record
-from fhs.method.hypotheses import (Hypothesis, RenderedQuery, fallback_hypothesis, generate_hypotheses,
-                                   parse_hypothesis, queries_for)
+from fhs.method.hypotheses import (
+    Hypothesis,
+    RenderedQuery,
+    fallback_hypothesis,
+    generate_hypotheses,
+    parse_hypothesis,
+    queries_for,
+)
+from fhs.method.ledger import VerdictLedger, candidate_key, hypothesis_key, verifier_scope
 from fhs.method.selector import select
+from fhs.method.verifier import (
+    Verdicts,
+    Window,
+    build_window,
+    concept_or_stub,
+    consensus,
+    fill_support,
+    fill_value,
+    final_scores,
+    read_verdicts,
+    support,
+    verifier_request,
+)
 from fhs.retrieval.bm25 import Ranking
 from fhs.retrieval.fusion import FusedPool, fuse
 from fhs.retrieval.kinds import Searcher
-from fhs.method.ledger import VerdictLedger, candidate_key, hypothesis_key, verifier_scope
-from fhs.method.verifier import (Verdicts, Window, build_window, concept_or_stub, consensus, fill_support,
-                                 fill_value, final_scores, read_verdicts, support, verifier_request)
 
 
 def retrieve(fact: Fact, queries: Sequence[RenderedQuery], retriever: Searcher) -> list[Ranking]:
@@ -68,7 +85,8 @@ def verify_pool(
     keyed = {cid: candidate_key(concept_or_stub(taxonomy, cid)) for cid in window.ids}
     known: dict[int, dict] = {}
     for j in asks:
-        found = ledger.lookup(scope, fact.id, hypothesis_key(hypotheses[j], fact), keyed.values()) if ledger is not None else {}
+        found = (ledger.lookup(scope, fact.id, hypothesis_key(hypotheses[j], fact), keyed.values())
+                 if ledger is not None else {})
         known[j] = {cid: found[key] for cid, key in keyed.items() if key in found}
     sub_windows = {j: unjudged_window(window, known[j]) for j in asks}
     pending = [j for j in asks if sub_windows[j].ids]

@@ -36,8 +36,8 @@ from fhs.method.config import DEFAULT_CONFIG, FHSConfig
 from fhs.method.ledger import MemoryLedger
 from fhs.method.registry import LLM_METHODS, get_method
 from fhs.plan.meter import LineMemo, Meter
-from fhs.plan.stand_in import StandIn
 from fhs.plan.simulated import SimulatedBackend
+from fhs.plan.stand_in import StandIn
 from fhs.retrieval.bm25 import Retriever
 from fhs.retrieval.kinds import DEFAULT_RETRIEVER
 from fhs.run.inputs import Experiment, ModelChoice, cached_retriever, retrieval_config

@@ -231,10 +231,10 @@ class Simulator:
         prompt_tokens, ids = self.tokens(messages, thinking_off=kwargs.get("enable_thinking") is False)
         if prompt_tokens + max_tokens > options.max_model_len:
             self.refused += 1
-            return 400, {"error": {"type": "BadRequestError", "message": (
-                f"This model's maximum context length is {options.max_model_len} tokens. However, you requested "
-                f"{prompt_tokens + max_tokens} tokens ({prompt_tokens} in the messages, {max_tokens} in the "
-                f"completion). Please reduce the length of the messages or completion.")}}
+            message = (f"This model's maximum context length is {options.max_model_len} tokens. "
+                       f"However, you requested {prompt_tokens + max_tokens} tokens ({prompt_tokens} in the messages, "
+                       f"{max_tokens} in the completion). Please reduce the length of the messages or completion.")
+            return 400, {"error": {"type": "BadRequestError", "message": message}}
         seed = int(body.get("seed") or 0)
         try:
             text = simulated_answer(messages, schema_of(body), seed=seed, temperature=temperature)

@@ -16,9 +16,9 @@ default) or the BM25 top ``top_k * pool_multiplier`` (the CodiEsp setting).
 from __future__ import annotations
 
 import threading
-from itertools import chain, repeat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import chain, repeat
 
 import numpy as np
 from scipy import sparse
@@ -27,8 +27,18 @@ from fhs.core.ranges import count_problem, share_problem, switch_problem, weight
 from fhs.core.text import token_set, tokenize
 from fhs.data.taxonomy import Taxonomy
 from fhs.retrieval.index_cache import index_path, read_arrays, write_arrays
-from fhs.retrieval.sparse_top_k import (DOCUMENT_MASK, FIRST_BATCH, FIRST_SEARCH, LABEL_BIT, MAX_LABEL_WORDS, Scratch,
-                                        bm25_top_k, bm25_top_k_many, eq6_top_k, eq6_top_k_many)
+from fhs.retrieval.sparse_top_k import (
+    DOCUMENT_MASK,
+    FIRST_BATCH,
+    FIRST_SEARCH,
+    LABEL_BIT,
+    MAX_LABEL_WORDS,
+    Scratch,
+    bm25_top_k,
+    bm25_top_k_many,
+    eq6_top_k,
+    eq6_top_k_many,
+)
 
 
 @dataclass(frozen=True)
@@ -58,7 +68,7 @@ class Ranking:
     __slots__ = ("ids", "_scores")
     ids: tuple[str, ...]
 
-    def __init__(self, ids: tuple[str, ...], scores: "tuple[float, ...] | np.ndarray") -> None:
+    def __init__(self, ids: tuple[str, ...], scores: tuple[float, ...] | np.ndarray) -> None:
         object.__setattr__(self, "ids", ids)
         object.__setattr__(self, "_scores", scores)
 
@@ -120,7 +130,8 @@ class BM25Index:
             counts.extend(tf.values())
         shape = (self.n_docs, len(self.vocabulary))
         tf_matrix = sparse.csr_matrix(
-            (np.asarray(counts, dtype=np.float64), (np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64))),
+            (np.asarray(counts, dtype=np.float64),
+             (np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64))),
             shape=shape,
         )
         self.doc_lengths = lengths
@@ -295,7 +306,7 @@ class _Partition:
         return arrays, meta
 
     @classmethod
-    def from_parts(cls, arrays: dict[str, np.ndarray], meta: dict) -> "_Partition":
+    def from_parts(cls, arrays: dict[str, np.ndarray], meta: dict) -> _Partition:
         """The partition back; ValueError, KeyError or TypeError when the parts do not fit together."""
         def matrix(name: str) -> sparse.csc_matrix:
             shape = tuple(int(n) for n in meta[f"{name}_shape"])
@@ -417,7 +428,7 @@ class Retriever:
         expected = [self.taxonomy.concepts[p].id for p in positions]
         return cached if cached.positions.tolist() == positions and cached.ids == expected else None
 
-    def warm_up(self) -> "Retriever":
+    def warm_up(self) -> Retriever:
         """Build every datatype index now (for timing, or before forking workers)."""
         for datatype in self._groups if self.config.type_filter else [None]:
             self.partition_for(datatype)
@@ -427,7 +438,8 @@ class Retriever:
         """The top-k concepts for one query string, searched in ``datatype``'s index."""
         return self.search_tokens(token_set(query), datatype, top_k)
 
-    def search_tokens(self, tokens: set[str] | frozenset[str], datatype: str | None = None, top_k: int | None = None) -> Ranking:
+    def search_tokens(self, tokens: set[str] | frozenset[str], datatype: str | None = None,
+                      top_k: int | None = None) -> Ranking:
         """:meth:`search` for an already tokenized query, by the compiled kernels (``sparse_top_k``)."""
         if not FIRST_SEARCH.done:  # the process's first query may compile the kernels: say so
             return FIRST_SEARCH.run(self._search_tokens, tokens, datatype, top_k)

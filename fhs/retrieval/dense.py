@@ -39,6 +39,7 @@ from fhs.data.taxonomy import Taxonomy
 from fhs.retrieval.bm25 import Ranking, RetrievalConfig, Retriever, top_k_order
 from fhs.retrieval.encoders import DEFAULT_MODEL, Encoder, make_encoder, make_exact_encoder
 
+
 def concept_texts(taxonomy: Taxonomy) -> list[str]:
     """What is embedded for each concept: the BM25 document text, ``<id>. <label>. <definition>``."""
     return [concept.index_text for concept in taxonomy.concepts]
@@ -289,8 +290,8 @@ class DenseRetriever:
             self._partitions[key] = part
         return part
 
-    def warm_up(self) -> "DenseRetriever":
-        self.matrix
+    def warm_up(self) -> DenseRetriever:
+        _ = self.matrix  # built or read now, not on the first query
         for datatype in self._groups if self.config.type_filter else [None]:
             self.partition_for(datatype)
         return self
@@ -392,7 +393,7 @@ class DenseRetriever:
 _LEFT_BEHIND: list = []  # a forked child's copies of its parent's encoders
 
 
-def _remake_encoder_after_fork(ref: "weakref.ref[DenseRetriever]") -> None:
+def _remake_encoder_after_fork(ref: weakref.ref[DenseRetriever]) -> None:
     """In a forked child: drop the parent's encoder session (its threads stayed behind) and make a
     one-thread one on first use, since the child is one of several processes sharing the cores.
     Vectors do not depend on the thread count, so the child's rankings are the parent's."""

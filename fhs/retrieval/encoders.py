@@ -197,7 +197,7 @@ class OnnxEncoder:
                                                     providers=["CPUExecutionProvider"])
         self.input_names = {i.name for i in self.session.get_inputs()}
 
-    def single_threaded(self) -> "OnnxEncoder":
+    def single_threaded(self) -> OnnxEncoder:
         """A fresh one-thread session of the same model, for a forked process (``fhs.retrieval.dense``)."""
         return OnnxEncoder(self.spec, threads=1, spinning=self.spinning)
 

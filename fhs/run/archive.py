@@ -142,7 +142,8 @@ def pack(paths: Sequence[str | Path], out: str | Path, *, cache: str | Path) -> 
         records = read_records(run / "records.jsonl")
         config = _read_json(run / STAMP_NAME)
         archived.append(ArchivedRun(str(run), records, config, _read_json(run / "metrics.json")))
-        unkeyed = [(r["id"], c.get("purpose", "")) for r in records for c in r.get("llm_calls") or [] if not c.get("key")]
+        unkeyed = [(r["id"], c.get("purpose", "")) for r in records for c in r.get("llm_calls") or []
+                   if not c.get("key")]
         if unkeyed:
             raise InputError(f"{len(unkeyed)} model call(s) carry no cache key (the first: the {unkeyed[0][1]} "
                              f"call of fact {unkeyed[0][0]}); records made before keys were recorded", path=run,
@@ -285,7 +286,8 @@ def _write(out: Path, source: sqlite3.Connection, runs: list[ArchivedRun], respo
             db.executemany("INSERT OR REPLACE INTO verdicts VALUES (?, ?, ?, ?, ?)", verdicts[1])
             db.execute("CREATE TABLE ledger_only (fact TEXT PRIMARY KEY)")
             db.executemany("INSERT INTO ledger_only VALUES (?)", [(fact,) for fact in ledger_only])
-            db.execute("CREATE TABLE runs (name TEXT PRIMARY KEY, records BLOB NOT NULL, run_config TEXT, metrics TEXT)")
+            db.execute("CREATE TABLE runs "
+                       "(name TEXT PRIMARY KEY, records BLOB NOT NULL, run_config TEXT, metrics TEXT)")
             db.executemany("INSERT INTO runs VALUES (?, ?, ?, ?)", [
                 (run.name, gzip.compress("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in run.records)
                                          .encode("utf-8"), mtime=0),
@@ -417,7 +419,8 @@ def replay_ledger(archive: str | Path, cache_path: str | Path | None) -> ReplayL
         ledger_only = {row[0] for row in db.execute("SELECT fact FROM ledger_only")}
         archived: dict[tuple[str, str, str, str], Entry] = {}
         if ledger_only:
-            _, rows = _rows(db, "SELECT scope, fact, hypothesis, candidate, entry FROM verdicts WHERE fact IN ({marks})",
+            _, rows = _rows(db,
+                            "SELECT scope, fact, hypothesis, candidate, entry FROM verdicts WHERE fact IN ({marks})",
                             sorted(ledger_only))
             archived = {tuple(row[:4]): _archived_entry(row[4], row[1], archive) for row in rows}
     finally:

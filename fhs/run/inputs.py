@@ -6,7 +6,6 @@ see the same facts, the same index and the same retrieval settings.
 
 from __future__ import annotations
 
-import math
 import threading
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -25,6 +24,7 @@ from fhs.retrieval.encoders import DEFAULT_MODEL
 from fhs.retrieval.kinds import DEFAULT_RETRIEVER, Searcher, make_retriever, retriever_inputs
 from fhs.run.digests import facts_digest, file_digest, files_digest, taxonomy_digest
 from fhs.run.profiles import ORACLE, RunProfile, get_profile
+
 
 @dataclass
 class Experiment:
@@ -58,7 +58,7 @@ class Experiment:
             inputs["prompts"] = files_digest([*PROMPTS_DIR.glob("*.txt"), *EVIDENCE_FIRST_DIR.glob("*.txt")])
         return inputs
 
-    def llm_context(self, model: "ModelChoice", config: FHSConfig | None = None, *, seed: int | None = None,
+    def llm_context(self, model: ModelChoice, config: FHSConfig | None = None, *, seed: int | None = None,
                     **kw) -> MethodContext:
         """A method context with a model, the dataset's domain and the profile's FHS knobs.
 
@@ -263,7 +263,7 @@ class ModelChoice:
                 any_server: bool = False, max_in_flight: int | None = None, thinking: bool | None = None,
                 replay: str | Path | None = None, request_timeout: float | None = None,
                 give_up_after: float | None = None, retry_backoff: float | None = None,
-                oracle_noise: str | None = None) -> "ModelChoice":
+                oracle_noise: str | None = None) -> ModelChoice:
         chosen = get_profile(profile) if isinstance(profile, str) else profile
         if oracle_noise is not None and backend != ORACLE:
             raise InputError("oracle noise is for the oracle backend only", field="oracle-noise",

@@ -35,7 +35,6 @@ from fhs.core.errors import choose
 from fhs.method.config import FHSConfig
 from fhs.retrieval.encoders import DEFAULT_MODEL
 
-
 # The oracle model (fhs.method.oracle_model): answers from the gold, so only ever named for one run
 ORACLE = "oracle"
 
@@ -96,7 +95,7 @@ class RunProfile:
             raise ValueError(f"a fraction of every fact of {dataset} needs its number of facts")
         return max(1, round(self.llm_fraction * base))
 
-    def with_llm_facts(self, n: int | None) -> "RunProfile":
+    def with_llm_facts(self, n: int | None) -> RunProfile:
         """The same profile with one LLM sample size for every dataset (a chapter's ``llm_limit``)."""
         return replace(self, llm_facts=n, dataset_facts={})
 
@@ -150,7 +149,8 @@ PROFILES: dict[str, RunProfile] = {
             # --dense-model minilm-int8-d64 or minilm-int8)
             dense_model="minilm-int8-d64",
             dense_models={"icd-10-cm": "minilm-int8-d32"},
-            description="the default book: Qwen2.5-Coder-0.5B-Instruct on the CPU, small context-level samples for LLM methods",
+            description="the default book: Qwen2.5-Coder-0.5B-Instruct on the CPU, "
+                        "small context-level samples for LLM methods",
         ),
         _server_profile(
             name="paper",

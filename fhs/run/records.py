@@ -341,7 +341,7 @@ class RecordWriter:
         finally:
             self._lock.release()
 
-    def __enter__(self) -> "RecordWriter":
+    def __enter__(self) -> RecordWriter:
         return self
 
     def __exit__(self, *exc: object) -> None:

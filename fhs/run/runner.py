@@ -247,7 +247,8 @@ def _warm_up(jobs: Sequence[RunJob]) -> None:
     """
     if any(job.ctx.llm is not None for job in jobs):
         prompt_counter()
-    for retriever in {id(r): r for r in (getattr(job.ctx, "retriever", None) for job in jobs) if r is not None}.values():
+    retrievers = (getattr(job.ctx, "retriever", None) for job in jobs)
+    for retriever in {id(r): r for r in retrievers if r is not None}.values():
         if hasattr(retriever, "warm_up"):
             retriever.warm_up()
 

@@ -102,7 +102,7 @@ class RunSpec:
         """Whether the run needs a model: an LLM method, or any method with the shared selector."""
         return self.method in LLM_METHODS or self.uses_selector
 
-    def with_config(self, config: FHSConfig, base: FHSConfig) -> "RunSpec":
+    def with_config(self, config: FHSConfig, base: FHSConfig) -> RunSpec:
         """This spec with a whole ``FHSConfig`` expressed as overrides over ``base`` (a profile's budgets)."""
         wanted, default = config.to_dict(), base.to_dict()
         changed = {name: getattr(config, name) for name, value in wanted.items()

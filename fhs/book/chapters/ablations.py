@@ -39,8 +39,17 @@ from fhs.paper import ABLATION, BETA_GRID
 from fhs.run.evaluate import SELECTOR, accuracy, accuracy_basis, metrics, paired_difference
 from fhs.run.inputs import ModelChoice
 from fhs.run.rescore import best_of
-from fhs.run.tables.ablations import (DEV_TAG, ROW_METRICS, WINDOW_SIZES, BetaChoice, beta_sweep, choose_beta,
-                                      choose_beta_on_dev, final_rows, window_sensitivity)
+from fhs.run.tables.ablations import (
+    DEV_TAG,
+    ROW_METRICS,
+    WINDOW_SIZES,
+    BetaChoice,
+    beta_sweep,
+    choose_beta,
+    choose_beta_on_dev,
+    final_rows,
+    window_sensitivity,
+)
 from fhs.run.tables.sampling_pilot import sampling_pilot
 
 

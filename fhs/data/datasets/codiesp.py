@@ -22,9 +22,9 @@ code under it counts, see ``fhs.data.facts.GOLD_MATCHES``).
 from __future__ import annotations
 
 import os
-from collections.abc import Collection
 import time
 from collections import Counter
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 

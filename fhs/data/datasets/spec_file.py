@@ -19,7 +19,7 @@ naming the file and the field.
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +44,7 @@ def read_spec_file(path: str | Path) -> DatasetSpec:
     return _read(str(path.resolve()), stat.st_mtime_ns, stat.st_size)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _read(path_text: str, _mtime: int, _size: int) -> DatasetSpec:
     path = Path(path_text)
     raw = read_yaml_file(path)

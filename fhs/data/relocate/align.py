@@ -9,9 +9,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from fhs.core.errors import InputError
-from fhs.data.relocate.cognates import lexicon_translations, content_words, english_keys, spanish_keys, words
+from fhs.data.relocate.cognates import content_words, english_keys, lexicon_translations, spanish_keys, words
 from fhs.data.relocate.sentences import Segment, is_paragraph_line
-
 
 ALIGN_METHODS = ("dp", "count")  # sentence alignment rules; see AlignConfig.method
 
