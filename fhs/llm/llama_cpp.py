@@ -149,11 +149,11 @@ class LlamaCppBackend:
         self._grammars: dict[str, Any] = {}
         self.states = PromptStates(self._llm, llama_cpp, kv_states) if kv_states > 0 else None
         if self.states is not None:
-            generate = self._llm.generate
+            generate, states = self._llm.generate, self.states
 
             def restoring(tokens: Sequence[int], *args: Any, **kwargs: Any) -> Any:
                 # the exact prompt tokens, just before llama.cpp matches them against its cache
-                self.states.restore_for(tokens)
+                states.restore_for(tokens)
                 return generate(tokens, *args, **kwargs)
 
             self._llm.generate = restoring

@@ -16,9 +16,10 @@ default) or the BM25 top ``top_k * pool_multiplier`` (the CodiEsp setting).
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import chain, repeat
+from typing import cast
 
 import numpy as np
 from scipy import sparse
@@ -67,6 +68,7 @@ class Ranking:
 
     __slots__ = ("ids", "_scores")
     ids: tuple[str, ...]
+    _scores: tuple[float, ...] | np.ndarray
 
     def __init__(self, ids: tuple[str, ...], scores: tuple[float, ...] | np.ndarray) -> None:
         object.__setattr__(self, "ids", ids)
@@ -117,7 +119,9 @@ class BM25Index:
         self.k1, self.b = k1, b
         self.n_docs = len(documents)
         self.vocabulary: dict[str, int] = {}
-        rows, cols, counts = [], [], []
+        rows: list[int] = []
+        cols: list[int] = []
+        counts: list[int] = []
         lengths = np.zeros(self.n_docs, dtype=np.float64)
         for doc_id, tokens in enumerate(documents):
             lengths[doc_id] = len(tokens)
@@ -153,7 +157,7 @@ class BM25Index:
             return np.array(ids, dtype=np.int64)
         distinct = set(map(self.vocabulary.get, tokens))
         distinct.discard(None)
-        return np.fromiter(sorted(distinct), dtype=np.int64, count=len(distinct))
+        return np.fromiter(sorted(cast("set[int]", distinct)), dtype=np.int64, count=len(distinct))  # None gone
 
     def scores(self, tokens: Iterable[str]) -> np.ndarray:
         """BM25 score of every document for a query (deduplicated tokens)."""
@@ -213,7 +217,8 @@ def top_k_order(scores: np.ndarray, k: int) -> np.ndarray:
 _NO_COLUMNS = np.zeros(0, dtype=np.int64)
 
 
-def query_columns(vocabulary: dict[str, int], token_sets: Sequence[Iterable[str]]) -> tuple[np.ndarray, np.ndarray]:
+def query_columns(vocabulary: dict[str, int],
+                  token_sets: Sequence[Collection[str]]) -> tuple[np.ndarray, np.ndarray]:
     """Each query's known terms as columns, ascending (the order the kernels add them in), all
     queries end to end, and where each query's end: one sort for the batch, not one a query."""
     lengths = np.fromiter(map(len, token_sets), dtype=np.int64, count=len(token_sets))

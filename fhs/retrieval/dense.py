@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -38,6 +39,9 @@ from fhs.core.text import tokenize
 from fhs.data.taxonomy import Taxonomy
 from fhs.retrieval.bm25 import Ranking, RetrievalConfig, Retriever, top_k_order
 from fhs.retrieval.encoders import DEFAULT_MODEL, Encoder, make_encoder, make_exact_encoder
+
+if TYPE_CHECKING:  # imported when first used: an exact search is rare
+    from fhs.retrieval.exact_dense import ExactVectors
 
 
 def concept_texts(taxonomy: Taxonomy) -> list[str]:
@@ -89,7 +93,13 @@ def build_processes(encoder: Encoder, chunks: int) -> int:
 _CHILD_ENCODER: list = []  # a forked embedding process's own one-thread encoder
 
 
-def _start_embedding_child(encoder: Encoder) -> None:
+class _Forkable(Encoder, Protocol):
+    """An encoder that can make a one-thread copy of itself for a forked process (``build_processes``)."""
+
+    def single_threaded(self) -> Encoder: ...
+
+
+def _start_embedding_child(encoder: _Forkable) -> None:
     _LEFT_BEHIND.append(encoder)  # the parent's session: its threads stayed behind, so never freed here
     _CHILD_ENCODER[:] = [encoder.single_threaded()]
 
@@ -99,7 +109,7 @@ def _embed_in_child(texts: list[str], batch_size: int) -> np.ndarray:
 
 
 def embedded_chunks(encoder: Encoder, chunks: Sequence[list[str]], *, batch_size: int = 32, processes: int = 1,
-                    progress: Callable[[int], None] | None = None) -> Iterator[np.ndarray]:
+                    progress: Callable[[int], object] | None = None) -> Iterator[np.ndarray]:
     """Each chunk's unit rows, in order: embedded here, or by ``processes`` forked one-thread copies.
 
     A chunk is always one ``encode`` call, so its batches, and with them its vectors, are the
@@ -229,7 +239,7 @@ class DenseRetriever:
         self._lexical: Retriever | None = None  # only for label coverage (w_cov > 0)
         self._queries: OrderedDict[str, np.ndarray] = OrderedDict()
         self._exact_queries: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._exact = None  # fhs.retrieval.exact_dense.ExactVectors, made on the first exact search
+        self._exact: ExactVectors | None = None  # made on the first exact search
         self._scores: OrderedDict[tuple[str, str | None], np.ndarray] = OrderedDict()
         self.scored = {"computed": 0, "reused": 0}
         self._query_cache_size = query_cache_size

@@ -38,7 +38,7 @@ def use_user_cache() -> Path:
     folder = os.environ[CACHE_ENV]
     config = sys.modules.get("numba.core.config")
     if config is not None:  # numba read the environment at import: tell it too
-        config.CACHE_DIR = folder
+        config.CACHE_DIR = folder  # type: ignore[attr-defined]  # numba's config module, found at run time
     _install_locator()
     return Path(folder)
 
