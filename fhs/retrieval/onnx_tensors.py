@@ -21,8 +21,8 @@ import numpy as np
 from fhs.core.errors import InputError
 
 # TensorProto.DataType codes this reader understands, and their little-endian numpy types.
-DTYPES: dict[int, np.dtype] = {1: np.dtype("<f4"), 3: np.dtype("i1"), 6: np.dtype("<i4"), 7: np.dtype("<i8"), 9: np.dtype("?"),
-          11: np.dtype("<f8")}
+DTYPES: dict[int, np.dtype] = {1: np.dtype("<f4"), 3: np.dtype("i1"), 6: np.dtype("<i4"), 7: np.dtype("<i8"),
+                              9: np.dtype("?"), 11: np.dtype("<f8")}
 
 
 @dataclass
