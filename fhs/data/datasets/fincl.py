@@ -194,8 +194,8 @@ def facts_from_rows(rows: Iterable[FinclRow], taxonomy=None) -> list[Fact]:
             fragment = parse_fragment(row.context)
             table = next((el for el in fragment.iter() if local_name(el) == "table"), None)
             if row.category == "table" and table is not None:
-                grid = table_grid(table, clean=collapse_repeats)
-                parsed[row.context] = (table_text(grid), grid)
+                built = table_grid(table, clean=collapse_repeats)
+                parsed[row.context] = (table_text(built), built)
             else:
                 parsed[row.context] = (visible_text(fragment), None)
         text, grid = parsed[row.context]

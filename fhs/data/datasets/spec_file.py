@@ -77,7 +77,7 @@ def _read(path_text: str, _mtime: int, _size: int) -> DatasetSpec:
     facts = _existing(here, raw["facts"], path, "facts", "no such facts file")
     taxonomy_name, taxonomy_file = _taxonomy(here, raw["taxonomy"], path)
     own = taxonomy_dataset(taxonomy_name) if taxonomy_file is None else None
-    domain = _domain(here, raw.get("domain"), path) if raw.get("domain") else (own.domain if own else "")
+    domain = _domain(here, raw["domain"], path) if raw.get("domain") else (own.domain if own else "")
     return DatasetSpec(
         name=name, taxonomy=taxonomy_name,
         description=about or f"{name}: facts from {facts.name}",

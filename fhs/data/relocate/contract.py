@@ -46,7 +46,7 @@ class AlignedDocument:
         """``alignments``: an ``AlignmentStore`` (``alignments.py``) to read the alignment from and add it to."""
         segments = tuple(split_spanish_sentences(spanish, paragraph_breaks=True))
         lines = tuple(english_lines(english))
-        key = None
+        key = ""  # read only where there is a store
         if alignments is not None:
             key = alignment_key(spanish, english, config)
             found, alignment = alignments.get(key)
