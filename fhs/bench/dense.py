@@ -97,9 +97,9 @@ def bench_dense(dataset: str, *, retriever: str = "dense", model: str | None = N
         if embed_limit is None:
             build_s = cold + build_s  # first build = embedding + the (cheap) partitioning
         result["index_cache"] = dense.build_info.get("cache")
-        chosen = dense if retriever == "dense" else HybridRetriever(taxonomy, replace(config, w_cov=0.0),
-                                                                    dense=dense, bm25=None)
+        chosen: DenseRetriever | HybridRetriever = dense
         if retriever == "hybrid":
+            chosen = HybridRetriever(taxonomy, replace(config, w_cov=0.0), dense=dense, bm25=None)
             chosen.bm25.warm_up()
         dense_latency = _latency(chosen, facts, queries)  # includes embedding each query (one at a time)
         result[retriever] = {

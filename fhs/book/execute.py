@@ -203,7 +203,7 @@ def declared_parameters(notebook) -> set[str]:
 
     for cell in notebook["cells"]:
         if "parameters" in cell.get("metadata", {}).get("tags", []):
-            names = set()
+            names: set[str] = set()
             for node in ast.parse(cell["source"]).body:
                 targets = []
                 if isinstance(node, ast.Assign):

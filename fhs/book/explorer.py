@@ -138,7 +138,7 @@ def table_view(fact: Fact) -> dict[str, Any]:
     hits = [(r, c) for r, cells in enumerate(rows) for c, cell in enumerate(cells) if _contains(cell, fact.value)]
     labelled = [(r, c) for r, c in hits
                 if rows[r][0].strip() and row_header.endswith(normalize_space(rows[r][0]).casefold())]
-    marked = (labelled or hits or [None])[0]
+    marked = next(iter(labelled or hits), None)
     width = max((len(cells) for cells in rows), default=0)
     return {
         "kind": "table",
@@ -268,7 +268,8 @@ def decomposition(record: dict, beta: float, gold: set[str], taxonomy, head: int
     recorded = _items(record.get("final_scores"))
     rows = []
     for i, cid in enumerate(_items(record.get("ranking"))[:head]):
-        v = vbar.get(cid) if vbar.get(cid) is not None else (outside if outside is not None else 0.0)
+        found = vbar.get(cid)
+        v = found if found is not None else (outside if outside is not None else 0.0)
         s = s_tilde.get(cid)
         rows.append({**_candidate(cid, gold, taxonomy), "rank": i + 1, "s": s, "vbar": v,
                      "in_window": cid in vbar, "bonus": beta * v, "total": (s or 0.0) + beta * v,

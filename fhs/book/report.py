@@ -33,7 +33,7 @@ class Estimate:
     def __post_init__(self) -> None:
         if (self.low is None) != (self.high is None):
             raise ValueError("an interval needs both ends (low and high) or neither")
-        if self.low is not None and not (self.low <= self.value <= self.high):
+        if self.low is not None and self.high is not None and not (self.low <= self.value <= self.high):
             raise ValueError(f"interval [{self.low}, {self.high}] does not contain {self.value}")
 
 
@@ -94,7 +94,7 @@ def ours_vs_paper(ours: Mapping[str, Any], paper: Mapping[str, float | None] | N
         reference = paper.get(name)
         gap = None if estimate is None or reference is None else estimate.value - reference
         inside: str = ""
-        if estimate is not None and reference is not None and estimate.low is not None:
+        if estimate is not None and reference is not None and estimate.low is not None and estimate.high is not None:
             inside = "yes" if estimate.low <= reference <= estimate.high else "no"
         rows.append({
             label: name,
@@ -335,7 +335,7 @@ def use_style() -> None:
     """Apply the book's figure style (one place, so every chapter's plots match)."""
     import matplotlib as mpl
 
-    mpl.rcParams.update(STYLE)
+    mpl.rcParams.update(STYLE)  # type: ignore[arg-type]  # the stubs list each key as a literal; matplotlib checks them
 
 
 def plot_ours_vs_paper(ours: Mapping[str, Any], paper: Mapping[str, float | None] | None = None,

@@ -30,8 +30,9 @@ def vouched_inputs(config: dict, data) -> tuple[list[Fact], Taxonomy | None, str
     from fhs.data.datasets import DATASETS
     from fhs.run.inputs import load_experiment
 
-    stamped = config.get("inputs") if isinstance(config.get("inputs"), dict) else {}
-    sources = config.get("sources") if isinstance(config.get("sources"), dict) else {}
+    inputs, given = config.get("inputs"), config.get("sources")
+    stamped = inputs if isinstance(inputs, dict) else {}
+    sources = given if isinstance(given, dict) else {}
     if sources.get("facts"):
         return _own_files(sources, stamped, data)
     if config.get("dataset") in DATASETS:

@@ -356,7 +356,8 @@ def read_verdicts(text: str, window_ids: Sequence[str],
                     break
         if cid is None or cid in result:
             continue
-        block = entry.get("dimensions") if isinstance(entry.get("dimensions"), dict) else entry
+        nested = entry.get("dimensions")
+        block = nested if isinstance(nested, dict) else entry
         upper = {str(k).strip().upper(): v for k, v in block.items()}
         confidence = entry.get("confidence")
         result[cid] = Verdicts(

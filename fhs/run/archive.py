@@ -213,11 +213,11 @@ def _pack(source: sqlite3.Connection, cache: Path, out: Path, archived: list[Arc
                                     (kind, model, purpose))
             responses.extend(row for row in cursor.fetchall() if row[columns.index("key")] not in found)
     keys = [row[columns.index("key")] for row in responses]
-    unparsed = _rows(source, "SELECT * FROM unparsed WHERE key IN ({marks})", keys) \
+    unparsed_rows = _rows(source, "SELECT * FROM unparsed WHERE key IN ({marks})", keys) \
         if _has_table(source, "unparsed") else ([], [])
     finish = _rows(source, "SELECT key, reason FROM finish WHERE key IN ({marks})", keys) \
         if _has_table(source, "finish") else ([], [])
-    unparsed = (unparsed, finish)
+    unparsed = (unparsed_rows, finish)
     identities = [row for row in source.execute("SELECT kind, model, provenance FROM identities").fetchall()
                   if (row[0], row[1]) in kinds] if _has_table(source, "identities") else []
     verdicts = _ledger_rows(ledger_path(cache), {r["id"] for run in archived for r in run.records},
@@ -502,7 +502,8 @@ def replay_mismatch(result: Mapping[str, Any], archive: str | Path, out: str | P
             continue
         whole = set(ids) == set(by_id) and isinstance(run.metrics, Mapping) \
             and run.metrics.get("refused", MISS) == policy and run.metrics.get("n_facts") == result.get("n_facts")
-        expected = run.metrics if whole else metrics([by_id[i] for i in ids], refused=policy)
+        expected = (run.metrics if whole and run.metrics is not None
+                    else metrics([by_id[i] for i in ids], refused=policy))
         where = "metrics.json" if whole else f"records of those {len(ids)} facts"
         fix = ("do not use this archive's numbers: get the archive again from whoever published it, or rerun "
                "against a server without --replay")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
+from typing import Any
 
 from fhs.core.errors import InputError, shown, warn
 from fhs.core.files import cache_dir
@@ -45,12 +46,13 @@ class Experiment:
                                  f"with `fhs domain check FILE.yaml`) or one of {', '.join(available_domains())}")
         return chosen
 
-    def fingerprint(self, *, llm: bool) -> dict[str, str]:
+    def fingerprint(self, *, llm: bool) -> dict[str, Any]:
         """SHA-256 digests of what a run reads (the run stamp's ``inputs``, see fhs/run/digests.py)."""
         from fhs.data.domain import domain_path
         from fhs.method.prompting import EVIDENCE_FIRST_DIR, PROMPTS_DIR
 
-        inputs = {"facts": _once(facts_digest, self.facts), "taxonomy": _once(taxonomy_digest, self.taxonomy)}
+        inputs: dict[str, Any] = {"facts": _once(facts_digest, self.facts),
+                                  "taxonomy": _once(taxonomy_digest, self.taxonomy)}
         if retriever_inputs(self.retriever):  # dense/hybrid: the embedding model's files
             inputs["retriever"] = retriever_inputs(self.retriever)
         if llm:
@@ -135,13 +137,14 @@ def retrieval_config(source: str | DatasetSpec, retriever: str = DEFAULT_RETRIEV
     (the authors' dense and hybrid retrievers have no coverage term)."""
     spec = source if isinstance(source, DatasetSpec) else taxonomy_dataset(source)
     base = RetrievalConfig()
-    for name, value in spec.retrieval if spec is not None else ():
+    settings, where = (spec.retrieval, spec.source) if spec is not None else ((), None)
+    for name, value in settings:
         if name not in {f.name for f in fields(RetrievalConfig)}:
-            raise InputError("not a retrieval setting", path=spec.source, field=f"retrieval.{name}",
+            raise InputError("not a retrieval setting", path=where, field=f"retrieval.{name}",
                              fix=f"use {', '.join(f.name for f in fields(RetrievalConfig))}")
         problem = SETTING_RULES[name](value)
         if problem:
-            raise InputError(f"{problem}, got {shown(value)}", path=spec.source, field=f"retrieval.{name}")
+            raise InputError(f"{problem}, got {shown(value)}", path=where, field=f"retrieval.{name}")
         base = replace(base, **{name: value})
     if retriever != DEFAULT_RETRIEVER:
         base = replace(base, w_cov=0.0)
@@ -377,7 +380,7 @@ class ModelChoice:
 
     def describe(self) -> dict:
         """The model as a run stamp records it (the seed is the run's own, ``fhs.run.spec``)."""
-        described = {"backend": self.backend, "model": self.model, "structured": self.structured}
+        described: dict[str, Any] = {"backend": self.backend, "model": self.model, "structured": self.structured}
         if self.backend in ("openai", "vllm") and self.thinking_mode():
             described["thinking"] = True  # off (the paper) leaves the description as it always was
         if self.backend == ORACLE:

@@ -208,6 +208,7 @@ def run_processes(jobs: Sequence[RunJob], n_facts: int, processes: int | None = 
 
 
 def _compute_slice(bounds: tuple[int, int]) -> list:
+    assert _FORKED is not None  # set by _forked before the children fork
     tasks, compute = _FORKED
     return [item for task in tasks[bounds[0]:bounds[1]] for item in compute(task)]
 

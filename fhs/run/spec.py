@@ -152,16 +152,18 @@ class RunSpec:
         retriever: dict[str, Any] = {"kind": retriever_kind(ctx.retriever)}
         if retriever["kind"] != DEFAULT_RETRIEVER:
             retriever["model"] = self.dense_model
-        asked = self.asks_model
+        asked, model = self.asks_model, self.model
         if asked:
-            inputs["model"] = self.model.fingerprint()
+            if model is None:
+                raise ValueError(f"method {self.method!r} asks a model, and the run names none")
+            inputs["model"] = model.fingerprint()
         stamp: dict[str, Any] = {
             "stamp": STAMP_VERSION,
             "dataset": self.dataset,
             "method": self.method,
             "retriever": retriever,
             "retrieval": asdict(ctx.retriever.config),
-            "model": self.model.describe() if asked else None,
+            "model": model.describe() if asked and model is not None else None,
             "seed": self.seed if asked else None,
             "fhs_configuration": self.configuration if asked else None,
             "fhs": ctx.config.to_dict() if asked else None,
@@ -199,14 +201,18 @@ class RunSpec:
             raise ValueError("give a run either out_dir or root")
         choose(REFUSED, refused, "refused-facts policy")
         ctx = self.context(experiment)
-        if fresh and getattr(ctx, "ledger", None) is not None:  # a fresh run reuses no verdict, records its own
+        if fresh and ctx.ledger is not None:  # a fresh run reuses no verdict, records its own
             from fhs.method.ledger import RecordOnly
 
             ctx.ledger = RecordOnly(ctx.ledger)
         if sources is None and experiment.spec.source is not None:  # a spec file's dataset: where its files are
             sources = spec_sources(experiment.spec)
         stamp = self.stamp(experiment, ctx, sources)
-        path = Path(out_dir) if out_dir is not None else Path(root) / self.folder_name(stamp, experiment.spec)
+        if out_dir is not None:
+            path = Path(out_dir)
+        else:
+            assert root is not None  # exactly one of the two, checked above
+            path = Path(root) / self.folder_name(stamp, experiment.spec)
         return RunJob(facts, self.method, ctx, path, stamp=stamp, fresh=fresh, refused=refused,
                       retry_unusable=retry_unusable)
 

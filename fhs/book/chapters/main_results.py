@@ -74,7 +74,7 @@ def main_table(results: Results, oracle: Mapping[str, Run], datasets: Sequence[s
         row = {"dataset": shown, "method": "oracle (ceiling)", "facts": len(oracle[name].summaries)}
         for m in METRICS[:-1]:
             ci = oracle[name].interval(m, **interval)
-            row[m] = Estimate(oracle[name].metrics.get(m), ci.low, ci.high)
+            row[m] = Estimate(oracle[name].metrics[m], ci.low, ci.high)
         rows.append(row)
         if paper_evaluated(name):
             rows.append(paper_row(name, "oracle", "oracle (paper)"))

@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from fhs.book.across_runs import across, across_differences
+from fhs.book.across_runs import across, across_differences, across_reported
 from fhs.book.study import Run
 from fhs.paper import VERIFIER
 from fhs.run.evaluate import metrics, paired_difference
@@ -64,7 +64,7 @@ def arms_frame(with_verifier: Sequence[Run], without: Sequence[Run]) -> list[dic
         accuracy = [run.metrics.get("accuracy") for run in group]
         rows.append({"arm": label, "recall@1": across([run.metrics["recall@1"] for run in group]),
                      "mrr": across([run.metrics["mrr"] for run in group]),
-                     "accuracy": across(accuracy) if None not in accuracy else None})
+                     "accuracy": across_reported(accuracy)})
     return rows
 
 
