@@ -82,7 +82,7 @@ STAMP_BOOK := $(VENV)/.stamp-book
 STAMP_TEST := $(VENV)/.stamp-test
 STAMP_MODELS := $(VENV)/.stamp-models
 
-.PHONY: help book adapter-book data notebooks html check-offline check-browser test venv install-book install-test models clean distclean \
+.PHONY: help book adapter-book data notebooks html check-offline check-browser lint test venv install-book install-test models clean distclean \
 	vllm-server vllm-stop test-vllm rehearsal llama-wheel
 
 help: ## list targets and variables
@@ -123,8 +123,14 @@ check-browser: install-book ## open every built page of BOOK in headless Chromiu
 	@command -v "$$FHS_MK_CHROMIUM" >/dev/null 2>&1 || { echo "check-browser: no '$$FHS_MK_CHROMIUM' on PATH: install Debian's chromium (apt-get install chromium) or set CHROMIUM=/path/to/chromium" >&2; exit 2; }
 	$(RUN_PY) scripts/check_browser.py "$$FHS_MK_BOOK" --screenshots _build/browser --chromium "$$FHS_MK_CHROMIUM"
 
-test: install-test models ## check the layering (lint-imports), fetch what FHS_DATA lacks, then run the test suite
+# ruff, its formatter and mypy read their settings from pyproject.toml ([tool.ruff], [tool.mypy]).
+lint: install-test ## ruff (lint, format check) and mypy on fhs/, then the layering (lint-imports)
+	$(RUN_BIN)/ruff check fhs
+	$(RUN_BIN)/ruff format --check fhs
+	$(RUN_BIN)/mypy
 	$(RUN_BIN)/lint-imports
+
+test: lint models ## make lint, fetch what FHS_DATA lacks, then run the test suite
 	$(RUN_BIN)/fhs data fetch
 	$(WORDS) $(RUN_PY) -m pytest @FHS_MK_PYTEST_ARGS
 

@@ -1,5 +1,6 @@
 """Run a Makefile target for real, in a copy of the checkout's top whose environment holds stub programs
-that record how they were called: what a recipe passes, without installing or building anything."""
+that record how they were called: what a recipe passes, without installing or building anything.
+A stub fails (exit 1) where the test left a file ``fail-<program>`` beside the call log."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PROGRAMS = ("python", "fhs", "lint-imports", "jupyter-book")
+PROGRAMS = ("python", "fhs", "lint-imports", "jupyter-book", "ruff", "mypy")
 STUB = """#!{python}
 import json, os, sys
 args = sys.argv[1:]
@@ -20,6 +21,8 @@ if args and args[0].endswith("make_words.py"):  # the real splitter, which then 
     os.execv({python!r}, [{python!r}, *args])
 with open({log!r}, "a", encoding="utf-8") as handle:
     handle.write(json.dumps([os.path.basename(sys.argv[0]), *args]) + "\\n")
+if os.path.exists({fails!r} + os.path.basename(sys.argv[0])):
+    sys.exit(1)
 """
 
 
@@ -35,7 +38,7 @@ def checkout(tmp: Path) -> Path:
     (top / ".venv" / "bin").mkdir(parents=True)
     for program in PROGRAMS:
         path = top / ".venv" / "bin" / program
-        path.write_text(STUB.format(python=sys.executable, log=str(tmp / "calls.jsonl")))
+        path.write_text(STUB.format(python=sys.executable, log=str(tmp / "calls.jsonl"), fails=str(tmp / "fail-")))
         path.chmod(0o755)
     for stamp in (".stamp-book", ".stamp-test", ".stamp-models"):
         (top / ".venv" / stamp).touch()

@@ -211,3 +211,21 @@ def test_fast_vectors_of_another_model_stop_an_exact_ranking(tmp_path):
     shaken = retriever(tmp_path, fast_noise=1e-3)
     with pytest.raises(RuntimeError, match="allowance"):
         shaken.search("nausea and vomiting", exact=True)
+
+
+def _field(number: int, wire: int, payload: bytes | int) -> bytes:
+    """One protobuf field: a varint (wire 0) or length-delimited bytes (wire 2)."""
+    key = bytes([number << 3 | wire])
+    return key + (bytes([payload]) if isinstance(payload, int) else bytes([len(payload)]) + payload)
+
+
+def test_an_onnx_bytes_field_holding_a_number_is_refused(tmp_path):
+    from fhs.core.errors import InputError
+    from fhs.retrieval.onnx_tensors import read_graph
+
+    # a float tensor "w" of shape (0,) whose raw_data (field 9) is written as the number 0, not as bytes
+    tensor = _field(8, 2, b"w") + _field(1, 0, 0) + _field(2, 0, 1) + _field(9, 0, 0)
+    path = tmp_path / "model.onnx"
+    path.write_bytes(_field(7, 2, _field(5, 2, tensor)))
+    with pytest.raises(InputError, match="a bytes field holds a number"):
+        read_graph(path)

@@ -392,3 +392,8 @@ def test_the_plans_server_fields_hang_together(monkeypatch, capsys):
         assert total[key] == sum(row[key] for row in plan["rows"]) == sum(p[key] for p in plan["purposes"].values())
     assert server["prefill_days"] == pytest.approx(
         total["prompt_tokens"] * (1 - server["prefix_share"]) / server["prefill_tps"] / 86400, abs=0.011)
+
+
+def test_a_throughput_without_a_rate_says_so_when_described():
+    with pytest.raises(ValueError, match="needs a total rate"):
+        Throughput(total_tps=None, source="given").describe()

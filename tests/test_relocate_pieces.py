@@ -119,3 +119,14 @@ def test_the_facts_builder_writes_a_facts_file_fhs_run_reads(tmp_path, capsys):
     assert sorted(f.value for f in facts) == ["abdominal ultrasound", "sigmoid colon underwent a resection"]
     assert {f.metadata.get("gold_match") for f in facts} == {"prefix", None}
     assert '"found_by_pieces": 1' in capsys.readouterr().out
+
+
+def test_a_piece_found_as_pieces_is_refused_by_name():
+    from fhs.data.relocate.contract import Relocation, RelocationTask
+    from fhs.data.relocate.pieces import combine_pieces
+
+    task = RelocationTask("S1", "dolor toracico", "dolor toracico agudo", "acute chest pain", "sentence")
+    piece = Relocation("chest pain", None, None, "exact-pieces", "deterministic", "sentence",
+                       pieces=((6, 10), (11, 15)))
+    with pytest.raises(ValueError, match="found as exact-pieces"):
+        combine_pieces(task, [piece])

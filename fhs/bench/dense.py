@@ -1,6 +1,7 @@
 """``fhs bench retrieval --retriever dense|hybrid``: the dense index measured beside BM25 in one run.
 
-``fhs/bench/retrieval.py`` compares our BM25 with rank-bm25; this one prints, for BM25 and for the chosen retriever: index build time,
+``fhs/bench/retrieval.py`` compares our BM25 with rank-bm25; this one prints, for BM25 and for the chosen
+retriever: index build time,
 query latency (median and p95 over the dataset's direct queries, datatype
 filter on), resident memory added, and for dense the embedding throughput of
 a cold build (concepts/s over the whole taxonomy, in a throw-away cache so
@@ -96,9 +97,9 @@ def bench_dense(dataset: str, *, retriever: str = "dense", model: str | None = N
         if embed_limit is None:
             build_s = cold + build_s  # first build = embedding + the (cheap) partitioning
         result["index_cache"] = dense.build_info.get("cache")
-        chosen = dense if retriever == "dense" else HybridRetriever(taxonomy, replace(config, w_cov=0.0),
-                                                                    dense=dense, bm25=None)
+        chosen: DenseRetriever | HybridRetriever = dense
         if retriever == "hybrid":
+            chosen = HybridRetriever(taxonomy, replace(config, w_cov=0.0), dense=dense, bm25=None)
             chosen.bm25.warm_up()
         dense_latency = _latency(chosen, facts, queries)  # includes embedding each query (one at a time)
         result[retriever] = {

@@ -120,11 +120,10 @@ def bench_llm(datasets: Sequence[str], methods: Sequence[str], *, profile: str =
     ``cache=None`` measures with a fresh temporary response cache (every call
     reaches the model); a path reuses that cache (a warm-cache measurement).
     """
+    from fhs.core.errors import InputError
     from fhs.llm.backends import backend_named
     from fhs.llm.factory import make_llm
     from fhs.run.inputs import ModelChoice, load_experiment
-
-    from fhs.core.errors import InputError
 
     if facts < 1:  # zero facts would divide the time per fact by zero
         raise InputError(f"must be at least 1, got {facts}", field="facts", fix="measure at least one fact")

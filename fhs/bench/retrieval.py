@@ -14,13 +14,14 @@ from __future__ import annotations
 import math
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from fhs.core.errors import InputError, warn
 from fhs.core.text import tokenize
 from fhs.data.evidence import direct_query
-from fhs.retrieval.bm25 import BM25Index, top_k_order
+from fhs.retrieval.bm25 import BM25Index, Retriever, top_k_order
 
 
 def reference_bm25(documents, k1: float = 1.5, b: float = 0.75):
@@ -127,6 +128,7 @@ def bench_retrieval(dataset: str, *, data: str | Path | None = None, limit: int 
     numpy_model = bm25s_index(documents, "numpy")
     reference = timed_build("rank_bm25", lambda: reference_bm25(documents))
     full = experiment.retriever  # the deployed search: BM25 + Eq. 6 over the type-filtered pool
+    assert isinstance(full, Retriever)  # load_experiment's default retriever
     timed_build("deployed", full.warm_up)
     part = full.partition_for(datatype)
     bm25s_top_k(numba_model, queries[:2], k)  # compile bm25s's kernels outside the timing
@@ -135,7 +137,7 @@ def bench_retrieval(dataset: str, *, data: str | Path | None = None, limit: int 
     full.search_tokens_many(token_sets[:2], [datatype] * 2)
 
     runs: dict[str, list[float]] = {}
-    results: dict[str, list] = {}
+    results: dict[str, Any] = {}  # each scorer's lists, in its own form
 
     def timed(name, work):
         started = time.perf_counter()

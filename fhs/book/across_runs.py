@@ -19,6 +19,12 @@ def across(values: Sequence[float]) -> Estimate:
     return Estimate(float(np.mean(values)), std=float(np.std(values, ddof=1)) if len(values) > 1 else None)
 
 
+def across_reported(values: Sequence[float | None]) -> Estimate | None:
+    """:func:`across`, or None where a run reports no value (a metric some runs lack)."""
+    present = [v for v in values if v is not None]
+    return across(present) if len(present) == len(values) else None
+
+
 def across_differences(differences: Sequence) -> Estimate:
     """Paired differences, one per seeded run: one run's interval, or the mean ± std of several."""
     if len(differences) == 1:

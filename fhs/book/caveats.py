@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from fhs.data.facts import Fact
+from fhs.data.taxonomy import Taxonomy
 
 
 def interval_caveats(samples: Mapping[str, Sequence[Fact]]) -> list[str]:
@@ -31,7 +32,7 @@ def interval_caveats(samples: Mapping[str, Sequence[Fact]]) -> list[str]:
     return out
 
 
-def depth_caveats(samples: Mapping[str, Sequence[Fact]], taxonomies: Mapping[str, object]) -> list[str]:
+def depth_caveats(samples: Mapping[str, Sequence[Fact]], taxonomies: Mapping[str, Taxonomy]) -> list[str]:
     """A sentence for each dataset whose facts are searched among fewer than 200 concepts: a deep recall is
     1.0 by construction there (the datatype filter searches a fact's datatype group, or the whole taxonomy)."""
     out = []

@@ -315,7 +315,7 @@ def load_regression(chapter: str, directory: Path | None = None) -> Regression:
 
     expected: dict[str, dict[str, Expected]] = {}
     for profile, values in (raw.get("expected") or {}).items():
-        per_profile: dict[str, Expected] = {}
+        found: dict[str, Expected] = {}
         for name, entry in (values or {}).items():
             where = f"expected.{profile}.{name}"
             metric = metrics.get(str(name))
@@ -331,8 +331,8 @@ def load_regression(chapter: str, directory: Path | None = None) -> Regression:
             else:
                 value = _number(entry, path=path, field_name=where)
                 tolerance = metric.tolerance_for(str(profile))
-            per_profile[str(name)] = Expected(value, tolerance)
-        expected[str(profile)] = per_profile
+            found[str(name)] = Expected(value, tolerance)
+        expected[str(profile)] = found
 
     return Regression(
         chapter=str(raw.get("chapter", chapter)),

@@ -14,7 +14,8 @@ from fhs.run.summary import COST_FIELDS, record_cost
 
 def purpose_costs(records: Iterable[Mapping], purpose: str) -> tuple[dict[str, float], dict[str, float]]:
     """The cost of the calls *not* made for ``purpose`` and of those made for it, summed over records."""
-    others, chosen = dict.fromkeys(COST_FIELDS, 0), dict.fromkeys(COST_FIELDS, 0)
+    others: dict[str, float] = dict.fromkeys(COST_FIELDS, 0)
+    chosen: dict[str, float] = dict.fromkeys(COST_FIELDS, 0)
     for record in records:
         calls = record.get("llm_calls") or []
         for total, part in ((others, [c for c in calls if c["purpose"] != purpose]),

@@ -66,7 +66,7 @@ class RunLog:
     entries: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @classmethod
-    def load(cls, path: Path) -> "RunLog":
+    def load(cls, path: Path) -> RunLog:
         if path.is_file():
             try:
                 return cls(path, json.loads(path.read_text(encoding="utf-8")))
@@ -81,7 +81,7 @@ class RunLog:
 # ----------------------------------------------------------------------------- keys
 
 
-def _hash_files(paths: Iterable[Path], root: Path, digest: "hashlib._Hash") -> None:
+def _hash_files(paths: Iterable[Path], root: Path, digest: hashlib._Hash) -> None:
     for path in sorted(paths):
         digest.update(str(path.relative_to(root)).encode())
         digest.update(b"\0")
@@ -204,7 +204,7 @@ def declared_parameters(notebook) -> set[str]:
 
     for cell in notebook["cells"]:
         if "parameters" in cell.get("metadata", {}).get("tags", []):
-            names = set()
+            names: set[str] = set()
             for node in ast.parse(cell["source"]).body:
                 targets = []
                 if isinstance(node, ast.Assign):

@@ -136,12 +136,14 @@ def table_view(fact: Fact) -> dict[str, Any]:
     rows = [split_row(line) for line in fact.context.split("\n")]
     row_header = normalize_space(fact.row_header).casefold()
     hits = [(r, c) for r, cells in enumerate(rows) for c, cell in enumerate(cells) if _contains(cell, fact.value)]
-    labelled = [(r, c) for r, c in hits if rows[r][0].strip() and row_header.endswith(normalize_space(rows[r][0]).casefold())]
-    marked = (labelled or hits or [None])[0]
+    labelled = [(r, c) for r, c in hits
+                if rows[r][0].strip() and row_header.endswith(normalize_space(rows[r][0]).casefold())]
+    marked = next(iter(labelled or hits), None)
     width = max((len(cells) for cells in rows), default=0)
     return {
         "kind": "table",
-        "rows": [_aligned([{"text": cell, "marked": (r, c) == marked, "span": 1} for c, cell in enumerate(cells)], width)
+        "rows": [_aligned([{"text": cell, "marked": (r, c) == marked, "span": 1} for c, cell in enumerate(cells)],
+                          width)
                  for r, cells in enumerate(rows)],
         "found": marked is not None,
         "candidates": len(hits),
@@ -266,7 +268,8 @@ def decomposition(record: dict, beta: float, gold: set[str], taxonomy, head: int
     recorded = _items(record.get("final_scores"))
     rows = []
     for i, cid in enumerate(_items(record.get("ranking"))[:head]):
-        v = vbar.get(cid) if vbar.get(cid) is not None else (outside if outside is not None else 0.0)
+        found = vbar.get(cid)
+        v = found if found is not None else (outside if outside is not None else 0.0)
         s = s_tilde.get(cid)
         rows.append({**_candidate(cid, gold, taxonomy), "rank": i + 1, "s": s, "vbar": v,
                      "in_window": cid in vbar, "bonus": beta * v, "total": (s or 0.0) + beta * v,
@@ -307,7 +310,8 @@ def stage_view(run: LoadedRun, fact_id: str, head: int = HEAD) -> dict[str, Any]
                       "head": [_candidate(str(c), gold, taxonomy) for c in _items(ids)[:head]]}
                      for i, ids in enumerate(_items(record.get("rankings")))],
         "pool": None, "panels": [], "decomposition": [], "beta": beta,
-        "final": {"gold_rank": _gold_rank(ranking, gold), "head": [_candidate(c, gold, taxonomy) for c in ranking[:head]]},
+        "final": {"gold_rank": _gold_rank(ranking, gold),
+                  "head": [_candidate(c, gold, taxonomy) for c in ranking[:head]]},
         "selection": None,
     }
     if pool:
@@ -362,7 +366,8 @@ def write_explorer(run_dirs: list[str | Path], ids: list[str], out: str | Path, 
     """Render the page for ``ids`` across ``run_dirs`` (the first is the reference) and write it."""
     runs = [open_run(path, data) for path in run_dirs]
     if not ids:
-        raise InputError("no fact chosen", field="fact", fix=f"pass --fact ID; list ids with `fhs show {run_dirs[0]} --list`")
+        raise InputError("no fact chosen", field="fact",
+                         fix=f"pass --fact ID; list ids with `fhs show {run_dirs[0]} --list`")
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(out, render_page(runs, ids, title))

@@ -256,6 +256,8 @@ def pcs_inputs(root: Path = ROOT) -> tuple[Path, Path, Path]:
     _quiet([str(root / "scripts" / "pcs_spec.py"), "--out", str(work), "--domain", str(root / defaults["domain_file"]),
             "--lexicon", str(root / defaults["lexicon_file"])], root)
     spec = read_spec_file(work / "codiesp-p.yaml")
+    if spec.taxonomy_file is None or spec.facts_file is None:
+        raise ValueError(f"{work / 'codiesp-p.yaml'} names no concept file or no facts file")
     return spec.taxonomy_file, spec.facts_file, Path(spec.domain)
 
 
@@ -341,6 +343,9 @@ def plan_profile(profile: str, *, chapters: list[str] | None = None, sample: int
         summary["server"] = model_time(server, summary["purposes"], summary["total"], stats["prefix_share"])
         if calibrate:
             from fhs.plan.calibrate import calibrated_server
+
+            if base_url is None:  # the command line refuses --calibrate without --base-url
+                raise ValueError("calibrating measures a server: base_url names none")
 
             measured, probe = calibrated_server(server, base_url, chosen.model, counter, summary["purposes"],
                                                 summary["total"])

@@ -36,7 +36,7 @@ class Estimate:
         # a mean and its bootstrap's ends are summed in different orders: one context makes them equal but for
         # the last bit, which is not a contradiction
         slack = 1e-9 * max(1.0, abs(self.value))
-        if self.low is not None and not (self.low - slack <= self.value <= self.high + slack):
+        if self.low is not None and self.high is not None and not (self.low - slack <= self.value <= self.high + slack):
             raise ValueError(f"interval [{self.low}, {self.high}] does not contain {self.value}")
 
 
@@ -97,7 +97,7 @@ def ours_vs_paper(ours: Mapping[str, Any], paper: Mapping[str, float | None] | N
         reference = paper.get(name)
         gap = None if estimate is None or reference is None else estimate.value - reference
         inside: str = ""
-        if estimate is not None and reference is not None and estimate.low is not None:
+        if estimate is not None and reference is not None and estimate.low is not None and estimate.high is not None:
             inside = "yes" if estimate.low <= reference <= estimate.high else "no"
         rows.append({
             label: name,
@@ -120,7 +120,7 @@ def format_cell(value: Any, precision: int = 3) -> Any:
         return fmt_estimate(value, precision)
     if isinstance(value, bool) or value is None:
         return "" if value is None else value
-    if isinstance(value, int) or (hasattr(value, "dtype") and getattr(value, "dtype").kind in "iu"):
+    if isinstance(value, int) or (hasattr(value, "dtype") and value.dtype.kind in "iu"):
         return f"{int(value):,}"
     if isinstance(value, float):
         return "" if math.isnan(value) else f"{value:.{precision}f}"
@@ -340,7 +340,7 @@ def use_style() -> None:
     """Apply the book's figure style (one place, so every chapter's plots match)."""
     import matplotlib as mpl
 
-    mpl.rcParams.update(STYLE)
+    mpl.rcParams.update(STYLE)  # type: ignore[arg-type]  # the stubs list each key as a literal; matplotlib checks them
 
 
 def plot_ours_vs_paper(ours: Mapping[str, Any], paper: Mapping[str, float | None] | None = None,

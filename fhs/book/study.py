@@ -87,7 +87,7 @@ class Study:
     _experiments: dict[str, Experiment] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def for_profile(cls, name: str, root: str | Path = "runs", **kw) -> "Study":
+    def for_profile(cls, name: str, root: str | Path = "runs", **kw) -> Study:
         return cls(profile=get_profile(name), root=Path(root), **kw)
 
     def experiment(self, dataset: str) -> Experiment:
@@ -115,7 +115,8 @@ class Study:
         return sample_by_context(every, target, seed=seed)
 
     def has(self, dataset: str, need: str) -> bool:
-        """Whether a dataset has what a table needs (``fhs.run.dataset_offers.dataset_has``: "dev", "table", "text", ...)."""
+        """Whether a dataset has what a table needs (``fhs.run.dataset_offers.dataset_has``: "dev", "table",
+        "text", ...)."""
         return dataset_has(self.experiment(dataset), need)
 
     def seeds(self, runs: int | None = None) -> tuple[int, ...]:

@@ -22,7 +22,6 @@ from fhs.data.facts import Fact
 from fhs.data.taxonomy import Taxonomy
 from fhs.run.digests import facts_digest, taxonomy_digest
 
-
 _DATASETS_SEEN: dict[tuple[str, str], tuple[list[Fact], Taxonomy]] = {}
 
 
@@ -32,8 +31,9 @@ def vouched_inputs(config: dict, data, run_dir: Path | None = None) -> tuple[lis
     from fhs.data.datasets import DATASETS
     from fhs.run.inputs import load_experiment
 
-    stamped = config.get("inputs") if isinstance(config.get("inputs"), dict) else {}
-    sources = config.get("sources") if isinstance(config.get("sources"), dict) else {}
+    inputs, given = config.get("inputs"), config.get("sources")
+    stamped = inputs if isinstance(inputs, dict) else {}
+    sources = given if isinstance(given, dict) else {}
     if sources.get("facts"):
         return _own_files(_anchored(sources, run_dir), stamped, data)
     if config.get("dataset") in DATASETS:

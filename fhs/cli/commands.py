@@ -152,8 +152,8 @@ def cmd_run(args: argparse.Namespace) -> dict:
 
     from fhs.data.sampling import sample_by_context
     from fhs.data.taxonomies.ids import check_gold
-    from fhs.run.knobs import knob_overrides
     from fhs.run.inputs import ModelChoice
+    from fhs.run.knobs import knob_overrides
     from fhs.run.lock import LOCK_NAME
     from fhs.run.profiles import default_profile
     from fhs.run.records import STAMP_NAME
@@ -196,9 +196,10 @@ def cmd_run(args: argparse.Namespace) -> dict:
     facts = experiment.facts
     if args.limit is not None:
         facts = facts[: args.limit]
-    elif args.sample is not None or spec.model is not None:
-        facts = sample_by_context(facts, args.sample if args.sample is not None
-                                  else spec.model.profile.llm_sample_size(experiment.spec.name, len(facts)))
+    elif args.sample is not None:
+        facts = sample_by_context(facts, args.sample)
+    elif spec.model is not None:
+        facts = sample_by_context(facts, spec.model.profile.llm_sample_size(experiment.spec.name, len(facts)))
     if spec.model is not None or args.sample is not None or args.limit is not None:
         print(_facts_note(args, spec.model, len(facts), len(experiment.facts)), file=sys.stderr, flush=True)
     check_gold(facts, experiment.taxonomy, args.facts or experiment.spec.name)
@@ -211,7 +212,7 @@ def cmd_run(args: argparse.Namespace) -> dict:
                    "domain": args.domain or experiment.spec.domain}
     # a server profile's workers keep a server busy; the oracle and no model are one process's work
     asks_server = spec.model is not None and spec.model.answerer().gold is None
-    workers = args.workers or (spec.model.profile.workers if asks_server else 1)
+    workers = args.workers or (spec.model.profile.workers if spec.model is not None and asks_server else 1)
     try:
         outcome = spec.execute(experiment, facts, out_dir=args.out, fresh=args.fresh, refused=args.refused,
                                sources=sources, retry_unusable=args.retry_unusable, workers=workers,
@@ -432,7 +433,6 @@ def cmd_plan(args: argparse.Namespace) -> dict:
             raise InputError(str(error), field=f"set {name}", fix="see fhs/method/config.py for the knob's range") \
                 from None
     from fhs.book.manifest import dataset_parameters
-
     from fhs.plan.server import ServerError
 
     try:

@@ -16,8 +16,14 @@ from fhs.data.datasets import DATASETS
 from fhs.data.domain import available_domains
 from fhs.data.taxonomies import TAXONOMIES
 from fhs.llm.backends import ENGINES, ORACLE
-from fhs.llm.openai import (DEFAULT_BACKOFF_S, DEFAULT_GIVE_UP_S, DEFAULT_REQUEST_TIMEOUT_S, MAX_BACKOFF_S, MAX_WAIT_S,
-                            STRUCTURED_MODES)
+from fhs.llm.openai import (
+    DEFAULT_BACKOFF_S,
+    DEFAULT_GIVE_UP_S,
+    DEFAULT_REQUEST_TIMEOUT_S,
+    MAX_BACKOFF_S,
+    MAX_WAIT_S,
+    STRUCTURED_MODES,
+)
 from fhs.method.config import DEFAULT_CONFIG, NAMED_CONFIGS
 from fhs.method.registry import METHODS
 from fhs.retrieval.encoders import DEFAULT_MODEL, MODELS
@@ -25,7 +31,6 @@ from fhs.retrieval.kinds import DEFAULT_RETRIEVER, RETRIEVERS
 from fhs.run.evaluate import MISS, REFUSED
 from fhs.run.knobs import FUSION, NORMALISE, RENDER, SELECTOR_LAYOUT, WINDOW
 from fhs.run.profiles import PROFILES
-
 
 MIN_TOKENS_PER_S = 0.01  # fhs plan: a slower rate plans a run no one would wait for
 COMMAND_LINE = "The fhs command line: run a method on a dataset, check a domain file, or benchmark retrieval."
@@ -47,7 +52,8 @@ def _add_data_args(parser: argparse.ArgumentParser | argparse._ArgumentGroup, ow
                             help=f"with --facts: a built-in taxonomy by name ({names(TAXONOMIES)}) or your own "
                                  "concept file (JSONL/CSV/TSV with id, label[, definition, datatype])")
         parser.add_argument("--domain", default=None,
-                            help=f"dimension set for LLM methods: {', '.join(available_domains())} or a domain YAML file")
+                            help=f"dimension set for LLM methods: {', '.join(available_domains())} "
+                                 "or a domain YAML file")
     parser.add_argument("--data", default=None, help="data directory (default: $FHS_DATA)")
     parser.add_argument("--limit", type=_positive_int("limit"), default=None, help="use only the first N facts")
     parser.add_argument("--retriever", choices=list(RETRIEVERS), default=DEFAULT_RETRIEVER,
@@ -147,7 +153,8 @@ def build_parser() -> argparse.ArgumentParser:
     method.add_argument("--seed", type=int, default=0, help="sampling seed (each hypothesis j samples with its own)")
     knobs = run.add_argument_group("FHS knobs", "each a configuration of the one FHS code path; a variant that "
                                    "changes only these replays cached hypotheses and verdicts")
-    knobs.add_argument("--beta", type=_weight("beta"), default=None, help="verifier weight beta of Eq. 3 (default 0.6; 0 = no verifier)")
+    knobs.add_argument("--beta", type=_weight("beta"), default=None,
+                       help="verifier weight beta of Eq. 3 (default 0.6; 0 = no verifier)")
     knobs.add_argument("--j", type=_positive_int("j"), default=None, help="hypotheses sampled per fact, J (default 2)")
     knobs.add_argument("--fusion", choices=list(FUSION), default=None, help="RRF over the rankings: summed (paper) or mean")
     add_renamed(knobs, "--normalize", "--normalise", choices=list(NORMALISE), default=None,
@@ -236,11 +243,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     bench = commands.add_parser("bench", help="benchmarks that print ratios measured side by side")
     bench.add_argument("what", choices=["retrieval", "llm"],
-                       help="retrieval (ours against rank-bm25, or dense/hybrid beside BM25); llm (model cost per method)")
+                       help="retrieval (ours against rank-bm25, or dense/hybrid beside BM25); "
+                            "llm (model cost per method)")
     bench.add_argument("--dataset", action="append", default=None,
                        help=f"{names(DATASETS)}; repeat for several (llm: default fincl and codiesp)")
     bench.add_argument("--data", default=None, help="data directory (default: $FHS_DATA)")
-    bench.add_argument("--limit", type=_positive_int("limit"), default=None, help="retrieval: use only the first N facts")
+    bench.add_argument("--limit", type=_positive_int("limit"), default=None,
+                       help="retrieval: use only the first N facts")
     bench.add_argument("--queries", type=_positive_int("queries"), default=None,
                        help="retrieval: queries timed (default 2000 for bm25, 200 for dense and hybrid)")
     bench.add_argument("--reference-queries", type=int, default=50, help="queries timed for rank-bm25")
@@ -331,7 +340,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     facts = commands.add_parser("facts", help="located facts from your own sources")
     facts_commands = facts.add_subparsers(dest="facts_command", required=True)
-    from_ixbrl = facts_commands.add_parser("from-ixbrl", help="the located facts of inline-XBRL filings (.htm or .htm.gz)")
+    from_ixbrl = facts_commands.add_parser("from-ixbrl",
+                                           help="the located facts of inline-XBRL filings (.htm or .htm.gz)")
     from_ixbrl.add_argument("filings", nargs="+", help="one or more inline-XBRL filings")
     from_ixbrl.add_argument("--out", required=True, help="the facts file (JSONL), for `fhs run --facts`")
     from_ixbrl.add_argument("--taxonomy", default="us-gaap-2024",

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Mapping
-from pathlib import Path
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -20,7 +20,7 @@ class InputError(ValueError):
         self,
         problem: str,
         *,
-        path: str | Path | None = None,
+        path: str | os.PathLike[str] | None = None,
         line: int | None = None,
         field: str | None = None,
         fix: str | None = None,

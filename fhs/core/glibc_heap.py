@@ -18,7 +18,6 @@ import ctypes.util
 from collections.abc import Mapping
 from functools import lru_cache
 
-
 # glibc's mallopt parameter for the most arenas it creates (malloc.h)
 M_ARENA_MAX = -8
 # glibc's tunable that leaves each thread without a cache of freed blocks (tcache), read at start

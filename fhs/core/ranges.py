@@ -28,7 +28,7 @@ def count_problem(value: object, minimum: int = 1) -> str | None:
     """A count: a whole number of at least ``minimum``."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         return "expected a whole number"
-    return None if value >= minimum else f"must be at least {minimum}"
+    return None if int(value) >= minimum else f"must be at least {minimum}"
 
 
 def switch_problem(value: object) -> str | None:

@@ -13,15 +13,15 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from fhs.core.errors import InputError, shown
-from fhs.core.yamlfile import read_yaml_file
 from fhs.core.text import camel_split, normalize_token, token_set, tokenize
+from fhs.core.yamlfile import read_yaml_file
 from fhs.data.taxonomy import Concept
 
 DOMAINS_DIR = Path(__file__).resolve().parent / "domains"
@@ -61,7 +61,7 @@ class Phrase:
     words: frozenset[str] = frozenset()
 
     @classmethod
-    def of(cls, text: str) -> "Phrase":
+    def of(cls, text: str) -> Phrase:
         words = text.lower().split()
         pattern = re.compile(r"(?<![a-z0-9])" + r"\s+".join(map(re.escape, words)) + r"(?![a-z0-9])")
         # A phrase with function words ("with complications") must occur verbatim:
@@ -177,7 +177,7 @@ def load_domain(name_or_path: str | Path) -> Domain:
     return _load_domain_file(str(domain_path(name_or_path)))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _load_domain_file(path_text: str) -> Domain:
     path = Path(path_text)
     if not path.is_file():
@@ -237,7 +237,8 @@ def domain_from_dict(data: Any, *, path: str | Path | None = None) -> Domain:
         reader.mapping(item, where)
         name = reader.text(reader.get(item, "name", where), f"{where}.name")
         if not _DIMENSION_NAME.fullmatch(name):
-            raise InputError(f"dimension names are upper-case identifiers, got {shown(name)}", path=path, field=f"{where}.name")
+            raise InputError(f"dimension names are upper-case identifiers, got {shown(name)}", path=path,
+                             field=f"{where}.name")
         if name in {d.name for d in dimensions}:
             raise InputError(f"duplicate dimension {name!r}", path=path, field=f"{where}.name")
         gloss = reader.text(reader.get(item, "gloss", where), f"{where}.gloss")
@@ -253,7 +254,8 @@ def domain_from_dict(data: Any, *, path: str | Path | None = None) -> Domain:
         operators.append(Operator(reader.text(reader.get(item, "name", where), f"{where}.name"),
                                   reader.text(reader.get(item, "gloss", where), f"{where}.gloss")))
     if not operators or "direct_label" not in {o.name for o in operators}:
-        raise InputError("the operator list must include direct_label (the parser's default)", path=path, field="operators")
+        raise InputError("the operator list must include direct_label (the parser's default)", path=path,
+                         field="operators")
 
     profile: list[ProfileDimension] = []
     profile_raw = data.get("profile", {}) or {}

@@ -26,7 +26,7 @@ MODALITIES = ("table", "text")
 GOLD_MATCHES = ("exact", "prefix")
 
 
-def gold_match_of(fact: "Fact") -> str:
+def gold_match_of(fact: Fact) -> str:
     """The fact's gold-match rule (``GOLD_MATCHES``); ``exact`` unless its metadata says otherwise."""
     return str((fact.metadata or {}).get("gold_match") or "exact")
 

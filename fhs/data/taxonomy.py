@@ -106,5 +106,5 @@ class Taxonomy:
         return list(dict.fromkeys(concept.datatype for concept in self.concepts))
 
     @classmethod
-    def from_concepts(cls, name: str, concepts: Iterable[Concept]) -> "Taxonomy":
+    def from_concepts(cls, name: str, concepts: Iterable[Concept]) -> Taxonomy:
         return cls(name=name, concepts=tuple(concepts))

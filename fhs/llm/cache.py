@@ -17,7 +17,6 @@ from fhs.core.errors import InputError
 from fhs.llm.contract import BackendError, CallStats, Request, Response, cache_key
 from fhs.llm.jsonout import MAX_REPLY_CHARS
 
-
 _SCHEMA_SQL = """
 CREATE TABLE IF NOT EXISTS responses (
     key TEXT PRIMARY KEY,
@@ -82,7 +81,7 @@ def _guarded(method: Callable) -> Callable:
     """The method with every SQLite error turned into :func:`cache_error`'s one line."""
 
     @functools.wraps(method)
-    def guarded(self: "ResponseCache", *args: Any, **kwargs: Any) -> Any:
+    def guarded(self: ResponseCache, *args: Any, **kwargs: Any) -> Any:
         try:
             return method(self, *args, **kwargs)
         except sqlite3.DatabaseError as error:
@@ -312,7 +311,7 @@ class CachedLLM:
             results.append(answer if key not in made or index == first_index[key] else replace(answer, cached=True))
         return results
 
-    def _claim(self, keys: Sequence[str]) -> tuple[dict[str, "_Flight"], dict[str, "_Flight"]]:
+    def _claim(self, keys: Sequence[str]) -> tuple[dict[str, _Flight], dict[str, _Flight]]:
         """Single flight: the keys this caller asks the backend for, and those another caller is asking now."""
         lead: dict[str, _Flight] = {}
         follow: dict[str, _Flight] = {}
@@ -324,7 +323,7 @@ class CachedLLM:
                     lead[key] = self._flights[key] = _Flight()
         return lead, follow
 
-    def _land(self, flights: Mapping[str, "_Flight"], answers: Mapping[str, Response]) -> None:
+    def _land(self, flights: Mapping[str, _Flight], answers: Mapping[str, Response]) -> None:
         """Hand this caller's flights their answers (none: the request failed) and retire them."""
         with self._flights_lock:
             mine = [(key, flight) for key, flight in flights.items() if self._flights.get(key) is flight]

@@ -58,7 +58,9 @@ def strip_fences(text: str) -> str:
     start = text.find("```")
     if start < 0:
         return text
-    body = _FENCE_INFO.match(text, start + 3).end()  # the info string (``json``) and its line end
+    info = _FENCE_INFO.match(text, start + 3)  # the info string (``json``) and its line end
+    assert info is not None  # the pattern matches the empty string too
+    body = info.end()
     end = text.find("```", body)
     if end >= 0:
         return text[body:end]

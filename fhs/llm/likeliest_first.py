@@ -59,7 +59,8 @@ def likeliest_first(llama_cpp: Any, grammar: Any, enough: Enough, candidates: in
         if size <= 2 * candidates or array.sorted:
             return
         address = ctypes.addressof(array.data.contents)
-        data = np.frombuffer((ctypes.c_byte * (size * _TOKEN_DATA.itemsize)).from_address(address), _TOKEN_DATA)
+        buffer = (ctypes.c_byte * (size * _TOKEN_DATA.itemsize)).from_address(address)
+        data = np.frombuffer(buffer, _TOKEN_DATA)  # type: ignore[call-overload]  # a ctypes array is a buffer
         logits = data["logit"]
         floor = float(np.partition(logits, size - candidates)[size - candidates])
         subset = data[np.flatnonzero(logits >= floor)]  # a copy, in the array's (token-id) order

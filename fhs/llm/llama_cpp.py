@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import importlib
-import os
 import json
+import os
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -16,7 +16,6 @@ from fhs.llm.contract import BackendError, Request, Response, as_json_types, cha
 from fhs.llm.kv_states import PromptStates
 from fhs.llm.likeliest_first import install as install_likeliest_first
 from fhs.llm.models import MODELS
-
 
 _CPU_EXTRA_HINT = "install the cpu extra: pip install 'llama-cpp-python[server]==0.3.36'"
 _LOOSE_STRING_CHAR = r'[^"\\]'
@@ -150,11 +149,11 @@ class LlamaCppBackend:
         self._grammars: dict[str, Any] = {}
         self.states = PromptStates(self._llm, llama_cpp, kv_states) if kv_states > 0 else None
         if self.states is not None:
-            generate = self._llm.generate
+            generate, states = self._llm.generate, self.states
 
             def restoring(tokens: Sequence[int], *args: Any, **kwargs: Any) -> Any:
                 # the exact prompt tokens, just before llama.cpp matches them against its cache
-                self.states.restore_for(tokens)
+                states.restore_for(tokens)
                 return generate(tokens, *args, **kwargs)
 
             self._llm.generate = restoring

@@ -17,11 +17,9 @@ from typing import Any
 
 from fhs.core.errors import InputError, warn
 from fhs.core.urls import public_url, scrub, server_url
-from fhs.llm.contract import (BackendError, Request, RequestRefused, Response, as_json_types, chat_messages,
-                              derive_seed)
+from fhs.llm.contract import BackendError, Request, RequestRefused, Response, as_json_types, chat_messages, derive_seed
 from fhs.llm.inflight import DEFAULT_MAX_IN_FLIGHT, BackgroundLoop, check_in_flight, server_gate
 from fhs.llm.llama_cpp import json_schema_grammar
-
 
 # --- OpenAI-compatible HTTP (vllm serve, llama.cpp server, any compatible endpoint) -------
 
@@ -284,7 +282,7 @@ class OpenAIBackend:
                 (0.5 + self._jitter.random() / 2)
             await asyncio.sleep(min(wait, self.give_up_s - quiet))
 
-    async def _attempt(self, post: Any, began: float) -> "_Reply":
+    async def _attempt(self, post: Any, began: float) -> _Reply:
         """One attempt, cut at its own deadline (``timeout``) or at the give-up time, whichever comes first.
 
         The give-up time moves with the backend's last success, so it is read again while the attempt
@@ -326,7 +324,7 @@ class OpenAIBackend:
             )
         return BackendError(f"the model server at {where} kept failing after {tries} tries ({last_problem})")
 
-    async def _post(self, client: Any, url: str, body: Mapping[str, Any], headers: Mapping[str, str]) -> "_Reply":
+    async def _post(self, client: Any, url: str, body: Mapping[str, Any], headers: Mapping[str, str]) -> _Reply:
         """POST and read the body, at most ``MAX_REPLY_BYTES`` of it (``_attempt`` bounds the time)."""
         async with client.stream("POST", url, json=body, headers=headers) as reply:
             declared = reply.headers.get("content-length", "")
@@ -344,7 +342,7 @@ class OpenAIBackend:
         return RequestRefused(f"{self._shown[url]} sent a reply over the limit of {MAX_REPLY_BYTES:,} bytes on one "
                               f"answer ({how}): no stage reads a reply that long; check the server's max_tokens")
 
-    def _response(self, url: str, reply: "_Reply", seconds: float) -> Response:
+    def _response(self, url: str, reply: _Reply, seconds: float) -> Response:
         """The answer in ``reply`` (``url`` as shown); a reply that holds no answer text is refused, never cached."""
         try:
             data = json.loads(reply.content)

@@ -70,7 +70,7 @@ class OracleNoise:
             object.__setattr__(self, name, float(value))
 
     @classmethod
-    def parse(cls, text: str | None) -> "OracleNoise":
+    def parse(cls, text: str | None) -> OracleNoise:
         """``"hypotheses=P,verdicts=Q"`` (either may be left out; empty or None is no noise)."""
         given: dict[str, float] = {}
         for part in (text or "").split(","):

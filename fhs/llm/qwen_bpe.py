@@ -36,7 +36,9 @@ def _byte_chars() -> list[str]:
 
 def _class(prefix: str) -> str:
     """A regex character class body of every code point whose Unicode category starts with ``prefix``."""
-    ranges, start, last = [], None, None
+    ranges: list[tuple[int, int]] = []
+    start: int | None = None
+    last = 0
     for code in range(sys.maxunicode + 1):
         if unicodedata.category(chr(code)).startswith(prefix):
             if start is None:

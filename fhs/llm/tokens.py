@@ -94,7 +94,7 @@ class QwenVocab:
     def count(self, text: str) -> int:
         return self._tokens(text)[1] if text else 0
 
-    def _tokens(self, text: str) -> tuple[object, int]:
+    def _tokens(self, text: str) -> tuple[Any, int]:  # a ctypes array of llama_token
         """llama.cpp's tokenizer called directly, into a buffer of one slot a byte (every token is
         a byte or more): ``Llama.tokenize`` zeroes a buffer of the model's whole context (32,768
         slots) on every call, which made up most of a selector prompt's count."""

@@ -10,7 +10,6 @@ from typing import Any
 from fhs.llm.batching import BatchCollector
 from fhs.llm.contract import BackendError, Request, Response, as_json_types, chat_messages, derive_seed
 
-
 PAPER_VLLM_ENGINE_ARGS: dict[str, Any] = {
     "dtype": "bfloat16",
     "tensor_parallel_size": 1,

@@ -148,7 +148,8 @@ class FHSConfig:
         check("selector_layout", SELECTOR_LAYOUTS)
         object.__setattr__(self, "renderings", tuple(self.renderings))
         if not self.renderings or any(r not in RENDERINGS for r in self.renderings):
-            raise ValueError(f"FHSConfig.renderings must be a non-empty subset of {RENDERINGS}, got {self.renderings!r}")
+            raise ValueError(f"FHSConfig.renderings must be a non-empty subset of {RENDERINGS}, "
+                             f"got {self.renderings!r}")
         for name in ("num_hypotheses", "k", "kappa", "k_v", "scan", "selector_candidates",
                      "generator_prompt_tokens", "verifier_prompt_tokens", "selector_prompt_tokens"):
             if isinstance(getattr(self, name), bool) or not isinstance(getattr(self, name), numbers.Integral):
@@ -167,25 +168,25 @@ class FHSConfig:
 
     # ---- named configurations -------------------------------------------------
     @classmethod
-    def fhs(cls, **overrides: Any) -> "FHSConfig":
+    def fhs(cls, **overrides: Any) -> FHSConfig:
         """The deployed method: J=2 sampled hypotheses, dual rendering, verifier, selector."""
         return cls(**overrides)
 
     @classmethod
-    def structured(cls, **overrides: Any) -> "FHSConfig":
+    def structured(cls, **overrides: Any) -> FHSConfig:
         """One-pass structured grounding over the defaults (:data:`STRUCTURED`), then ``overrides``."""
         return cls(**{**STRUCTURED, **overrides})
 
-    def as_structured(self) -> "FHSConfig":
+    def as_structured(self) -> FHSConfig:
         """This configuration as one-pass structured grounding (its budgets kept; :data:`STRUCTURED`)."""
         return self.replace(**STRUCTURED)
 
     @classmethod
-    def named(cls, name: str, **overrides: Any) -> "FHSConfig":
+    def named(cls, name: str, **overrides: Any) -> FHSConfig:
         """A named configuration from ``NAMED_CONFIGS`` over the defaults, then ``overrides``."""
         return cls().with_named(name).replace(**overrides)
 
-    def with_named(self, name: str) -> "FHSConfig":
+    def with_named(self, name: str) -> FHSConfig:
         """This configuration with a named configuration's settings on top (budgets are kept)."""
         return self.replace(**choose(NAMED_CONFIGS, name, "FHS configuration").settings)
 
@@ -195,7 +196,7 @@ class FHSConfig:
         """The verifier runs only when its weight can change the order."""
         return self.beta > 0
 
-    def replace(self, **changes: Any) -> "FHSConfig":
+    def replace(self, **changes: Any) -> FHSConfig:
         return dataclasses.replace(self, **changes)
 
     def retrieval_config(self, base: RetrievalConfig | None = None) -> RetrievalConfig:
@@ -208,7 +209,7 @@ class FHSConfig:
         return record
 
     @classmethod
-    def from_dict(cls, record: Mapping[str, Any]) -> "FHSConfig":
+    def from_dict(cls, record: Mapping[str, Any]) -> FHSConfig:
         """Build from a plain mapping (e.g. a papermill parameter); unknown keys are an error."""
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(record) - names)

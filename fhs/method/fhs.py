@@ -23,11 +23,26 @@ from fhs.data.taxonomy import Taxonomy
 from fhs.llm.contract import LLM
 from fhs.method.config import FHSConfig
 from fhs.method.context import MethodContext, call_record
-from fhs.method.hypotheses import (Hypothesis, RenderedQuery, fallback_hypothesis, generate_hypotheses,
-                                   parse_hypothesis, queries_for)
+from fhs.method.hypotheses import (
+    Hypothesis,
+    RenderedQuery,
+    fallback_hypothesis,
+    generate_hypotheses,
+    parse_hypothesis,
+    queries_for,
+)
 from fhs.method.selector import select
-from fhs.method.verifier import (Entry, Judged, KnownVerdicts, Verification, Window, build_window, read_verdicts,
-                                 score_pool, verifier_request)
+from fhs.method.verifier import (
+    Entry,
+    Judged,
+    KnownVerdicts,
+    Verification,
+    Window,
+    build_window,
+    read_verdicts,
+    score_pool,
+    verifier_request,
+)
 from fhs.retrieval.bm25 import Ranking
 from fhs.retrieval.fusion import FusedPool, fuse
 from fhs.retrieval.kinds import Searcher

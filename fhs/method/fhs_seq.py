@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fhs.data.facts import Fact
-from fhs.method.config import FILLS, FHSConfig
+from fhs.method.config import FILLS
 from fhs.method.context import MethodContext, call_record, with_selector
 from fhs.method.fhs import retrieve, verify_pool
 from fhs.method.hypotheses import generate_hypotheses, parse_hypothesis, queries_for
@@ -65,7 +65,7 @@ class SeqConfig:
             raise ValueError(f"SeqConfig.final must be one of {FINALS}, got {self.final!r}")
 
     @classmethod
-    def from_options(cls, options: Mapping[str, Any]) -> "SeqConfig":
+    def from_options(cls, options: Mapping[str, Any]) -> SeqConfig:
         """From a method context's options: ``seq_max_rounds``, ``seq_fill``, ``seq_final``."""
         return cls(max_rounds=int(options.get("seq_max_rounds", 4)), fill=options.get("seq_fill"),
                    final=str(options.get("seq_final", "verifier")))

@@ -22,8 +22,16 @@ from fhs.data.facts import Fact
 from fhs.llm.contract import LLM, Request, Response
 from fhs.llm.jsonout import parse_object
 from fhs.method.config import FHSConfig
-from fhs.method.prompting import (DEFAULT_ORDER, Budget, Fitted, context_ladder, fact_messages, fit_to_budget,
-                                  last_resort, render)
+from fhs.method.prompting import (
+    DEFAULT_ORDER,
+    Budget,
+    Fitted,
+    context_ladder,
+    fact_messages,
+    fit_to_budget,
+    last_resort,
+    render,
+)
 
 UNRESOLVED = "UNRESOLVED"
 DEFAULT_DIMENSIONS = ("FAMILY", "ROLE", "EVENT", "QUALIFIER", "SCOPE", "TEMPORAL")
@@ -168,7 +176,8 @@ def render_definition(hypothesis: Hypothesis) -> str:
     return " ".join(value for _, value in hypothesis.dimensions if not is_unresolved(value))
 
 
-def queries_for(fact: Fact, hypothesis: Hypothesis, config: FHSConfig, hypothesis_index: int = 0) -> list[RenderedQuery]:
+def queries_for(fact: Fact, hypothesis: Hypothesis, config: FHSConfig,
+                hypothesis_index: int = 0) -> list[RenderedQuery]:
     """The queries one hypothesis issues, with the prefix and modality rules applied.
 
     Tables: definition form, then label form if it is non-empty. Text: the
@@ -261,7 +270,8 @@ def hypothesis_requests(fact: Fact, config: FHSConfig, domain: Domain) -> list[R
     ]
 
 
-def generate_hypotheses(fact: Fact, llm: LLM, config: FHSConfig, domain: Domain) -> tuple[list[Hypothesis], list[tuple[Request, Response]]]:
+def generate_hypotheses(fact: Fact, llm: LLM, config: FHSConfig,
+                        domain: Domain) -> tuple[list[Hypothesis], list[tuple[Request, Response]]]:
     """Sample J hypotheses (one batch), retry each failed sample once, drop what still fails.
 
     A sample fails when its reply does not parse or was cut at ``max_tokens``.
@@ -301,7 +311,8 @@ def _parser(domain: Domain):
     return lambda text: parse_hypothesis(text, names, operators)
 
 
-def hypotheses_from_records(records: Sequence[Mapping[str, Any]], dimensions: Sequence[str] = DEFAULT_DIMENSIONS) -> list[Hypothesis]:
+def hypotheses_from_records(records: Sequence[Mapping[str, Any]],
+                            dimensions: Sequence[str] = DEFAULT_DIMENSIONS) -> list[Hypothesis]:
     """Rebuild hypotheses from ``Hypothesis.to_dict`` records (to replay a logged run)."""
     result = []
     for record in records:

@@ -52,7 +52,8 @@ def run_parallel(fact: Fact, ctx: MethodContext, *, instructed: bool, method: st
         query = search_query(fact, reading(values), ctx.retriever)
         rounds.append({"sample": j, "reading": reading(values), **query.to_dict(), "_ranking": query.ranking})
     pool = fuse_rankings([r.pop("_ranking") for r in rounds], ctx.config)
-    return with_selector(fact, ctx, final_record(pool, calls, rounds=rounds, wording="instructed" if instructed else "plain"))
+    wording = "instructed" if instructed else "plain"
+    return with_selector(fact, ctx, final_record(pool, calls, rounds=rounds, wording=wording))
 
 
 def parallel(fact: Fact, ctx: MethodContext) -> dict:

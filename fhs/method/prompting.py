@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from string import Template
 from typing import Any
@@ -52,7 +52,7 @@ def template_path(name: str, order: str = DEFAULT_ORDER) -> Path:
     return own if order == "evidence-first" and own.is_file() else PROMPTS_DIR / f"{name}.txt"
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_template(name: str, order: str = DEFAULT_ORDER) -> Template:
     """The template ``fhs/method/prompts/<name>.txt`` (see ``template_path``)."""
     return Template(template_path(name, order).read_text(encoding="utf-8"))

@@ -42,8 +42,9 @@ def refine(fact: Fact, ctx: MethodContext, *, method: str, next_request: NextReq
     records: list[dict[str, Any]] = []
     rankings = []
     previous, last = NO_READING, None
+    shown: dict[str, Any]
     for k in range(1, rounds + 1):
-        if k == 1:
+        if last is None:  # the first round
             request, shown = free_text_request(fact, domain, ctx.config, purpose=method), {}
             (values,) = calls.ask(llm, [request], ("query",), required="query")
         else:

@@ -24,7 +24,6 @@ from fhs.method.parallel_verified import parallel_verified
 from fhs.method.self_refine import self_refine
 from fhs.method.structured import structured
 
-
 METHODS: dict[str, Method] = {
     "direct": direct,
     "direct-located": direct_located,  # an addition: headers or sentence, not the whole context (deviations.md)

@@ -16,14 +16,22 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fhs.data.evidence import evidence_block
 from fhs.data.domain import Domain
+from fhs.data.evidence import evidence_block
 from fhs.data.facts import Fact
 from fhs.data.taxonomy import Taxonomy
 from fhs.llm.contract import Request
 from fhs.method.config import FHSConfig
 from fhs.method.hypotheses import CONTEXT_LADDER, Hypothesis, hypothesis_schema, parse_hypothesis
-from fhs.method.prompting import DEFAULT_ORDER, Budget, context_ladder, fact_messages, fit_to_budget, last_resort, render
+from fhs.method.prompting import (
+    DEFAULT_ORDER,
+    Budget,
+    context_ladder,
+    fact_messages,
+    fit_to_budget,
+    last_resort,
+    render,
+)
 from fhs.method.verifier import concept_or_stub
 
 PURPOSE = "revision"

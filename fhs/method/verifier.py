@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from statistics import fmean
 from typing import Any, Protocol
 
-from fhs.data.domain import Domain, CategoryProfile
+from fhs.data.domain import CategoryProfile, Domain
 from fhs.data.evidence import evidence_block
 from fhs.data.facts import Fact
 from fhs.data.taxonomy import Concept, Taxonomy
@@ -45,8 +45,16 @@ from fhs.llm.contract import LLM, Request
 from fhs.llm.jsonout import MAX_REPLY_CHARS, parse_array, parse_object
 from fhs.method.config import FHSConfig
 from fhs.method.hypotheses import Hypothesis
-from fhs.method.prompting import (DEFAULT_ORDER, Budget, clip, context_ladder, fact_messages, fit_to_budget,
-                                  last_resort, render)
+from fhs.method.prompting import (
+    DEFAULT_ORDER,
+    Budget,
+    clip,
+    context_ladder,
+    fact_messages,
+    fit_to_budget,
+    last_resort,
+    render,
+)
 from fhs.retrieval.bm25 import Ranking
 from fhs.retrieval.fusion import FusedPool
 
@@ -259,10 +267,11 @@ class Verdicts:
         return {dim: _NAMES[value] for dim, value in self.rulings}
 
     @classmethod
-    def from_dict(cls, candidate_id: str, entry: Mapping[str, str], dimensions: Sequence[str]) -> "Verdicts":
+    def from_dict(cls, candidate_id: str, entry: Mapping[str, str], dimensions: Sequence[str]) -> Verdicts:
         """Back from ``to_dict`` (a record's or the verdict ledger's entry); a missing dimension abstains."""
         values = {name: value for value, name in _NAMES.items()}
-        return cls(id=candidate_id, rulings=tuple((name, values.get(entry.get(name, "abstain"))) for name in dimensions))
+        return cls(id=candidate_id,
+                   rulings=tuple((name, values.get(entry.get(name, "abstain"))) for name in dimensions))
 
 
 _NAMES = {True: "support", False: "contradict", None: "abstain"}
@@ -353,13 +362,15 @@ def read_verdicts(text: str, window_ids: Sequence[str],
                     break
         if cid is None or cid in result:
             continue
-        block = entry.get("dimensions") if isinstance(entry.get("dimensions"), dict) else entry
+        nested = entry.get("dimensions")
+        block = nested if isinstance(nested, dict) else entry
         upper = {str(k).strip().upper(): v for k, v in block.items()}
         confidence = entry.get("confidence")
         result[cid] = Verdicts(
             id=cid,
             rulings=tuple((name, verdict_value(upper.get(name.upper()))) for name in dimensions),
-            confidence=float(confidence) if isinstance(confidence, (int, float)) and not isinstance(confidence, bool) else None,
+            confidence=(float(confidence) if isinstance(confidence, (int, float)) and not isinstance(confidence, bool)
+                        else None),
         )
     return result, 0
 
@@ -396,7 +407,9 @@ def _cut_codes(text: str) -> list[str]:
 def candidate_support(verdicts: Verdicts, hypothesis: Hypothesis, variant: str = "paper") -> float | None:
     """v_j(c) for one judged candidate, or None if no verdict counts (the candidate is unjudged)."""
     if variant == "strict":
-        return sum(1 for _, value in verdicts.rulings if value is True) / len(verdicts.rulings) if verdicts.rulings else None
+        if not verdicts.rulings:
+            return None
+        return sum(1 for _, value in verdicts.rulings if value is True) / len(verdicts.rulings)
     if variant == "paper":
         counted = [verdicts.ruling(name) for name in hypothesis.resolved]
     elif variant == "code":

@@ -35,10 +35,10 @@ from fhs.llm.tokens import TokenCounter, default_counter
 from fhs.method.config import DEFAULT_CONFIG, FHSConfig
 from fhs.method.registry import LLM_METHODS, get_method
 from fhs.plan.meter import LineMemo, Meter
-from fhs.plan.stand_in import StandIn
 from fhs.plan.simulated import SimulatedBackend
+from fhs.plan.stand_in import StandIn
 from fhs.retrieval.bm25 import Retriever
-from fhs.retrieval.kinds import DEFAULT_RETRIEVER
+from fhs.retrieval.kinds import DEFAULT_RETRIEVER, Searcher
 from fhs.run.inputs import Experiment, ModelChoice, cached_retriever, retrieval_config
 from fhs.run.ledger import MemoryLedger
 from fhs.run.profiles import RunProfile
@@ -146,7 +146,7 @@ class Row:
     prompt_tokens: int
     output_tokens: int
     requests_exact: bool
-    by_purpose: Mapping[str, Mapping[str, float]]
+    by_purpose: Mapping[str, Mapping[str, Any]]  # counts, and where the output count came from
     stand_in: bool = False  # BM25 stood in for the run's dense or hybrid retriever (fhs.plan.stand_in.StandIn)
 
     def to_dict(self) -> dict[str, Any]:
@@ -164,7 +164,7 @@ class Row:
 def _scaled(tally: Tally, run: PlannedRun, config: FHSConfig | None, facts: int, sampled: int,
             stand_in: bool = False) -> Row:
     scale = facts / sampled if sampled else 0.0
-    by_purpose: dict[str, dict[str, float]] = {}
+    by_purpose: dict[str, dict[str, Any]] = {}
     for purpose, (requests, prompt, output) in tally.by_purpose.items():
         source = SIMULATED_OUTPUT
         if purpose == "verifier" and config is not None and not config.compact_outputs:
@@ -228,12 +228,13 @@ class DryRun:
         if run.retriever != DEFAULT_RETRIEVER:
             model = self.profile.dense_model_for(experiment.taxonomy.name)
             real = cached_retriever(experiment.taxonomy, config, run.retriever, model)
-            if self.build_dense or getattr(real, "dense", real).is_built():
+            dense: Any = getattr(real, "dense", real)  # a hybrid's dense half, or the dense retriever itself
+            if self.build_dense or dense.is_built():
                 return real
         base = experiment.retriever
         if isinstance(base, Retriever) and (base.config.k1, base.config.b, base.config.type_filter) == \
                 (config.k1, config.b, config.type_filter):
-            bm25 = copy.copy(base)
+            bm25: Searcher = copy.copy(base)
             bm25.config = config
         else:
             bm25 = cached_retriever(experiment.taxonomy, config)

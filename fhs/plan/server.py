@@ -34,8 +34,9 @@ rates replace them (``fhs plan --base-url`` or ``--bench-json``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 GIB = 1024 ** 3
 MIB = 1024 ** 2

@@ -76,7 +76,7 @@ import time
 import zlib
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TextIO
 from urllib.parse import parse_qs, urlsplit
 
 from fhs.llm.tokens import CHATML_GENERATION_PROMPT, CHATML_PER_MESSAGE, QWEN3_NO_THINKING, default_counter
@@ -231,10 +231,10 @@ class Simulator:
         prompt_tokens, ids = self.tokens(messages, thinking_off=kwargs.get("enable_thinking") is False)
         if prompt_tokens + max_tokens > options.max_model_len:
             self.refused += 1
-            return 400, {"error": {"type": "BadRequestError", "message": (
-                f"This model's maximum context length is {options.max_model_len} tokens. However, you requested "
-                f"{prompt_tokens + max_tokens} tokens ({prompt_tokens} in the messages, {max_tokens} in the "
-                f"completion). Please reduce the length of the messages or completion.")}}
+            message = (f"This model's maximum context length is {options.max_model_len} tokens. "
+                       f"However, you requested {prompt_tokens + max_tokens} tokens ({prompt_tokens} in the messages, "
+                       f"{max_tokens} in the completion). Please reduce the length of the messages or completion.")
+            return 400, {"error": {"type": "BadRequestError", "message": message}}
         seed = int(body.get("seed") or 0)
         try:
             text = simulated_answer(messages, schema_of(body), seed=seed, temperature=temperature)
@@ -272,7 +272,8 @@ class Simulator:
         self.prompt_tokens += prompt_tokens
         self.completion_tokens += completion
         if self.log is not None:
-            self._log(body, headers, arrival, start, finish, prompt_tokens, completion, max_tokens, finish_reason, ids)
+            self._log(self.log, body, headers, arrival, start, finish, prompt_tokens, completion, max_tokens,
+                      finish_reason, ids)
         return 200, {
             "id": f"chatcmpl-sim-{self.requests}", "object": "chat.completion", "created": int(time.time()),
             "model": body.get("model") or options.model,
@@ -282,7 +283,7 @@ class Simulator:
                       "total_tokens": prompt_tokens + completion},
         }
 
-    def _log(self, body: dict, headers: dict[str, str], arrival: float, start: float, finish: float,
+    def _log(self, log: TextIO, body: dict, headers: dict[str, str], arrival: float, start: float, finish: float,
              prompt_tokens: int, completion: int, max_tokens: int, finish_reason: str, ids: list[int]) -> None:
         prompt = json.dumps(body.get("messages"), ensure_ascii=False, sort_keys=True)
         chain, hashes = hashlib.sha256(), []
@@ -295,8 +296,8 @@ class Simulator:
                 "temperature": body.get("temperature"), "seed": body.get("seed"),
                 "prompt_sha256": hashlib.sha256(prompt.encode("utf-8")).hexdigest(),
                 "prefix_block": BLOCK, "prefix_hashes": hashes}
-        self.log.write(json.dumps(line) + "\n")
-        self.log.flush()
+        log.write(json.dumps(line) + "\n")
+        log.flush()
 
     def stats(self, timeline: bool = False) -> dict[str, Any]:
         start = self.first_arrival or 0.0
@@ -451,8 +452,13 @@ async def serve(options: Options, host: str, port: int) -> None:
     server = await asyncio.start_server(lambda r, w: _handle(sim, r, w), host, port, limit=MAX_HEADER_BYTES,
                                         backlog=1024)
     stop = asyncio.get_running_loop().create_future()
+
+    def stopping() -> None:
+        if not stop.done():
+            stop.set_result(None)
+
     for name in (signal.SIGTERM, signal.SIGINT):
-        asyncio.get_running_loop().add_signal_handler(name, lambda: stop.done() or stop.set_result(None))
+        asyncio.get_running_loop().add_signal_handler(name, stopping)
     bound = server.sockets[0].getsockname()[1]
     print(f"sim_server: http://{host}:{bound}/v1 model {options.model}, max-num-seqs {options.max_num_seqs}, "
           f"prefill {options.prefill_tps:g} tok/s, decode {options.decode_tps:g} tok/s, time scale "
@@ -524,7 +530,8 @@ def running(port: int, *args: str, ready_s: float = 60.0):
         deadline = time.monotonic() + ready_s
         while True:
             if process.poll() is not None:
-                raise RuntimeError(f"sim_server exited with {process.returncode}: {process.stderr.read()[-2000:]}")
+                said = process.stderr.read() if process.stderr is not None else ""
+                raise RuntimeError(f"sim_server exited with {process.returncode}: {said[-2000:]}")
             try:
                 if httpx.get(f"{url}/models", timeout=2, trust_env=False).status_code == 200:
                     break

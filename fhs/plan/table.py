@@ -44,8 +44,9 @@ def estimated_mark(plan: Mapping[str, Any]) -> str:
 
 def format_plan(plan: Mapping[str, Any], rows: Sequence[Row]) -> str:
     """The plan as text: the table, the totals per chapter and per stage, the wall time."""
+    changes = ", ".join(f"{k}={v}" for k, v in plan["changes"].items()) if plan.get("changes") else ""
     lines = [f"fhs plan --profile {plan['profile']}: {plan['description']}"
-             + (f" (what if: {', '.join(f'{k}={v}' for k, v in plan['changes'].items())})" if plan.get("changes") else ""),
+             + (f" (what if: {changes})" if changes else ""),
              f"seeds {', '.join(map(str, plan['seeds']))}; facts sent to the model: "
              + ", ".join(f"{d} {n:,}" for d, n in plan["facts"].items()),
              f"dry run: the simulated model on {', '.join(f'{d} {n}' for d, n in plan['sample'].items())} "

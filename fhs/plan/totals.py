@@ -42,6 +42,8 @@ class Throughput:
     def describe(self) -> str:
         if self.prefill_tps and self.decode_tps:
             return f"prefill {_rate(self.prefill_tps)} tok/s, decode {_rate(self.decode_tps)} tok/s ({self.source})"
+        if not self.total_tps:
+            raise ValueError("a throughput needs a total rate, or both a prefill and a decode rate")
         return f"{_rate(self.total_tps)} tok/s in all ({self.source})"
 
 
@@ -55,7 +57,9 @@ def plan_totals(rows: Sequence[Row], throughput: Throughput) -> dict[str, Any]:
     def zero() -> dict[str, int]:
         return {"requests": 0, "prompt_tokens": 0, "output_tokens": 0}
 
-    total, chapters, purposes = zero(), {}, {}
+    total = zero()
+    chapters: dict[str, dict[str, Any]] = {}  # counts, and the hours they take
+    purposes: dict[str, dict[str, Any]] = {}  # counts, means and where the output count came from
     facts: dict[str, int] = {}
     for row in rows:
         if row.run.asks_model and row.run.method != RELOCATOR:

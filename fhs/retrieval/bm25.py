@@ -16,9 +16,10 @@ default) or the BM25 top ``top_k * pool_multiplier`` (the CodiEsp setting).
 from __future__ import annotations
 
 import threading
-from itertools import chain, repeat
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
+from itertools import chain, repeat
+from typing import cast
 
 import numpy as np
 from scipy import sparse
@@ -27,8 +28,18 @@ from fhs.core.ranges import count_problem, share_problem, switch_problem, weight
 from fhs.core.text import token_set, tokenize
 from fhs.data.taxonomy import Taxonomy
 from fhs.retrieval.index_cache import index_path, read_arrays, write_arrays
-from fhs.retrieval.sparse_top_k import (DOCUMENT_MASK, FIRST_BATCH, FIRST_SEARCH, LABEL_BIT, MAX_LABEL_WORDS, Scratch,
-                                        bm25_top_k, bm25_top_k_many, eq6_top_k, eq6_top_k_many)
+from fhs.retrieval.sparse_top_k import (
+    DOCUMENT_MASK,
+    FIRST_BATCH,
+    FIRST_SEARCH,
+    LABEL_BIT,
+    MAX_LABEL_WORDS,
+    Scratch,
+    bm25_top_k,
+    bm25_top_k_many,
+    eq6_top_k,
+    eq6_top_k_many,
+)
 
 
 @dataclass(frozen=True)
@@ -57,8 +68,9 @@ class Ranking:
 
     __slots__ = ("ids", "_scores")
     ids: tuple[str, ...]
+    _scores: tuple[float, ...] | np.ndarray
 
-    def __init__(self, ids: tuple[str, ...], scores: "tuple[float, ...] | np.ndarray") -> None:
+    def __init__(self, ids: tuple[str, ...], scores: tuple[float, ...] | np.ndarray) -> None:
         object.__setattr__(self, "ids", ids)
         object.__setattr__(self, "_scores", scores)
 
@@ -107,7 +119,9 @@ class BM25Index:
         self.k1, self.b = k1, b
         self.n_docs = len(documents)
         self.vocabulary: dict[str, int] = {}
-        rows, cols, counts = [], [], []
+        rows: list[int] = []
+        cols: list[int] = []
+        counts: list[int] = []
         lengths = np.zeros(self.n_docs, dtype=np.float64)
         for doc_id, tokens in enumerate(documents):
             lengths[doc_id] = len(tokens)
@@ -120,7 +134,8 @@ class BM25Index:
             counts.extend(tf.values())
         shape = (self.n_docs, len(self.vocabulary))
         tf_matrix = sparse.csr_matrix(
-            (np.asarray(counts, dtype=np.float64), (np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64))),
+            (np.asarray(counts, dtype=np.float64),
+             (np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64))),
             shape=shape,
         )
         self.doc_lengths = lengths
@@ -142,7 +157,7 @@ class BM25Index:
             return np.array(ids, dtype=np.int64)
         distinct = set(map(self.vocabulary.get, tokens))
         distinct.discard(None)
-        return np.fromiter(sorted(distinct), dtype=np.int64, count=len(distinct))
+        return np.fromiter(sorted(cast("set[int]", distinct)), dtype=np.int64, count=len(distinct))  # None gone
 
     def scores(self, tokens: Iterable[str]) -> np.ndarray:
         """BM25 score of every document for a query (deduplicated tokens)."""
@@ -202,7 +217,8 @@ def top_k_order(scores: np.ndarray, k: int) -> np.ndarray:
 _NO_COLUMNS = np.zeros(0, dtype=np.int64)
 
 
-def query_columns(vocabulary: dict[str, int], token_sets: Sequence[Iterable[str]]) -> tuple[np.ndarray, np.ndarray]:
+def query_columns(vocabulary: dict[str, int],
+                  token_sets: Sequence[Collection[str]]) -> tuple[np.ndarray, np.ndarray]:
     """Each query's known terms as columns, ascending (the order the kernels add them in), all
     queries end to end, and where each query's end: one sort for the batch, not one a query."""
     lengths = np.fromiter(map(len, token_sets), dtype=np.int64, count=len(token_sets))
@@ -295,7 +311,7 @@ class _Partition:
         return arrays, meta
 
     @classmethod
-    def from_parts(cls, arrays: dict[str, np.ndarray], meta: dict) -> "_Partition":
+    def from_parts(cls, arrays: dict[str, np.ndarray], meta: dict) -> _Partition:
         """The partition back; ValueError, KeyError or TypeError when the parts do not fit together."""
         def matrix(name: str) -> sparse.csc_matrix:
             shape = tuple(int(n) for n in meta[f"{name}_shape"])
@@ -417,7 +433,7 @@ class Retriever:
         expected = [self.taxonomy.concepts[p].id for p in positions]
         return cached if cached.positions.tolist() == positions and cached.ids == expected else None
 
-    def warm_up(self) -> "Retriever":
+    def warm_up(self) -> Retriever:
         """Build every datatype index now (for timing, or before forking workers)."""
         for datatype in self._groups if self.config.type_filter else [None]:
             self.partition_for(datatype)
@@ -427,7 +443,8 @@ class Retriever:
         """The top-k concepts for one query string, searched in ``datatype``'s index."""
         return self.search_tokens(token_set(query), datatype, top_k)
 
-    def search_tokens(self, tokens: set[str] | frozenset[str], datatype: str | None = None, top_k: int | None = None) -> Ranking:
+    def search_tokens(self, tokens: set[str] | frozenset[str], datatype: str | None = None,
+                      top_k: int | None = None) -> Ranking:
         """:meth:`search` for an already tokenized query, by the compiled kernels (``sparse_top_k``)."""
         if not FIRST_SEARCH.done:  # the process's first query may compile the kernels: say so
             return FIRST_SEARCH.run(self._search_tokens, tokens, datatype, top_k)

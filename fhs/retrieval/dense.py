@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -38,6 +39,10 @@ from fhs.core.text import tokenize
 from fhs.data.taxonomy import Taxonomy
 from fhs.retrieval.bm25 import Ranking, RetrievalConfig, Retriever, top_k_order
 from fhs.retrieval.encoders import DEFAULT_MODEL, Encoder, make_encoder, make_exact_encoder
+
+if TYPE_CHECKING:  # imported when first used: an exact search is rare
+    from fhs.retrieval.exact_dense import ExactVectors
+
 
 def concept_texts(taxonomy: Taxonomy) -> list[str]:
     """What is embedded for each concept: the BM25 document text, ``<id>. <label>. <definition>``."""
@@ -88,7 +93,13 @@ def build_processes(encoder: Encoder, chunks: int) -> int:
 _CHILD_ENCODER: list = []  # a forked embedding process's own one-thread encoder
 
 
-def _start_embedding_child(encoder: Encoder) -> None:
+class _Forkable(Encoder, Protocol):
+    """An encoder that can make a one-thread copy of itself for a forked process (``build_processes``)."""
+
+    def single_threaded(self) -> Encoder: ...
+
+
+def _start_embedding_child(encoder: _Forkable) -> None:
     _LEFT_BEHIND.append(encoder)  # the parent's session: its threads stayed behind, so never freed here
     _CHILD_ENCODER[:] = [encoder.single_threaded()]
 
@@ -98,7 +109,7 @@ def _embed_in_child(texts: list[str], batch_size: int) -> np.ndarray:
 
 
 def embedded_chunks(encoder: Encoder, chunks: Sequence[list[str]], *, batch_size: int = 32, processes: int = 1,
-                    progress: Callable[[int], None] | None = None) -> Iterator[np.ndarray]:
+                    progress: Callable[[int], object] | None = None) -> Iterator[np.ndarray]:
     """Each chunk's unit rows, in order: embedded here, or by ``processes`` forked one-thread copies.
 
     A chunk is always one ``encode`` call, so its batches, and with them its vectors, are the
@@ -228,7 +239,7 @@ class DenseRetriever:
         self._lexical: Retriever | None = None  # only for label coverage (w_cov > 0)
         self._queries: OrderedDict[str, np.ndarray] = OrderedDict()
         self._exact_queries: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._exact = None  # fhs.retrieval.exact_dense.ExactVectors, made on the first exact search
+        self._exact: ExactVectors | None = None  # made on the first exact search
         self._scores: OrderedDict[tuple[str, str | None], np.ndarray] = OrderedDict()
         self.scored = {"computed": 0, "reused": 0}
         self._query_cache_size = query_cache_size
@@ -289,8 +300,8 @@ class DenseRetriever:
             self._partitions[key] = part
         return part
 
-    def warm_up(self) -> "DenseRetriever":
-        self.matrix
+    def warm_up(self) -> DenseRetriever:
+        _ = self.matrix  # built or read now, not on the first query
         for datatype in self._groups if self.config.type_filter else [None]:
             self.partition_for(datatype)
         return self
@@ -392,7 +403,7 @@ class DenseRetriever:
 _LEFT_BEHIND: list = []  # a forked child's copies of its parent's encoders
 
 
-def _remake_encoder_after_fork(ref: "weakref.ref[DenseRetriever]") -> None:
+def _remake_encoder_after_fork(ref: weakref.ref[DenseRetriever]) -> None:
     """In a forked child: drop the parent's encoder session (its threads stayed behind) and make a
     one-thread one on first use, since the child is one of several processes sharing the cores.
     Vectors do not depend on the thread count, so the child's rankings are the parent's."""

@@ -138,7 +138,7 @@ class Encoder(Protocol):
     key: str
 
     def encode(self, texts: Sequence[str], *, batch_size: int = 32,
-               progress: Callable[[int], None] | None = None, documents: bool = False) -> np.ndarray: ...
+               progress: Callable[[int], object] | None = None, documents: bool = False) -> np.ndarray: ...
 
 
 def _batches_by_length(texts: Sequence[str], batch_size: int):
@@ -197,12 +197,12 @@ class OnnxEncoder:
                                                     providers=["CPUExecutionProvider"])
         self.input_names = {i.name for i in self.session.get_inputs()}
 
-    def single_threaded(self) -> "OnnxEncoder":
+    def single_threaded(self) -> OnnxEncoder:
         """A fresh one-thread session of the same model, for a forked process (``fhs.retrieval.dense``)."""
         return OnnxEncoder(self.spec, threads=1, spinning=self.spinning)
 
     def encode(self, texts: Sequence[str], *, batch_size: int = 32,
-               progress: Callable[[int], None] | None = None, documents: bool = False) -> np.ndarray:
+               progress: Callable[[int], object] | None = None, documents: bool = False) -> np.ndarray:
         """Unit rows for ``texts``; ``documents`` marks concept texts (their own window)."""
         tokenizer = self.document_tokenizer if documents else self.tokenizer
         out = np.zeros((len(texts), self.spec.dim), dtype=np.float32)
@@ -252,7 +252,7 @@ class TorchEncoder:
         self.model.max_seq_length = spec.max_length
 
     def encode(self, texts: Sequence[str], *, batch_size: int = 32,
-               progress: Callable[[int], None] | None = None, documents: bool = False) -> np.ndarray:
+               progress: Callable[[int], object] | None = None, documents: bool = False) -> np.ndarray:
         out = np.zeros((len(texts), self.spec.dim), dtype=np.float32)
         for batch in _batches_by_length(texts, batch_size * 8):  # chunks, so the bar moves
             rows = self.model.encode([texts[i] for i in batch], batch_size=batch_size,

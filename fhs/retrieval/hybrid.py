@@ -47,7 +47,7 @@ class HybridRetriever:
         """Whether a forked copy searches alike: when both of its retrievers do."""
         return getattr(self.bm25, "fork_safe", False) and getattr(self.dense, "fork_safe", False)
 
-    def warm_up(self) -> "HybridRetriever":
+    def warm_up(self) -> HybridRetriever:
         self.bm25.warm_up()
         self.dense.warm_up()
         return self

@@ -60,4 +60,5 @@ def write_arrays(path: Path, arrays: Mapping[str, np.ndarray], meta: Mapping[str
     """Write numeric ``arrays`` and the JSON-able ``meta`` as one ``.npz`` file, atomically."""
     document = np.frombuffer(json.dumps(meta, ensure_ascii=False).encode("utf-8"), dtype=np.uint8)
     with atomic_write(path, "wb") as handle:
-        np.savez(handle, **{_META: document}, **arrays)
+        # numpy's stub reads a ** mapping as if it might name savez's allow_pickle; these are array names
+        np.savez(handle, **{_META: document}, **arrays)  # type: ignore[arg-type]

@@ -22,8 +22,9 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from fhs.core.files import cache_dir
 
@@ -37,12 +38,12 @@ def use_user_cache() -> Path:
     folder = os.environ[CACHE_ENV]
     config = sys.modules.get("numba.core.config")
     if config is not None:  # numba read the environment at import: tell it too
-        config.CACHE_DIR = folder
+        config.CACHE_DIR = folder  # type: ignore[attr-defined]  # numba's config module, found at run time
     _install_locator()
     return Path(folder)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _subpath(py_file: str) -> str:
     """``<folder>_<sha1 of the file's path inside its package and its bytes>``."""
     path = Path(py_file).resolve()
@@ -53,7 +54,7 @@ def _subpath(py_file: str) -> str:
     return f"{path.parent.name}_{digest}"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _install_locator() -> None:
     """Put a locator first in numba's list that keys the user cache by package path and content."""
     try:

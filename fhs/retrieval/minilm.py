@@ -146,7 +146,7 @@ class ExactEncoder:
         self.document_tokenizer = document_tokenizer
 
     def encode(self, texts: Sequence[str], *, batch_size: int = 32,
-               progress: Callable[[int], None] | None = None, documents: bool = False) -> np.ndarray:
+               progress: Callable[[int], object] | None = None, documents: bool = False) -> np.ndarray:
         tokenizer = self.document_tokenizer if documents else self.tokenizer
         out = np.zeros((len(texts), self.spec.dim), dtype=np.float32)
         encodings = [e.ids for e in tokenizer.encode_batch(list(texts))] if texts else []

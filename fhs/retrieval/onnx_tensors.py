@@ -21,8 +21,8 @@ import numpy as np
 from fhs.core.errors import InputError
 
 # TensorProto.DataType codes this reader understands, and their little-endian numpy types.
-DTYPES = {1: np.dtype("<f4"), 3: np.dtype("i1"), 6: np.dtype("<i4"), 7: np.dtype("<i8"), 9: np.dtype("?"),
-          11: np.dtype("<f8")}
+DTYPES: dict[int, np.dtype] = {1: np.dtype("<f4"), 3: np.dtype("i1"), 6: np.dtype("<i4"), 7: np.dtype("<i8"),
+                              9: np.dtype("?"), 11: np.dtype("<f8")}
 
 
 @dataclass
@@ -49,9 +49,10 @@ def _varint(data: bytes | memoryview, pos: int) -> tuple[int, int]:
         shift += 7
 
 
-def _fields(data: memoryview) -> Iterator[tuple[int, int, object]]:
+def _fields(data: memoryview) -> Iterator[tuple[int, int, int | memoryview]]:
     """(field number, wire type, value) of each field: an int for varints, a memoryview for bytes."""
     pos = 0
+    value: int | memoryview
     while pos < len(data):
         key, pos = _varint(data, pos)
         number, wire = key >> 3, key & 7
@@ -69,30 +70,50 @@ def _fields(data: memoryview) -> Iterator[tuple[int, int, object]]:
         yield number, wire, value
 
 
-def _packed_varints(value: object, wire: int) -> list[int]:
+def _int(value: int | memoryview) -> int:
+    if not isinstance(value, int):
+        raise ValueError("a number field holds bytes")
+    return value
+
+
+def _view(value: int | memoryview) -> memoryview:
+    # bytes(n) of a number would be n zero bytes: a malformed file fails here instead
+    if isinstance(value, int):
+        raise ValueError("a bytes field holds a number")
+    return value
+
+
+def _bytes(value: int | memoryview) -> bytes:
+    return bytes(_view(value))
+
+
+def _packed_varints(value: int | memoryview, wire: int) -> list[int]:
     if wire == 0:
-        return [int(value)]  # type: ignore[arg-type]
-    out, pos, data = [], 0, value  # packed
-    while pos < len(data):  # type: ignore[arg-type]
-        number, pos = _varint(data, pos)  # type: ignore[arg-type]
+        return [_int(value)]
+    out, pos, data = [], 0, _view(value)  # packed
+    while pos < len(data):
+        number, pos = _varint(data, pos)
         out.append(number)
     return out
 
 
 def _tensor(data: memoryview) -> tuple[str, np.ndarray]:
     dims: list[int] = []
-    name, dtype_code, raw, floats, int64s = "", 0, None, [], []
+    name, dtype_code = "", 0
+    raw: bytes | None = None
+    floats: list[np.ndarray] = []
+    int64s: list[int] = []
     for number, wire, value in _fields(data):
         if number == 1:
             dims += _packed_varints(value, wire)
         elif number == 2:
-            dtype_code = int(value)  # type: ignore[arg-type]
+            dtype_code = _int(value)
         elif number == 8:
-            name = bytes(value).decode("utf-8")  # type: ignore[arg-type]
+            name = _bytes(value).decode("utf-8")
         elif number == 9:
-            raw = bytes(value)  # type: ignore[arg-type]
+            raw = _bytes(value)
         elif number == 4:
-            floats.append(np.frombuffer(bytes(value), "<f4"))  # type: ignore[arg-type]
+            floats.append(np.frombuffer(_bytes(value), "<f4"))
         elif number == 7:
             int64s += [v - (1 << 64) if v >= 1 << 63 else v for v in _packed_varints(value, wire)]
     if dtype_code not in DTYPES:
@@ -110,9 +131,9 @@ def _node(data: memoryview) -> Node:
     node = Node("")
     for number, _, value in _fields(data):
         if number in (1, 2):
-            (node.inputs if number == 1 else node.outputs).append(bytes(value).decode("utf-8"))  # type: ignore[arg-type]
+            (node.inputs if number == 1 else node.outputs).append(_bytes(value).decode("utf-8"))
         elif number == 4:
-            node.op_type = bytes(value).decode("utf-8")  # type: ignore[arg-type]
+            node.op_type = _bytes(value).decode("utf-8")
     return node
 
 
@@ -123,11 +144,11 @@ def read_graph(path: Path) -> Graph:
         graph = next(value for number, _, value in _fields(data) if number == 7)
         nodes: list[Node] = []
         tensors: dict[str, np.ndarray] = {}
-        for number, _, value in _fields(graph):  # type: ignore[arg-type]
+        for number, _, value in _fields(_view(graph)):
             if number == 1:
-                nodes.append(_node(value))  # type: ignore[arg-type]
+                nodes.append(_node(_view(value)))
             elif number == 5:
-                name, array = _tensor(value)  # type: ignore[arg-type]
+                name, array = _tensor(_view(value))
                 tensors[name] = array
     except (OSError, StopIteration, ValueError, IndexError) as error:
         raise InputError(f"cannot read the ONNX model: {error}", path=path, field="dense model",

@@ -143,7 +143,8 @@ def pack(paths: Sequence[str | Path], out: str | Path, *, cache: str | Path) -> 
         records = read_records(run / "records.jsonl")
         config = _read_json(run / STAMP_NAME)
         archived.append(ArchivedRun(str(run), records, config, _read_json(run / "metrics.json")))
-        unkeyed = [(r["id"], c.get("purpose", "")) for r in records for c in r.get("llm_calls") or [] if not c.get("key")]
+        unkeyed = [(r["id"], c.get("purpose", "")) for r in records for c in r.get("llm_calls") or []
+                   if not c.get("key")]
         if unkeyed:
             raise InputError(f"{len(unkeyed)} model call(s) carry no cache key (the first: the {unkeyed[0][1]} "
                              f"call of fact {unkeyed[0][0]}); records made before keys were recorded", path=run,
@@ -213,11 +214,11 @@ def _pack(source: sqlite3.Connection, cache: Path, out: Path, archived: list[Arc
                                     (kind, model, purpose))
             responses.extend(row for row in cursor.fetchall() if row[columns.index("key")] not in found)
     keys = [row[columns.index("key")] for row in responses]
-    unparsed = _rows(source, "SELECT * FROM unparsed WHERE key IN ({marks})", keys) \
+    unparsed_rows = _rows(source, "SELECT * FROM unparsed WHERE key IN ({marks})", keys) \
         if _has_table(source, "unparsed") else ([], [])
     finish = _rows(source, "SELECT key, reason FROM finish WHERE key IN ({marks})", keys) \
         if _has_table(source, "finish") else ([], [])
-    unparsed = (unparsed, finish)
+    unparsed = (unparsed_rows, finish)
     identities = [row for row in source.execute("SELECT kind, model, provenance FROM identities").fetchall()
                   if (row[0], row[1]) in kinds] if _has_table(source, "identities") else []
     verdicts = _ledger_rows(ledger_path(cache), {r["id"] for run in archived for r in run.records},
@@ -286,7 +287,8 @@ def _write(out: Path, source: sqlite3.Connection, runs: list[ArchivedRun], respo
             db.executemany("INSERT OR REPLACE INTO verdicts VALUES (?, ?, ?, ?, ?)", verdicts[1])
             db.execute("CREATE TABLE ledger_only (fact TEXT PRIMARY KEY)")
             db.executemany("INSERT INTO ledger_only VALUES (?)", [(fact,) for fact in ledger_only])
-            db.execute("CREATE TABLE runs (name TEXT PRIMARY KEY, records BLOB NOT NULL, run_config TEXT, metrics TEXT)")
+            db.execute("CREATE TABLE runs "
+                       "(name TEXT PRIMARY KEY, records BLOB NOT NULL, run_config TEXT, metrics TEXT)")
             db.executemany("INSERT INTO runs VALUES (?, ?, ?, ?)", [
                 (run.name, gzip.compress("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in run.records)
                                          .encode("utf-8"), mtime=0),
@@ -418,7 +420,8 @@ def replay_ledger(archive: str | Path, cache_path: str | Path | None) -> ReplayL
         ledger_only = {row[0] for row in db.execute("SELECT fact FROM ledger_only")}
         archived: dict[tuple[str, str, str, str], Entry] = {}
         if ledger_only:
-            _, rows = _rows(db, "SELECT scope, fact, hypothesis, candidate, entry FROM verdicts WHERE fact IN ({marks})",
+            _, rows = _rows(db,
+                            "SELECT scope, fact, hypothesis, candidate, entry FROM verdicts WHERE fact IN ({marks})",
                             sorted(ledger_only))
             archived = {tuple(row[:4]): _archived_entry(row[4], row[1], archive) for row in rows}
     finally:
@@ -500,7 +503,8 @@ def replay_mismatch(result: Mapping[str, Any], archive: str | Path, out: str | P
             continue
         whole = set(ids) == set(by_id) and isinstance(run.metrics, Mapping) \
             and run.metrics.get("refused", MISS) == policy and run.metrics.get("n_facts") == result.get("n_facts")
-        expected = run.metrics if whole else metrics([by_id[i] for i in ids], refused=policy)
+        expected = (run.metrics if whole and run.metrics is not None
+                    else metrics([by_id[i] for i in ids], refused=policy))
         where = "metrics.json" if whole else f"records of those {len(ids)} facts"
         fix = ("do not use this archive's numbers: get the archive again from whoever published it, or rerun "
                "against a server without --replay")

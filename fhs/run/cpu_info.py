@@ -9,6 +9,7 @@ developers' tools that hide AVX-512 from CPUID or slow the CPU down (``dev/cpuid
 
 from __future__ import annotations
 
+import importlib
 import os
 import platform
 from pathlib import Path
@@ -40,14 +41,13 @@ def cpu_flags() -> set[str]:
 
 def process_simd() -> list[str]:
     """The SIMD extensions numpy's dispatcher found in this process (what CPUID told it)."""
-    try:
-        from numpy._core._multiarray_umath import __cpu_features__ as features
-    except ImportError:  # numpy < 2
+    for module in ("numpy._core._multiarray_umath", "numpy.core._multiarray_umath"):  # numpy 2, numpy 1
         try:
-            from numpy.core._multiarray_umath import __cpu_features__ as features
-        except ImportError:
-            return []
-    return [name for name, present in features.items() if present]
+            features = importlib.import_module(module).__cpu_features__
+        except (ImportError, AttributeError):
+            continue
+        return [name for name, present in features.items() if present]
+    return []
 
 
 def level(flags: set[str]) -> str:
@@ -99,8 +99,10 @@ def cpu_limit(cgroup_text: str | None = None, root: Path = Path("/sys/fs/cgroup"
         mount: Path | None = root  # cgroup v2; v1 mounts the cpu controller on its own
         if controllers:
             mount = next((root / n for n in ("cpu", "cpu,cpuacct", "cpuacct,cpu") if (root / n).is_dir()), None)
+        if mount is None:
+            continue
         parts = [part for part in path.split("/") if part]
-        for depth in range(len(parts), -1, -1) if mount else ():
+        for depth in range(len(parts), -1, -1):
             group = mount.joinpath(*parts[:depth])
             try:
                 if controllers:

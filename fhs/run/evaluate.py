@@ -29,12 +29,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import numpy as np
 
 from fhs.data.facts import matches_gold
 
 CUTOFFS = (1, 10, 50, 200)
+RecordT = TypeVar("RecordT", bound=Mapping)  # a record or its summary, handed back as given
 MISS, EXCLUDE = "miss", "exclude"
 REFUSED = {
     MISS: "a fact the server refused counts as a miss (the paper's denominators)",
@@ -86,7 +88,7 @@ def _refused(record: Mapping) -> bool:
     return bool(record.get("failed"))
 
 
-def evaluated(records: Iterable[Mapping], policy: str = MISS) -> list[Mapping]:
+def evaluated(records: Iterable[RecordT], policy: str = MISS) -> list[RecordT]:
     """The records a metric's denominator holds under a refused-facts policy (``REFUSED``)."""
     if policy not in REFUSED:
         raise ValueError(f"refused-facts policy must be one of {sorted(REFUSED)}, got {policy!r}")
@@ -136,7 +138,7 @@ def rank_metrics(ranks: Sequence[int | None], cutoffs: Sequence[int] = CUTOFFS) 
 
 
 def _block(records: Sequence[Mapping], rank_key: str, cutoffs: Sequence[int]) -> dict:
-    block = rank_metrics([None if _refused(r) else r.get(rank_key) for r in records], cutoffs)
+    block: dict[str, Any] = {**rank_metrics([None if _refused(r) else r.get(rank_key) for r in records], cutoffs)}
     block["accuracy"] = accuracy(records, rank_key)
     block["accuracy_basis"] = accuracy_basis(records)
     return block
@@ -154,9 +156,10 @@ def metrics(records: Sequence[Mapping], rank_key: str = "rank", cutoffs: Sequenc
     result = _block(records, rank_key, cutoffs)
     result["n_refused"] = sum(1 for r in everything if _refused(r))
     result["refused"] = refused
+    modalities = sorted({r["modality"] for r in records if r.get("modality")})
     result["by_modality"] = {
         modality: _block([r for r in records if r.get("modality") == modality], rank_key, cutoffs)
-        for modality in sorted({r.get("modality") for r in records if r.get("modality")})
+        for modality in modalities
     }
     return result
 

@@ -6,10 +6,10 @@ see the same facts, the same index and the same retrieval settings.
 
 from __future__ import annotations
 
-import math
 import threading
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
+from typing import Any
 
 from fhs.core.errors import InputError, shown
 from fhs.core.files import cache_dir
@@ -25,6 +25,7 @@ from fhs.retrieval.encoders import DEFAULT_MODEL
 from fhs.retrieval.kinds import DEFAULT_RETRIEVER, Searcher, make_retriever, retriever_inputs
 from fhs.run.digests import facts_digest, file_digest, files_digest, taxonomy_digest
 from fhs.run.profiles import RunProfile, get_profile
+
 
 @dataclass
 class Experiment:
@@ -45,12 +46,13 @@ class Experiment:
                                  f"with `fhs domain check FILE.yaml`) or one of {', '.join(available_domains())}")
         return chosen
 
-    def fingerprint(self, *, llm: bool) -> dict[str, str]:
+    def fingerprint(self, *, llm: bool) -> dict[str, Any]:
         """SHA-256 digests of what a run reads (the run stamp's ``inputs``, see fhs/run/digests.py)."""
         from fhs.data.domain import domain_path
         from fhs.method.prompting import EVIDENCE_FIRST_DIR, PROMPTS_DIR
 
-        inputs = {"facts": _once(facts_digest, self.facts), "taxonomy": _once(taxonomy_digest, self.taxonomy)}
+        inputs: dict[str, Any] = {"facts": _once(facts_digest, self.facts),
+                                  "taxonomy": _once(taxonomy_digest, self.taxonomy)}
         if retriever_inputs(self.retriever):  # dense/hybrid: the embedding model's files
             inputs["retriever"] = retriever_inputs(self.retriever)
         if llm:
@@ -58,7 +60,7 @@ class Experiment:
             inputs["prompts"] = files_digest([*PROMPTS_DIR.glob("*.txt"), *EVIDENCE_FIRST_DIR.glob("*.txt")])
         return inputs
 
-    def llm_context(self, model: "ModelChoice", config: FHSConfig | None = None, *, seed: int | None = None,
+    def llm_context(self, model: ModelChoice, config: FHSConfig | None = None, *, seed: int | None = None,
                     **kw) -> MethodContext:
         """A method context with a model, the dataset's domain and the profile's FHS knobs.
 
@@ -133,13 +135,14 @@ def retrieval_config(source: str | DatasetSpec, retriever: str = DEFAULT_RETRIEV
     (the authors' dense and hybrid retrievers have no coverage term)."""
     spec = source if isinstance(source, DatasetSpec) else taxonomy_dataset(source)
     base = RetrievalConfig()
-    for name, value in spec.retrieval if spec is not None else ():
+    settings, where = (spec.retrieval, spec.source) if spec is not None else ((), None)
+    for name, value in settings:
         if name not in {f.name for f in fields(RetrievalConfig)}:
-            raise InputError("not a retrieval setting", path=spec.source, field=f"retrieval.{name}",
+            raise InputError("not a retrieval setting", path=where, field=f"retrieval.{name}",
                              fix=f"use {', '.join(f.name for f in fields(RetrievalConfig))}")
         problem = SETTING_RULES[name](value)
         if problem:
-            raise InputError(f"{problem}, got {shown(value)}", path=spec.source, field=f"retrieval.{name}")
+            raise InputError(f"{problem}, got {shown(value)}", path=where, field=f"retrieval.{name}")
         base = replace(base, **{name: value})
     if retriever != DEFAULT_RETRIEVER:
         base = replace(base, w_cov=0.0)
@@ -236,7 +239,7 @@ class ModelChoice:
                 any_server: bool = False, max_in_flight: int | None = None, thinking: bool | None = None,
                 replay: str | Path | None = None, request_timeout: float | None = None,
                 give_up_after: float | None = None, retry_backoff: float | None = None,
-                oracle_noise: str | None = None) -> "ModelChoice":
+                oracle_noise: str | None = None) -> ModelChoice:
         chosen = get_profile(profile) if isinstance(profile, str) else profile
         named = backend_named(backend or chosen.backend)
         if oracle_noise is not None and named.gold is None:

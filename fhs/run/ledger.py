@@ -188,7 +188,8 @@ class SqliteLedger(Ledger):
         try:
             self._db = sqlite3.connect(str(self.path), check_same_thread=False)
             self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")  # as the response cache: a crashed process loses no committed verdict
+            # as the response cache: a crashed process loses no committed verdict
+            self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute(_SCHEMA)
             self._db.commit()
             columns = {row[1] for row in self._db.execute("PRAGMA table_info(verdicts)")}

@@ -36,7 +36,7 @@ class RunLock:
         self.path = Path(run_dir) / LOCK_NAME
         self.held = False
 
-    def acquire(self) -> "RunLock":
+    def acquire(self) -> RunLock:
         me = {"pid": os.getpid(), "host": socket.gethostname(),
               "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
         for _ in range(2):
@@ -73,7 +73,7 @@ class RunLock:
             self.path.unlink(missing_ok=True)
             self.held = False
 
-    def __enter__(self) -> "RunLock":
+    def __enter__(self) -> RunLock:
         return self.acquire()
 
     def __exit__(self, *exc: object) -> None:

@@ -36,7 +36,6 @@ from fhs.llm.backends import BACKENDS
 from fhs.method.config import FHSConfig
 from fhs.retrieval.encoders import DEFAULT_MODEL
 
-
 # Facts at once on a server profile. Most stages of a fact have one or two requests in flight
 # (the selector one, the hypotheses J), so filling the in-flight limit (128) takes about as many
 # facts at once; with 8 the client never had more than 16 requests at a server
@@ -94,7 +93,7 @@ class RunProfile:
             raise ValueError(f"a fraction of every fact of {dataset} needs its number of facts")
         return max(1, round(self.llm_fraction * base))
 
-    def with_llm_facts(self, n: int | None) -> "RunProfile":
+    def with_llm_facts(self, n: int | None) -> RunProfile:
         """The same profile with one LLM sample size for every dataset (a chapter's ``llm_limit``)."""
         return replace(self, llm_facts=n, dataset_facts={})
 
@@ -148,7 +147,8 @@ PROFILES: dict[str, RunProfile] = {
             # --dense-model minilm-int8-d64 or minilm-int8)
             dense_model="minilm-int8-d64",
             dense_models={"icd-10-cm": "minilm-int8-d32"},
-            description="the default book: Qwen2.5-Coder-0.5B-Instruct on the CPU, small context-level samples for LLM methods",
+            description="the default book: Qwen2.5-Coder-0.5B-Instruct on the CPU, "
+                        "small context-level samples for LLM methods",
         ),
         _server_profile(
             name="paper",
@@ -193,4 +193,4 @@ def default_profile(backend: str | None) -> str:
     paper's prompt budgets), not the laptop's two-fact sample; so does an oracle run,
     which costs no model time.
     """
-    return "paper" if backend in BACKENDS and BACKENDS[backend].paper_by_default else "cpu"
+    return "paper" if backend is not None and backend in BACKENDS and BACKENDS[backend].paper_by_default else "cpu"

@@ -186,7 +186,7 @@ class Summaries(Sequence):
     def __len__(self) -> int:
         return len(self._items)
 
-    def __getitem__(self, index):  # type: ignore[override]
+    def __getitem__(self, index):
         if isinstance(index, slice):
             if self._store is not None:
                 return Summaries(self._store, self._items[index])
@@ -341,7 +341,7 @@ class RecordWriter:
         finally:
             self._lock.release()
 
-    def __enter__(self) -> "RecordWriter":
+    def __enter__(self) -> RecordWriter:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -17,7 +17,6 @@ from fhs.llm.contract import LLM, Message, Request
 from fhs.llm.jsonout import parse_object
 from fhs.method.prompting import DEFAULT_ORDER, template_path
 
-
 RELOCATE_PROMPT = "relocate.txt"
 RELOCATE_SCHEMA: Mapping[str, Any] = {
     "type": "object",
@@ -69,7 +68,7 @@ class LLMRelocator:
         self.template = template if template is not None else load_prompt(order=order)
         self.max_tokens = max_tokens
         self.batch_size = batch_size
-        digest = hashlib.sha1(f"{self.template}|{max_tokens}".encode("utf-8")).hexdigest()[:10]
+        digest = hashlib.sha1(f"{self.template}|{max_tokens}".encode()).hexdigest()[:10]
         model = re.sub(r"[^A-Za-z0-9._-]+", "_", getattr(llm, "name", "model"))
         self.name = f"llm-{model}-{digest}"
 

@@ -16,7 +16,7 @@ from typing import Any
 from fhs.method.hypotheses import hypotheses_from_records
 from fhs.method.verifier import Verdicts, consensus, fill_support, final_scores, support
 from fhs.retrieval.fusion import FusedPool
-from fhs.run.evaluate import gold_rank
+from fhs.run.evaluate import RecordT, gold_rank
 
 
 def pool_of(record: Mapping[str, Any], normalize: bool = True) -> FusedPool:
@@ -66,7 +66,7 @@ def rescore(record: Mapping[str, Any], *, beta: float, normalize: bool = True,
     return out
 
 
-def best_of(*runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def best_of(*runs: Sequence[RecordT]) -> list[RecordT]:
     """Per fact, the record of whichever run ranks the gold highest (the oracle-best-single bound)."""
     by_id = [{r["id"]: r for r in records} for records in runs]
     best = []

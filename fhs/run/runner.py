@@ -208,6 +208,7 @@ def run_processes(jobs: Sequence[RunJob], n_facts: int, processes: int | None = 
 
 
 def _compute_slice(bounds: tuple[int, int]) -> list:
+    assert _FORKED is not None  # set by _forked before the children fork
     tasks, compute = _FORKED
     return [item for task in tasks[bounds[0]:bounds[1]] for item in compute(task)]
 
@@ -247,7 +248,8 @@ def _warm_up(jobs: Sequence[RunJob]) -> None:
     """
     if any(job.ctx.llm is not None for job in jobs):
         prompt_counter()
-    for retriever in {id(r): r for r in (getattr(job.ctx, "retriever", None) for job in jobs) if r is not None}.values():
+    retrievers = (getattr(job.ctx, "retriever", None) for job in jobs)
+    for retriever in {id(r): r for r in retrievers if r is not None}.values():
         if hasattr(retriever, "warm_up"):
             retriever.warm_up()
 

@@ -103,7 +103,7 @@ class RunSpec:
         """Whether the run needs a model: an LLM method, or any method with the shared selector."""
         return self.method in LLM_METHODS or self.uses_selector
 
-    def with_config(self, config: FHSConfig, base: FHSConfig) -> "RunSpec":
+    def with_config(self, config: FHSConfig, base: FHSConfig) -> RunSpec:
         """This spec with a whole ``FHSConfig`` expressed as overrides over ``base`` (a profile's budgets)."""
         wanted, default = config.to_dict(), base.to_dict()
         changed = {name: getattr(config, name) for name, value in wanted.items()
@@ -153,16 +153,18 @@ class RunSpec:
         retriever: dict[str, Any] = {"kind": retriever_kind(ctx.retriever)}
         if retriever["kind"] != DEFAULT_RETRIEVER:
             retriever["model"] = self.dense_model
-        asked = self.asks_model
+        asked, model = self.asks_model, self.model
         if asked:
-            inputs["model"] = self.model.fingerprint()
+            if model is None:
+                raise ValueError(f"method {self.method!r} asks a model, and the run names none")
+            inputs["model"] = model.fingerprint()
         stamp: dict[str, Any] = {
             "stamp": STAMP_VERSION,
             "dataset": self.dataset,
             "method": self.method,
             "retriever": retriever,
             "retrieval": asdict(ctx.retriever.config),
-            "model": self.model.describe() if asked else None,
+            "model": model.describe() if asked and model is not None else None,
             "seed": self.seed if asked else None,
             "fhs_configuration": self.configuration if asked else None,
             "fhs": ctx.config.to_dict() if asked else None,
@@ -201,11 +203,12 @@ class RunSpec:
         choose(REFUSED, refused, "refused-facts policy")
         ctx = self.context(experiment)
         if fresh and getattr(ctx, "ledger", None) is not None:  # a fresh run reuses no verdict, records its own
-            from fhs.run.ledger import RecordOnly
+            from fhs.run.ledger import Ledger, RecordOnly
 
+            assert isinstance(ctx.ledger, Ledger)
             ctx.ledger = RecordOnly(ctx.ledger)
         stamp = self.stamp(experiment, ctx, sources)
-        path = Path(out_dir) if out_dir is not None else Path(root) / self.folder_name(stamp, experiment.spec)
+        path = Path(out_dir) if out_dir is not None else Path(root or ".") / self.folder_name(stamp, experiment.spec)
         if sources is None and experiment.spec.source is not None:  # a spec file's dataset: where its files are
             stamp["sources"] = spec_sources(experiment.spec, path)  # not part of the folder's name
         return RunJob(facts, self.method, ctx, path, stamp=stamp, fresh=fresh, refused=refused,

@@ -55,7 +55,7 @@ def record_summary(record: Mapping) -> dict[str, Any]:
 
 def call_totals(records: Iterable[Mapping]) -> dict[str, float]:
     """Model calls, cache hits, tokens and model seconds over records (or their summaries)."""
-    total = dict.fromkeys(COST_FIELDS, 0)
+    total: dict[str, float] = dict.fromkeys(COST_FIELDS, 0)
     for record in records:
         for name, value in record_cost(record).items():
             total[name] += value

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fhs.book.across_runs import across, across_differences
+from fhs.book.across_runs import across_differences, across_reported
 from fhs.book.manifest import ABLATION_VARIANTS
 from fhs.book.report import Estimate
 from fhs.book.study import Run, Study
@@ -39,8 +39,17 @@ from fhs.run.evaluate import SELECTOR, accuracy, accuracy_basis, metrics, paired
 from fhs.run.inputs import ModelChoice
 from fhs.run.rescore import best_of
 from fhs.run.summary import new_calls
-from fhs.run.tables.ablations import (DEV_TAG, ROW_METRICS, WINDOW_SIZES, BetaChoice, beta_sweep, choose_beta,
-                                      choose_beta_on_dev, final_rows, window_sensitivity)
+from fhs.run.tables.ablations import (
+    DEV_TAG,
+    ROW_METRICS,
+    WINDOW_SIZES,
+    BetaChoice,
+    beta_sweep,
+    choose_beta,
+    choose_beta_on_dev,
+    final_rows,
+    window_sensitivity,
+)
 from fhs.run.tables.sampling_pilot import sampling_pilot
 
 
@@ -103,10 +112,11 @@ def over_seeds(rows_per_seed: Sequence[Sequence[Mapping[str, Any]]], key: str) -
         row: dict[str, Any] = {}
         for name, value in first.items():
             values = [r.get(name) for r in same]
-            numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
-            row[name] = fmean(values) if numeric and len(set(values)) > 1 else value
-            if numeric and len(values) > 1 and name in ROW_METRICS + ("per_hypothesis_recall@200", "overlap"):
-                row[f"{name} (std)"] = stdev(values)
+            numbers = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+            numeric = len(numbers) == len(values)
+            row[name] = fmean(numbers) if numeric and len(set(numbers)) > 1 else value
+            if numeric and len(numbers) > 1 and name in ROW_METRICS + ("per_hypothesis_recall@200", "overlap"):
+                row[f"{name} (std)"] = stdev(numbers)
         merged.append(row)
     return merged
 
@@ -184,7 +194,7 @@ def mean_value(groups: Sequence[Sequence[Mapping]], metric: str) -> Estimate | N
     """A metric over seeded runs (given as record lists): the mean, ± the std when there are several."""
     values = [selector_accuracy(records) if metric == "accuracy" else metrics(records).get(metric)
               for records in groups]
-    return None if any(v is None for v in values) else across(values)
+    return across_reported(values)
 
 
 def mean_difference(groups: Sequence[Sequence[Mapping]], fhs_runs: Sequence[Run], metric: str,

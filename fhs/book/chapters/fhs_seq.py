@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fhs.book.across_runs import across, across_differences
+from fhs.book.across_runs import across, across_differences, across_reported
 from fhs.book.costs import calls_per_fact
 from fhs.book.report import Estimate
 from fhs.book.study import Run
@@ -122,7 +122,7 @@ def selector_row(name: str, seq_runs: Sequence[Run], fhs_runs: Sequence[Run], in
                                             for seq, fhs in zip(seq_runs, fhs_runs)])
     for label, group in (("fhs", fhs_runs), ("fhs-seq", seq_runs)):
         accuracy = [run.metrics.get("accuracy") for run in group]
-        row[f"{label} accuracy"] = across(accuracy) if None not in accuracy else None
+        row[f"{label} accuracy"] = across_reported(accuracy)
     return row
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from fhs.book.across_runs import across_differences
 from fhs.book.report import Estimate
 from fhs.book.study import Run, Study, over_runs
-from fhs.paper import PAPER, PAPER_BENCHMARK, RETRIEVER_SWAP
+from fhs.paper import PAPER, PAPER_BENCHMARK, SWAP_DELTA_MRR, SWAP_FHS_MARGIN
 from fhs.run.evaluate import paired_difference
 
 METRICS = ("recall@1", "recall@10", "recall@50", "recall@200", "mrr")
@@ -24,6 +24,7 @@ QUERY = {"direct": "raw fact", "oracle": "gold-query probe"}
 
 def dense_index_rows(study: Study, datasets: Sequence[str]) -> list[dict[str, Any]]:
     """Each dataset's taxonomy embedded (or read back from ``$FHS_CACHE/dense/``): size, cache, time, matrix."""
+    from fhs.retrieval.dense import DenseRetriever
     from fhs.retrieval.encoders import MODELS
     from fhs.run.inputs import cached_retriever, retrieval_config
 
@@ -33,6 +34,7 @@ def dense_index_rows(study: Study, datasets: Sequence[str]) -> list[dict[str, An
         spec = MODELS[study.profile.dense_model_for(experiment.taxonomy.name)]
         dense = cached_retriever(experiment.taxonomy, retrieval_config(experiment.spec.taxonomy, "dense"), "dense",
                                  spec.name)
+        assert isinstance(dense, DenseRetriever)  # the kind asked for
         dense.warm_up()
         info = dense.build_info
         rows.append({"taxonomy": experiment.taxonomy.name, "concepts": len(experiment.taxonomy),
@@ -61,7 +63,7 @@ def readiness_runs(study: Study, datasets: Sequence[str], retrievers: Sequence[s
 
     A dataset's runs execute together, fact by fact, so the hybrid runs find each query's dense
     vector already made, in whichever process the fact ran (``fhs.run.runner``)."""
-    runs = {}
+    runs: dict[tuple[str, str, str], Run] = {}
     for name in datasets:
         facts = study.experiment(name).facts
         facts = facts if limit is None else facts[: int(limit)]
@@ -112,7 +114,7 @@ def margins(seeded: Mapping[tuple[str, str, str], Sequence[Run]], datasets: Sequ
                 ds = [paired_difference(a.summaries, b.summaries, metric, **interval) for a, b in zip(fhs, one_pass)]
                 found[(name, retriever, metric)] = row[f"Δ {metric}"] = across_differences(ds)
                 if name in PAPER_BENCHMARK:  # Table 17's margin, beside the paper's datasets only
-                    row[f"paper Δ {metric}"] = RETRIEVER_SWAP["fhs_margin"][retriever][metric]
+                    row[f"paper Δ {metric}"] = SWAP_FHS_MARGIN[retriever][metric]
             rows.append(row)
     return found, rows
 
@@ -128,7 +130,7 @@ def swap_deltas(seeded: Mapping[tuple[str, str, str], Sequence[Run]], datasets: 
                 d = across_differences([paired_difference(a.summaries, b.summaries, "mrr", **interval)
                                         for a, b in zip(seeded[(name, retriever, method)], base)])
                 found[(name, method, retriever)] = d
-                paper = RETRIEVER_SWAP["swap_delta_mrr"].get(method, {}).get(retriever)
+                paper = SWAP_DELTA_MRR.get(method, {}).get(retriever)
                 rows.append({"dataset": name, "method": method, "swap": f"{retriever} − bm25", "Δ mrr": d,
                              **({"paper Δ mrr": Estimate(*paper) if paper else None} if name in PAPER_BENCHMARK
                                 else {})})
@@ -188,7 +190,7 @@ def margin_figure(margins_found, datasets: Sequence[str], retrievers: Sequence[s
                            for m in marks]).T.clip(min=0.0)  # an interval equal to its mean but for the last bit
         ax.errorbar(x - 0.1, est, yerr=spread, fmt="o", color=OURS_COLOR, capsize=3, label="ours")
         if name in PAPER_BENCHMARK:  # no paper mark beside a dataset the paper never ran
-            ax.plot(x + 0.1, [RETRIEVER_SWAP["fhs_margin"][r]["mrr"] for r in retrievers], "s", color=PAPER_COLOR,
+            ax.plot(x + 0.1, [SWAP_FHS_MARGIN[r]["mrr"] for r in retrievers], "s", color=PAPER_COLOR,
                     label="paper")
         ax.axhline(0, color=NEUTRAL_COLOR, lw=0.8)
         ax.set_xticks(x, retrievers)

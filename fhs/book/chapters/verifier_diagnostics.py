@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from fhs.book.across_runs import across, across_differences
+from fhs.book.across_runs import across, across_differences, across_reported
 from fhs.book.study import Run
 from fhs.paper import PAPER_BENCHMARK, VERIFIER
 from fhs.run.evaluate import metrics, paired_difference
@@ -32,7 +32,7 @@ def panel_frame(panels: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> pd.Dat
 def window_frame(stats: Mapping[str, Mapping[str, float]]) -> pd.DataFrame:
     """Appendix E.2's window statistics per dataset, with the paper's FinTagging row below when a dataset of the
     page stands for that benchmark (another dataset has no paper value to sit beside)."""
-    paper = [{"dataset": "paper (FinTagging)", "calls": VERIFIER["calls"], "gold_in_window": VERIFIER["gold_in_window"],
+    paper: list[dict[str, Any]] = [{"dataset": "paper (FinTagging)", "calls": VERIFIER["calls"], "gold_in_window": VERIFIER["gold_in_window"],
               "dimensions_resolved": VERIFIER["dimensions_resolved"]}]
     return pd.DataFrame([{"dataset": name, **s} for name, s in stats.items()]
                         + (paper if any(PAPER_BENCHMARK.get(name) == "fintagging" for name in stats) else []))
@@ -65,7 +65,7 @@ def arms_frame(with_verifier: Sequence[Run], without: Sequence[Run]) -> list[dic
         accuracy = [run.metrics.get("accuracy") for run in group]
         rows.append({"arm": label, "recall@1": across([run.metrics["recall@1"] for run in group]),
                      "mrr": across([run.metrics["mrr"] for run in group]),
-                     "accuracy": across(accuracy) if None not in accuracy else None})
+                     "accuracy": across_reported(accuracy)})
     return rows
 
 

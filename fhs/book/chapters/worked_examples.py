@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from fhs.method.hypotheses import UNRESOLVED, Hypothesis
 from fhs.method.verifier import consensus, fill_support, final_scores, parse_verdicts, support
-from fhs.paper import PAPER
+from fhs.paper import lookup
 from fhs.retrieval.bm25 import Ranking
 from fhs.retrieval.fusion import FusedPool
 
@@ -99,7 +99,7 @@ def score_example(example: WorkedExample, scoring: str = "paper", beta: float = 
 RSU_GOLD = "ShareBasedCompensationArrangementByShareBasedPaymentAwardEquityInstrumentsOtherThanOptionsNonvestedNumber"
 RSU_OPTIONS = "SharebasedCompensationArrangementBySharebasedPaymentAwardOptionsNonvestedNumberOfShares"
 RSU_BETWEEN = tuple(f"Distractor{i}" for i in range(1, 6))  # fused ranks 2-6; the gold is seventh
-RSU_LEAD = PAPER["appendix-g"]["rsu"]["lead"]  # the options concept's S~ lead over the gold (0.063)
+RSU_LEAD = lookup("appendix-g/rsu/lead")  # the options concept's S~ lead over the gold (0.063)
 
 
 def rsu_example() -> WorkedExample:

@@ -90,7 +90,7 @@ def taxonomy_dataset(taxonomy: str) -> DatasetSpec | None:
     return next((spec for spec in DATASETS.values() if spec.taxonomy == taxonomy), None)
 
 
-def load_facts(name: str | DatasetSpec, data_dir: Path, taxonomy, **options):
+def load_facts(name: str | DatasetSpec, data_dir: str | Path | None, taxonomy, **options):
     """The facts of dataset ``name``, read from ``data_dir`` (or its facts file) and checked against ``taxonomy``.
 
     ``options`` (e.g. ``progress=False``) reach the loader when it accepts them.

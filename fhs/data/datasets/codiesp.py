@@ -22,9 +22,9 @@ code under it counts, see ``fhs.data.facts.GOLD_MATCHES``).
 from __future__ import annotations
 
 import os
-from collections.abc import Collection
 import time
 from collections import Counter
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -233,16 +233,16 @@ def load_split(
     # the documents' alignments, beside the relocations (one file for every track and relocator)
     alignments = AlignmentStore(None if cache_path is None else
                                 cache_path.parent / f"alignments-codiesp-{split}.json")
-    documents: dict[str, AlignedDocument] = {}
+    aligned: dict[str, AlignedDocument] = {}
     tasks: list[RelocationTask] = []
     located: list[PieceMention] = []
     for mention in kept:
-        document = documents.get(mention.document_id)
+        document = aligned.get(mention.document_id)
         if document is None:
             spanish = _read_text(folder / "text_files" / f"{mention.document_id}.txt")
             english = _read_text(folder / "text_files_en" / f"{mention.document_id}.txt")
             document = AlignedDocument.build(mention.document_id, spanish, english, align, alignments)
-            documents[mention.document_id] = document
+            aligned[mention.document_id] = document
         try:
             tasks.append(document.task(mention.reference, mention.spans))
         except ValueError as error:
@@ -257,7 +257,7 @@ def load_split(
     all_facts: list[Fact] = []
     repeats: Counter[tuple[str, str]] = Counter()
     for mention, task, relocation in zip(kept, tasks, relocations):
-        document = documents[mention.document_id]
+        document = aligned[mention.document_id]
         position = (mention.document_id, mention.offsets)
         fact = _fact(split, chosen, mention, task, relocation, document, repeats[position])
         repeats[position] += 1
@@ -278,7 +278,7 @@ def load_split(
         "found_by_pieces": sum(bool(r.pieces) for r in discontinuous if r.located),
         "sentence_scope": scopes["sentence"],
         "document_scope": scopes["document"],
-        "documents_aligned": sum(1 for document in documents.values() if document.alignment is not None),
+        "documents_aligned": sum(1 for document in aligned.values() if document.alignment is not None),
         "seconds": round(time.perf_counter() - started, 2),
     }
     return CodiespSplit(facts, unrelocated, all_facts, stats)
@@ -388,7 +388,7 @@ def main(argv: list[str] | None = None) -> None:
     from fhs.data.facts import write_facts
     from fhs.data.taxonomies import load_taxonomy_file
 
-    parser = argparse.ArgumentParser(description=main.__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=(main.__doc__ or "").split("\n\n")[0])
     parser.add_argument("--data", default=None, help="data directory (default: $FHS_DATA)")
     parser.add_argument("--split", default="test", choices=SPLITS)
     parser.add_argument("--align", default="dp", choices=ALIGN_METHODS)

@@ -7,7 +7,8 @@ not say *which* cell holds the value, so we locate it: the cells showing the
 value (or, failing that, label cells that mention it: "8.875 % notes"),
 narrowed to the row that ``query`` quotes when the value occurs more than once.
 Many FinTagging tables hold every cell's text twice ("993 993"); cells are
-read once (:func:`~fhs.data.datasets.html_tables.collapse_repeats`), as the filing shows them. A fact keeps how sure that location is in ``metadata["match_status"]``:
+read once (:func:`~fhs.data.datasets.html_tables.collapse_repeats`), as the filing shows them. A fact keeps how
+sure that location is in ``metadata["match_status"]``:
 
 * ``exact_cell`` / ``exact_sentence``: one cell (one sentence) shows the value;
 * ``ambiguous``: several do; the first in reading order is used;
@@ -27,13 +28,19 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from fhs.core.errors import InputError
 from fhs.data.datadir import source_dir
+from fhs.data.datasets.html_page import visible_text
 from fhs.data.datasets.html_tables import (
-    TableGrid, collapse_repeats, column_header, find_value_cells, find_value_in_labels, row_header, table_grid,
+    TableGrid,
+    collapse_repeats,
+    column_header,
+    find_value_cells,
+    find_value_in_labels,
+    row_header,
+    table_grid,
     table_text,
 )
-from fhs.core.errors import InputError
-from fhs.data.datasets.html_page import visible_text
 from fhs.data.datasets.html_text import local_name, parse_fragment, sentence_at
 from fhs.data.datasets.numbers import INVISIBLE, mention_offsets
 from fhs.data.facts import Fact
@@ -71,7 +78,8 @@ def read_rows(path: str | Path) -> list[FinclRow]:
         try:
             header = next(reader)
         except StopIteration:
-            raise InputError("empty file", path=path, line=1, fix=f"expected the columns {', '.join(COLUMNS)}") from None
+            raise InputError("empty file", path=path, line=1,
+                             fix=f"expected the columns {', '.join(COLUMNS)}") from None
         missing = [name for name in COLUMNS if name not in header]
         if missing:
             raise InputError("missing column", path=path, line=1, field=missing[0],
@@ -186,8 +194,8 @@ def facts_from_rows(rows: Iterable[FinclRow], taxonomy=None) -> list[Fact]:
             fragment = parse_fragment(row.context)
             table = next((el for el in fragment.iter() if local_name(el) == "table"), None)
             if row.category == "table" and table is not None:
-                grid = table_grid(table, clean=collapse_repeats)
-                parsed[row.context] = (table_text(grid), grid)
+                built = table_grid(table, clean=collapse_repeats)
+                parsed[row.context] = (table_text(built), built)
             else:
                 parsed[row.context] = (visible_text(fragment), None)
         text, grid = parsed[row.context]

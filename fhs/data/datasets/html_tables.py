@@ -432,7 +432,8 @@ def find_value_in_labels(grid: TableGrid, value: str) -> list[GridCell]:
 
 
 def row_text(row: tuple[GridCell, ...]) -> str:
-    """One row as a reader says it: cells ``" | "``, a lone ``$`` joined to the next cell, ``)``/``%`` to the previous."""
+    """One row as a reader says it: cells ``" | "``, a lone ``$`` joined to the next cell, ``)``/``%`` to the
+    previous."""
     pieces: list[str] = []
     opener = ""
     for cell in row:

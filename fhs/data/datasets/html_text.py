@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
+from typing import Any
 
 from lxml import html as lxml_html
 
@@ -143,7 +144,7 @@ def _walk(root, out: TextBuilder, marks: Collection, offsets: dict, render_table
     A hostile page may nest elements thousands deep; recursion would stop at
     Python's limit, so each element pushes its own close and its children's tails.
     """
-    stack: list[tuple[str, object]] = [("open", root)]
+    stack: list[tuple[str, Any]] = [("open", root)]  # an element to open, a tag to close or a tail text
     while stack:
         step, item = stack.pop()
         if step == "tail":

@@ -79,7 +79,8 @@ _TEXT_BLOCKS = frozenset({"p", "div", "li", "h1", "h2", "h3", "h4", "h5", "h6", 
 _SMALL = {word: n for n, word in enumerate(
     "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
     "sixteen seventeen eighteen nineteen".split())}
-_TENS = {word: 10 * n for n, word in enumerate("_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()) if n > 1}
+_TENS = {word: 10 * n for n, word in enumerate("_ _ twenty thirty forty fifty sixty seventy eighty ninety".split())
+         if n > 1}
 _MULTIPLIERS = {"hundred": 100, "thousand": 1_000, "million": 1_000_000, "billion": 1_000_000_000}
 
 
@@ -210,7 +211,7 @@ def parse_document(data: bytes):
             root = lxml_html.document_fromstring(data, parser=parser)
         deep = too_deep(parser)  # recovering, the parser drops what lies deeper and says so only in its log
         if deep is not None:
-            raise ValueError(f"{deep[0]} (line {deep[1]})")
+            raise ValueError(f"{deep[0]} (line {deep[1]})") from None  # the depth is the error, not the syntax
         return root
 
 
@@ -426,8 +427,8 @@ def extract_filing(path: str | Path, cache_dir: str | os.PathLike | None = None,
     try:
         data = gunzip(raw, limit) if path.name.endswith(".gz") else raw
     except TooLarge as error:
-        raise InputError(f"expands to {error}, the limit on a filing's content: a gzip bomb, or not one filing", path=path,
-                         fix="pass one filing, .htm or .htm.gz") from None
+        raise InputError(f"expands to {error}, the limit on a filing's content: a gzip bomb, or not one filing",
+                         path=path, fix="pass one filing, .htm or .htm.gz") from None
     except ValueError as error:
         raise InputError(f"truncated or damaged gzip file ({error})",
                          path=path, fix="download the filing again (MANIFEST.tsv lists its sha256)") from None

@@ -19,7 +19,7 @@ naming the file and the field.
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +44,7 @@ def read_spec_file(path: str | Path) -> DatasetSpec:
     return _read(str(path.resolve()), stat.st_mtime_ns, stat.st_size)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _read(path_text: str, _mtime: int, _size: int) -> DatasetSpec:
     path = Path(path_text)
     raw = read_yaml_file(path)
@@ -77,7 +77,7 @@ def _read(path_text: str, _mtime: int, _size: int) -> DatasetSpec:
     facts = _existing(here, raw["facts"], path, "facts", "no such facts file")
     taxonomy_name, taxonomy_file = _taxonomy(here, raw["taxonomy"], path)
     own = taxonomy_dataset(taxonomy_name) if taxonomy_file is None else None
-    domain = _domain(here, raw.get("domain"), path) if raw.get("domain") else (own.domain if own else "")
+    domain = _domain(here, raw["domain"], path) if raw.get("domain") else (own.domain if own else "")
     return DatasetSpec(
         name=name, taxonomy=taxonomy_name,
         description=about or f"{name}: facts from {facts.name}",

@@ -81,6 +81,7 @@ def _fetch_files(client, source: LockedSource, files: list[LockedFile], root: Pa
     staging = root / STAGING
     with _bar(sum(f.size for f in files), source.name, show) as bar:
         for locked in files:
+            assert locked.url is not None  # _fetch_source sends only the files with a URL here
             wanted = Wanted(locked.path, locked.url, locked.size, locked.sha256,
                             html=locked.path.endswith((".htm.gz", ".htm", ".html")),
                             elsewhere=locked.elsewhere or source.elsewhere)
@@ -92,6 +93,7 @@ def _fetch_files(client, source: LockedSource, files: list[LockedFile], root: Pa
 def _fetch_archive(client, source: LockedSource, files: list[LockedFile], root: Path, show: bool,
                    pace: Pace) -> int:
     archive = source.archive
+    assert archive is not None  # the lock gives a file neither URL nor table only where its source has an archive
     staging = root / STAGING
     whole = staging / archive.name
     label = f"{STAGING}/{archive.name}"
@@ -114,6 +116,7 @@ def _fetch_archive(client, source: LockedSource, files: list[LockedFile], root: 
 def _write_table(source: LockedSource, locked: LockedFile, root: Path) -> None:
     import hashlib
 
+    assert source.table is not None  # the lock refuses a table file in a source without a table
     data = source.table.render()
     if hashlib.sha256(data).hexdigest() != locked.sha256:
         raise FetchError("the lock's table does not give the locked bytes; the lock is damaged",

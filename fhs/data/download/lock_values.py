@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal, overload
 from urllib.parse import urlsplit
 
 from fhs.core.errors import InputError, shown
@@ -57,6 +58,10 @@ def items(value, where: Where, *, empty: bool = False) -> list:
     return value
 
 
+@overload
+def text(value, where: Where, *, optional: Literal[False] = False) -> str: ...
+@overload
+def text(value, where: Where, *, optional: bool) -> str | None: ...
 def text(value, where: Where, *, optional: bool = False) -> str | None:
     if value is None and optional:
         return None
@@ -73,6 +78,10 @@ def flag(value, where: Where) -> bool:
     return value
 
 
+@overload
+def size(value, where: Where, *, optional: Literal[False] = False) -> int: ...
+@overload
+def size(value, where: Where, *, optional: bool) -> int | None: ...
 def size(value, where: Where, *, optional: bool = False) -> int | None:
     if value is None and optional:
         return None
@@ -81,6 +90,10 @@ def size(value, where: Where, *, optional: bool = False) -> int | None:
     return value
 
 
+@overload
+def sha256(value, where: Where, *, optional: Literal[False] = False) -> str: ...
+@overload
+def sha256(value, where: Where, *, optional: bool) -> str | None: ...
 def sha256(value, where: Where, *, optional: bool = False) -> str | None:
     if value is None and optional:
         return None
@@ -89,6 +102,10 @@ def sha256(value, where: Where, *, optional: bool = False) -> str | None:
     return value
 
 
+@overload
+def url(value, where: Where, *, optional: Literal[False] = False) -> str: ...
+@overload
+def url(value, where: Where, *, optional: bool) -> str | None: ...
 def url(value, where: Where, *, optional: bool = False) -> str | None:
     """An ``http``/``https`` URL with a host (what fetch may ask for, and nothing else)."""
     if value is None and optional:

@@ -50,7 +50,7 @@ class Pace:
         self.limits = limits or FetchLimits()
         self.clock = clock
         self.end = clock() + self.limits.deadline_s
-        self._window_start = self._window_bytes = 0
+        self._window_start, self._window_bytes = 0.0, 0
 
     def left(self) -> float:
         return self.end - self.clock()

@@ -8,6 +8,7 @@ the file in the data folder (the filings' own commits are those ``MANIFEST.tsv``
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import quote
 
 RAW = "https://raw.githubusercontent.com"
@@ -85,7 +86,7 @@ CODIESP = Publisher(
     notes=("Zenodo serves the corpus as one zip; fhs data fetch extracts the train/, dev/ and test/ files listed "
            "here (not the unannotated background/ set) and verifies each",),
 )
-CODIESP_ARCHIVE = dict(
+CODIESP_ARCHIVE: dict[str, Any] = dict(
     name="codiesp.zip",
     url="https://zenodo.org/records/3837305/files/codiesp.zip?download=1",
     prefix="final_dataset_v4_to_publish/",

@@ -9,9 +9,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from fhs.core.errors import InputError
-from fhs.data.relocate.cognates import lexicon_translations, content_words, english_keys, spanish_keys, words
+from fhs.data.relocate.cognates import content_words, english_keys, lexicon_translations, spanish_keys, words
 from fhs.data.relocate.sentences import Segment, is_paragraph_line
-
 
 ALIGN_METHODS = ("dp", "count")  # sentence alignment rules; see AlignConfig.method
 
@@ -160,7 +159,9 @@ def align_document(spanish_text: str, segments: Sequence[Segment], lines: Sequen
     beads = []
     i, j = rows, cols
     while (i, j) != (0, 0):
-        di, dj = back[i][j]
+        step = back[i][j]
+        assert step is not None  # every cell on the way back from the last one was reached
+        di, dj = step
         beads.append((tuple(range(i - di, i)), tuple(range(j - dj, j))))
         i, j = i - di, j - dj
     return Alignment("dp", tuple(reversed(beads)))

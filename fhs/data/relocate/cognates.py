@@ -17,7 +17,6 @@ from functools import lru_cache
 from fhs.data.relocate.lexicon import LEXICON, SPANISH_STOPWORDS
 from fhs.data.relocate.sentences import strip_accents
 
-
 _WORD_RE = re.compile(r"[^\W_]+")
 _ROMAN = {"ii": "2", "iii": "3", "iv": "4", "vi": "6", "vii": "7", "viii": "8", "ix": "9"}
 

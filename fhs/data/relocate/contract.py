@@ -42,11 +42,11 @@ class AlignedDocument:
     @classmethod
     def build(cls, document_id: str, spanish: str, english: str,
               config: AlignConfig = AlignConfig(),
-              alignments: AlignmentStore | None = None) -> "AlignedDocument":
+              alignments: AlignmentStore | None = None) -> AlignedDocument:
         """``alignments``: an ``AlignmentStore`` (``alignments.py``) to read the alignment from and add it to."""
         segments = tuple(split_spanish_sentences(spanish, paragraph_breaks=True))
         lines = tuple(english_lines(english))
-        key = None
+        key = ""  # read only where there is a store
         if alignments is not None:
             key = alignment_key(spanish, english, config)
             found, alignment = alignments.get(key)
@@ -82,7 +82,7 @@ class AlignedDocument:
             found.update(hits)
         return tuple(sorted(found))
 
-    def task(self, mention: str, spans: Sequence[tuple[int, int]]) -> "RelocationTask":
+    def task(self, mention: str, spans: Sequence[tuple[int, int]]) -> RelocationTask:
         """What a relocator needs for one mention: the Spanish context and the English candidate."""
         hit = self.sentences_for(spans)
         # A mention over several sentences takes every sentence from the first to the last.
@@ -178,11 +178,11 @@ class Relocation:
         return self.status in ("exact", "exact-pieces")
 
     @classmethod
-    def accepted(cls, task: RelocationTask, start: int, end: int, method: str, note: str = "") -> "Relocation":
+    def accepted(cls, task: RelocationTask, start: int, end: int, method: str, note: str = "") -> Relocation:
         return cls(task.candidate[start:end], start, end, "exact", method, task.scope, note)
 
     @classmethod
-    def not_found(cls, task: RelocationTask, method: str, note: str) -> "Relocation":
+    def not_found(cls, task: RelocationTask, method: str, note: str) -> Relocation:
         status = "failed" if not task.candidate else f"fallback-{task.scope}"
         return cls(None, None, None, status, method, task.scope, note)
 

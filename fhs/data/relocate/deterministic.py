@@ -69,6 +69,7 @@ class DeterministicRelocator:
         # (their source text), so an edited rule never reads stale cached answers.
         digest = hashlib.sha1(repr(config).encode("utf-8"))
         for module in (cognates, lexicon, sys.modules[__name__]):
+            assert module.__file__ is not None  # modules of this package, read from their files
             digest.update(Path(module.__file__).read_bytes())
         self.name = f"deterministic-{digest.hexdigest()[:10]}"
         if extra_lexicon:

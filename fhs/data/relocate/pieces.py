@@ -63,7 +63,12 @@ def piece_tasks(mention: Mention) -> list[RelocationTask]:
 def combine_pieces(task: RelocationTask, found: Sequence[Relocation],
                    max_cover_words: int = MAX_COVER_WORDS) -> Relocation:
     """One relocation from every piece's: the covering stretch, or the pieces themselves."""
-    spans = tuple(sorted((r.start, r.end) for r in found))
+    stretches: list[tuple[int, int]] = []
+    for piece in found:
+        if piece.start is None or piece.end is None:
+            raise ValueError(f"a piece found as {piece.status}, not as one stretch of the candidate")
+        stretches.append((piece.start, piece.end))
+    spans = tuple(sorted(stretches))
     low, high = spans[0][0], max(end for _, end in spans)
     cover = task.candidate[low:high]
     method = found[0].method

@@ -70,7 +70,7 @@ def read_schema(schema: Path) -> dict[str, Element]:
     """Top-level elements of the schema by id (the target of every loc href)."""
     root = _parse(schema).getroot()
     if root.tag != f"{{{XS}}}schema":
-        raise InputError(f"expected an xs:schema root, found {root.tag}", path=schema, line=root.sourceline)
+        raise InputError(f"expected an xs:schema root, found {root.tag!s}", path=schema, line=root.sourceline)
     by_id: dict[str, Element] = {}
     names: set[str] = set()
     for node in root.iterchildren(f"{{{XS}}}element"):

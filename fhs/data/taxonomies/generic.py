@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import csv
 import json
-from dataclasses import replace
 from collections.abc import Iterator, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 

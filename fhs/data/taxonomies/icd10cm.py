@@ -66,7 +66,8 @@ def normalize_icd_code(raw: str) -> str:
     match = _CODE.fullmatch(text)
     if not match:
         raise InputError(f"not an ICD-10-CM code: {raw!r}", field="code",
-                         fix="expected a letter, two characters with a digit among them, then optionally '.' and 1-4 characters")
+                         fix="expected a letter, two characters with a digit among them, then optionally '.' "
+                             "and 1-4 characters")
     category, rest = match.groups()
     return f"{category}.{rest}" if rest else category
 

@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterable, Sequence
 
 from fhs.core.errors import InputError, warn
 from fhs.data.facts import Fact, gold_match_of
-from fhs.data.taxonomy import Taxonomy
 from fhs.data.taxonomies.icd10cm import normalize_icd_code
+from fhs.data.taxonomy import Taxonomy
 
 # Namespace prefixes that XBRL filings put before an element name (``us-gaap:Revenues``).
 _XBRL_PREFIX = re.compile(r"^(?:us-gaap|ifrs-full|ifrs|srt|dei)[:_]", re.IGNORECASE)
@@ -82,7 +82,8 @@ def check_gold(facts: Sequence[Fact], taxonomy: Taxonomy, where: str) -> list[st
     if not known:
         raise InputError(f"none of the gold ids is in taxonomy {taxonomy.name!r} (e.g. {examples})",
                          path=where, field="gold",
-                         fix="gold ids must be taxonomy ids such as " + ", ".join(repr(c.id) for c in list(taxonomy)[:2]))
+                         fix="gold ids must be taxonomy ids such as "
+                             + ", ".join(repr(c.id) for c in list(taxonomy)[:2]))
     warn(f"{where}: {len(unknown)} gold id(s) are not in taxonomy {taxonomy.name!r} and always count as misses "
          f"(e.g. {examples})")
     return unknown

@@ -193,9 +193,9 @@ def match_definitions(tags: Iterable[str], rows: Sequence[TermRow], skipped_rows
     by_plural: dict[str, list[str]] = {}
     by_versioned: dict[str, list[str]] = {}
     for tag in tags:
-        exact, plural = _keys(tag)
-        by_exact.setdefault(exact, []).append(tag)
-        by_plural.setdefault(plural, []).append(tag)
+        exact_term, plural_term = _keys(tag)
+        by_exact.setdefault(exact_term, []).append(tag)
+        by_plural.setdefault(plural_term, []).append(tag)
         if _VERSION_SUFFIX.search(tag):
             by_versioned.setdefault(exact_key(_VERSION_SUFFIX.sub("", tag)), []).append(tag)
 
