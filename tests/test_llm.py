@@ -22,6 +22,7 @@ import jsonschema
 import pytest
 
 from fhs.core.errors import InputError
+from fhs.llm.backends import BASE_URLS_ENV_VAR
 from fhs.llm import factory as F
 from fhs.llm import llama_cpp as LC
 from fhs.llm import vllm as V
@@ -508,7 +509,7 @@ def test_missing_vllm_says_install_the_gpu_extra(monkeypatch):
 
 
 def test_make_llm_openai_defaults(monkeypatch, tmp_path):
-    monkeypatch.setenv(F.BASE_URLS_ENV_VAR, "http://a:1, http://b:2")
+    monkeypatch.setenv(BASE_URLS_ENV_VAR, "http://a:1, http://b:2")
     llm = make_llm("openai", "Qwen/Qwen3-32B")
     assert isinstance(llm, OpenAIBackend) and llm.base_urls == ["http://a:1", "http://b:2"]
     assert "chat_template_kwargs" not in llm.payload(BASE)  # the model's name decides nothing

@@ -49,6 +49,13 @@ class MethodContext:
                              fix="pass --backend and --model, or a --profile that names them")
         return self.llm, self.domain
 
+    def require_domain(self, method: str) -> Domain:
+        """The domain a prompt is written from: building a request needs it, not a model."""
+        if self.domain is None:
+            raise InputError(f"method {method!r} needs a domain", field="domain",
+                             fix="give the dataset a domain file (a spec's `domain:`)")
+        return self.domain
+
 
 Method = Callable[[Fact, MethodContext], dict]
 
