@@ -13,11 +13,11 @@ MAKEFLAGS += --no-print-directory
 
 PYTHON ?= python3## interpreter that creates the virtual environment
 VENV ?= .venv## where the virtual environment lives
-PROFILE ?= cpu## smoke | cpu | paper (notebooks/profiles.yaml)
-ARGS ?= ## extra arguments for scripts/run_notebooks.py, e.g. "-p base_url=http://gpu:8000/v1" (a key of the chapters' server or sample mapping, notebooks/profiles.yaml)
+PROFILE ?= cpu## smoke | cpu | paper (fhs/book/profiles.yaml)
+ARGS ?= ## extra arguments for scripts/run_notebooks.py, e.g. "-p base_url=http://gpu:8000/v1" (a key of the chapters' server or sample mapping, fhs/book/profiles.yaml)
 REPLAY ?= ## an `fhs archive` file: the chapters answer every model call from it, no server (PROFILE=paper REPLAY=paper.fhsa)
 DATASETS ?= ## dataset spec files (YAML) of your own, split at spaces as the shell splits words (a path with a space: quote it, or give it alone): `make book DATASETS="my.yaml"` builds an adapter's book of the chapters that apply to them (book/adapting.md)
-CHAPTERS ?= 01_readiness_gap 02_main_results## the chapters an adapter's book considers (scripts/adapter_book.py)
+CHAPTERS ?= ## the chapters an adapter's book considers (default: those fhs/book/registry.py writes for any dataset)
 ADAPTER_BOOK ?= _build/adapter## where an adapter's book is executed and built (its HTML: ADAPTER_BOOK/_build/html)
 PYTEST_ARGS ?= -q## arguments for pytest
 PIP_FIND_LINKS ?= ## a folder of prebuilt wheels, e.g. /tmp/wh (llama-cpp-python builds from source without one)
@@ -96,7 +96,7 @@ book: ## everything: install, execute every chapter (PROFILE), build _build/html
 
 adapter-book: install-book models ## the chapters that apply to DATASETS, executed in ADAPTER_BOOK, strict offline HTML
 	$(WORDS) $(RUN_PY) scripts/adapter_book.py @FHS_MK_DATASETS --profile "$$FHS_MK_PROFILE" \
-		--chapters @FHS_MK_CHAPTERS --out "$$FHS_MK_ADAPTER_BOOK" @FHS_MK_ARGS
+		$(if $(strip $(CHAPTERS)),--chapters @FHS_MK_CHAPTERS) --out "$$FHS_MK_ADAPTER_BOOK" @FHS_MK_ARGS
 
 notebooks: install-book models ## execute the chapters listed in _toc.yml with papermill (incremental)
 	$(RUN_BIN)/fhs data fetch

@@ -22,14 +22,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout even before `pip install -e .`
 
 from fhs.book.execute import run  # noqa: E402
-from fhs.book.toc import load_profiles, parse_assignment, parse_mapping  # noqa: E402
+from fhs.book.toc import PROFILES, load_profiles, parse_assignment, parse_mapping  # noqa: E402
 from fhs.core.errors import InputError  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    profiles = ", ".join(load_profiles(ROOT / "notebooks" / "profiles.yaml").profiles)
-    parser.add_argument("--profile", default="cpu", help=f"{profiles} (notebooks/profiles.yaml; default cpu)")
+    profiles = ", ".join(load_profiles(PROFILES).profiles)
+    parser.add_argument("--profile", default="cpu", help=f"{profiles} (fhs/book/profiles.yaml; default cpu)")
     parser.add_argument("--only", action="append", default=[], metavar="STEM",
                         help="execute only this chapter (repeatable); the provenance page follows")
     parser.add_argument("--force", action="store_true", help="re-execute even if unchanged")

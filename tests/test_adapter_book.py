@@ -32,7 +32,7 @@ def test_a_chapter_no_dataset_can_run_is_left_out_with_why():
     assert "03_ablations" not in plan.chapters
     assert "development split" in plan.left_out["03_ablations"]
     assert "CHAPTERS=" in plan.left_out["05_retriever_swap"]  # not asked for: how to ask
-    page = index_page(plan, "smoke", ROOT)
+    page = index_page(plan, "smoke")
     assert "`mine`" in page and "development split" in page and "/" not in page.split("## Chapters left")[0] \
         .replace("{doc}`", "").replace("`make book DATASETS=...`", "")
     assert [c["file"] for c in toc(plan)["parts"][0]["chapters"]] == ["book/01_readiness_gap", "book/02_main_results"]

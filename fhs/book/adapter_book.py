@@ -17,24 +17,16 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fhs.book.registry import REGISTRY, Registry
 from fhs.core.errors import InputError
 from fhs.core.free_text import markdown_literal
 from fhs.core.yamlfile import read_yaml_file
 
-# What each chapter needs of a dataset (fhs/run/dataset_offers.py), and what it says it needs.
-CHAPTER_NEEDS: dict[str, tuple[str, ...]] = {
-    "01_readiness_gap": (),
-    "02_main_results": ("domain",),
-    "03_ablations": ("domain", "dev"),
-    "04_verifier_diagnostics": ("domain",),
-    "05_retriever_swap": ("domain",),
-    "06_fhs_seq": ("domain",),
-}
 NEED_WORDS = {"domain": "a domain file (`domain:` in the spec; LLM methods need its dimensions)",
               "dev": "a development split (`dev:` in the spec)"}
 # The chapters whose prose and tables are written for any dataset; the others still
 # describe the paper's datasets in places, so they join only when named (CHAPTERS=...).
-DEFAULT_CHAPTERS = ("01_readiness_gap", "02_main_results")
+DEFAULT_CHAPTERS = tuple(chapter.stem for chapter in REGISTRY.adaptable() if chapter.adapter_default)
 PAGES = ("adapting", "data")  # prose pages copied from book/; provenance is executed
 SUMMARY = "provenance"
 
@@ -54,6 +46,7 @@ class BookPlan:
     datasets: list[BookDataset]
     chapters: dict[str, list[BookDataset]] = field(default_factory=dict)  # stem -> the datasets it runs on
     left_out: dict[str, str] = field(default_factory=dict)  # stem -> why (a sentence)
+    titles: dict[str, str] = field(default_factory=dict)  # stem -> its title, for the index page
 
 
 def book_dataset(spec_path: str | Path, book_dir: Path) -> BookDataset:
@@ -68,21 +61,25 @@ def book_dataset(spec_path: str | Path, book_dir: Path) -> BookDataset:
     return BookDataset(spec.name, relative, spec.description, frozenset(offers))
 
 
-def plan_book(datasets: list[BookDataset], chapters: tuple[str, ...] = DEFAULT_CHAPTERS) -> BookPlan:
-    """Each chapter with the datasets that meet its needs; a chapter none of them meets is left out, with why."""
+def plan_book(datasets: list[BookDataset], chapters: tuple[str, ...] = DEFAULT_CHAPTERS,
+              registry: Registry = REGISTRY) -> BookPlan:
+    """Each chapter with the datasets that meet its needs (``needs`` in :mod:`fhs.book.registry`); a chapter none of
+    them meets is left out, with why."""
+    needs_of = {chapter.stem: chapter.needs or () for chapter in registry.adaptable()}
+    defaults = tuple(chapter.stem for chapter in registry.adaptable() if chapter.adapter_default)
     names = [d.name for d in datasets]
     if len(set(names)) != len(names):
         raise InputError(f"two dataset specs share a name: {', '.join(names)}", field="name",
                          fix="give each spec its own `name:`; the pages and saved values are filed under it")
-    unknown = [stem for stem in chapters if stem not in CHAPTER_NEEDS]
+    unknown = [stem for stem in chapters if stem not in needs_of]
     if unknown:
         raise InputError(f"not a chapter an adapter's book can hold: {', '.join(unknown)}", field="CHAPTERS",
-                         fix=f"choose from {', '.join(CHAPTER_NEEDS)}")
-    plan = BookPlan(list(datasets))
-    for stem in CHAPTER_NEEDS:
+                         fix=f"choose from {', '.join(needs_of)}")
+    plan = BookPlan(list(datasets), titles={chapter.stem: chapter.title for chapter in registry.adaptable()})
+    for stem in needs_of:
         if stem not in chapters:
             continue
-        needs = CHAPTER_NEEDS[stem]
+        needs = needs_of[stem]
         fit = [d for d in datasets if all(need in d.offers for need in needs)]
         if fit:
             plan.chapters[stem] = fit
@@ -90,20 +87,12 @@ def plan_book(datasets: list[BookDataset], chapters: tuple[str, ...] = DEFAULT_C
             lacking = sorted({need for d in datasets for need in needs if need not in d.offers})
             plan.left_out[stem] = "it needs " + " and ".join(NEED_WORDS[n] for n in lacking) + \
                 ", which no dataset of this book has"
-    not_named = [stem for stem in CHAPTER_NEEDS if stem not in chapters]
+    not_named = [stem for stem in needs_of if stem not in chapters]
     for stem in not_named:
-        why = "not asked for" if stem in DEFAULT_CHAPTERS else \
+        why = "not asked for" if stem in defaults else \
             "not written for any dataset yet (its prose still speaks of the paper's datasets in places)"
         plan.left_out[stem] = f"{why}; add it with `CHAPTERS=\"{' '.join((*chapters, stem))}\"`"
     return plan
-
-
-def chapter_title(repo: Path, stem: str) -> str:
-    """The chapter's first Markdown heading in its Jupytext source."""
-    for line in (repo / "notebooks" / f"{stem}.py").read_text(encoding="utf-8").splitlines():
-        if line.startswith("# # "):
-            return line[4:].strip()
-    return stem
 
 
 _DOC = re.compile(r"\{doc\}`([^`<]+?)(?:\s*<([^>]+)>)?`")
@@ -141,7 +130,7 @@ def keep_notebook_links_inside(path: Path, present: set[str]) -> bool:
     return changed
 
 
-def index_page(plan: BookPlan, profile: str, repo: Path) -> str:
+def index_page(plan: BookPlan, profile: str) -> str:
     """The book's first page: its datasets, its chapters, and each chapter it left out with why."""
     names = ", ".join(f"`{d.name}`" for d in plan.datasets)
     lines = [f"# An adapter's book: {names}", "",
@@ -160,7 +149,7 @@ def index_page(plan: BookPlan, profile: str, repo: Path) -> str:
     if plan.left_out:
         lines += ["## Chapters left out", ""]
         for stem, why in plan.left_out.items():
-            lines.append(f"- *{chapter_title(repo, stem)}* ({stem}): {why}.")
+            lines.append(f"- *{plan.titles[stem]}* ({stem}): {why}.")
         lines.append("")
     return "\n".join(lines)
 
@@ -194,4 +183,4 @@ def write_book_files(book_dir: Path, repo: Path, plan: BookPlan, profile: str) -
     for page in PAGES:
         text = (repo / "book" / f"{page}.md").read_text(encoding="utf-8")
         (book_dir / "book" / f"{page}.md").write_text(keep_links_inside(text, present), encoding="utf-8")
-    (book_dir / "book" / "index.md").write_text(index_page(plan, profile, repo), encoding="utf-8")
+    (book_dir / "book" / "index.md").write_text(index_page(plan, profile), encoding="utf-8")

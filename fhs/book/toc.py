@@ -1,8 +1,8 @@
 """The book's chapters and profiles: which notebooks the TOC lists, with which parameters.
 
 ``_toc.yml`` says which chapters exist (a ``book/X`` entry backed by
-``notebooks/X.py``); ``notebooks/profiles.yaml`` says which parameters each
-profile gives them. Pure reading, no execution: :mod:`fhs.book.execute` runs
+``notebooks/X.py``; a test holds it to :mod:`fhs.book.registry`); ``fhs/book/profiles.yaml``
+(package data) says which parameters each profile gives them. Pure reading, no execution: :mod:`fhs.book.execute` runs
 what this module finds.
 
 Two parameters are mappings (:data:`MAPPINGS`): ``server`` (how models are asked) and
@@ -22,6 +22,8 @@ from typing import Any
 from fhs.core.errors import InputError
 from fhs.core.yamlfile import parse_yaml, read_yaml_file
 
+PROFILES = Path(__file__).resolve().parent / "profiles.yaml"  # package data: what each profile passes the chapters
+
 
 @dataclass(frozen=True)
 class Chapter:
@@ -35,7 +37,7 @@ class Chapter:
 
 @dataclass(frozen=True)
 class ProfileParameters:
-    """One profile's entry in notebooks/profiles.yaml: the papermill parameters every chapter gets
+    """One profile's entry in fhs/book/profiles.yaml: the papermill parameters every chapter gets
     (the profile's model and sample sizes are ``fhs.run.profiles.RunProfile``)."""
 
     name: str
@@ -162,7 +164,7 @@ class ProfileFile:
 
 
 def load_profiles(path: Path) -> ProfileFile:
-    """Parse ``notebooks/profiles.yaml`` (see that file for the layout)."""
+    """Parse a profile file such as :data:`PROFILES` (see that file for the layout)."""
     try:
         raw = read_yaml_file(path) or {}
     except FileNotFoundError:
