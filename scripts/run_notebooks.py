@@ -22,7 +22,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout even before `pip install -e .`
 
 from fhs.book.execute import run  # noqa: E402
-from fhs.book.toc import PROFILES, load_profiles, parse_assignment, parse_mapping  # noqa: E402
+from fhs.book.registry import REGISTRY  # noqa: E402
+from fhs.book.toc import PROFILES, check_chapters, load_profiles, parse_assignment, parse_mapping  # noqa: E402
 from fhs.core.errors import InputError  # noqa: E402
 
 
@@ -56,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         overrides.update(parse_assignment(text) for text in args.parameter)
         if args.replay:
             overrides["replay"] = str(Path(args.replay).resolve())
+        check_chapters(ROOT / "_toc.yml", REGISTRY.stems)  # a chapter the registry lacks is planned by nothing
         return run(ROOT, args.profile, only=args.only, force=args.force, overrides=overrides,
                    kernel=args.kernel, dry_run=args.dry_run, progress_bar=not args.no_progress,
                    timeout=args.timeout)

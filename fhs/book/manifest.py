@@ -90,8 +90,8 @@ def pcs_inputs() -> tuple[Path, Path, Path]:
     try:
         spec = read_spec_file(write_spec(cache_dir("pcs")))
     except InputError as error:
-        raise InputError(f"building chapter 8's inputs failed: {error}",
-                         fix="install the pcs extra (pip install 'fhs[pcs]') or plan without 08_procedures_pcs") from None
+        raise InputError(f"building chapter 8's inputs failed: {error}", fix="install the pcs extra "
+                         "(pip install 'fhs[pcs]') or plan without 08_procedures_pcs") from None
     return spec.taxonomy_file, spec.facts_file, Path(spec.domain)
 
 
@@ -114,7 +114,7 @@ def plan_profile(profile: str, *, chapters: list[str] | None = None, sample: int
                  changes: Mapping[str, Any] | None = None,
                  overrides: Mapping[str, Any] | None = None,
                  build_dense: bool = False, server=None, base_url: str | None = None,
-                 calibrate: bool = False) -> tuple[dict[str, Any], list]:
+                 calibrate: bool = False, registry: Registry = REGISTRY) -> tuple[dict[str, Any], list]:
     """``fhs plan``: the profile's chapters dry-run on the simulated model, sized to the profile.
 
     ``fraction`` plans a rehearsal on that share of every LLM sample (``make rehearsal``'s
@@ -124,7 +124,7 @@ def plan_profile(profile: str, *, chapters: list[str] | None = None, sample: int
     ``server`` (``fhs.plan.server.Server``) adds the modelled server's prefill, decode, KV and floor.
     ``base_url``: the server whose tokenizer counts the tokens (else the model's own where cached, else
     Qwen's vocabulary: ``fhs.llm.tokens.counter_for``); ``calibrate`` also measures it
-    (``fhs.plan.calibrate``) and adds the days at its measured rates and KV capacity.
+    (``fhs.plan.calibrate``) and adds the days at its measured rates and KV capacity. ``registry``: the chapters.
     Returns the plan (what ``--json`` prints) and its rows.
     """
     import time
@@ -144,8 +144,8 @@ def plan_profile(profile: str, *, chapters: list[str] | None = None, sample: int
         chosen = replace(chosen, fhs_overrides={**chosen.fhs_overrides, **changes})
     throughput = throughput or Throughput()
     # a chapter whose extra is missing is left out and named now, before any work
-    missing = left_out(chapters)
-    planned = [stem for stem in chapters or CHAPTERS if stem not in missing]
+    missing = left_out(chapters, registry)
+    planned = [stem for stem in chapters or [c.stem for c in registry.planned()] if stem not in missing]
     if not planned:
         stem, extra = next(iter(missing.items()))
         raise InputError(f"{stem} needs the {extra} extra, which is not installed", field="chapter",
@@ -159,7 +159,7 @@ def plan_profile(profile: str, *, chapters: list[str] | None = None, sample: int
             raise InputError(f"the server's tokenizer at {base_url} did not answer ({error})", field="base-url",
                              fix="start the server first, or leave out --base-url") from None
     started = time.perf_counter()
-    runs = chapter_runs(chosen, planned, overrides)
+    runs = chapter_runs(chosen, planned, overrides, registry)
     stats: dict[str, Any] = {}
     rows = dry_run(runs, chosen, lambda name: load_inputs(name, data), sample=sample, counter=counter,
                    data=data, progress=progress, build_dense=build_dense, stats=stats)

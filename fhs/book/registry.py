@@ -33,7 +33,7 @@ class ChapterEntry:
     defaults: Mapping[str, Any]  # the notebook's parameters cell, literal for literal
     runs: RunsOf | None = None  # the runs fhs plan sizes (fhs/book/planned.py); None: a plan leaves it out
     extra: str | None = None  # the optional install it needs (fhs.core.extras), left out of a plan without it
-    needs: tuple[str, ...] | None = None  # what an adapter's spec must offer (fhs.book.adapter_book); None: not admitted
+    needs: tuple[str, ...] | None = None  # what an adapter's spec must offer (fhs.book.adapter_book); None: never
     adapter_default: bool = False  # written for any dataset: an adapter's book holds it unless told otherwise
     fixed_datasets: tuple[str, ...] = ()  # datasets it runs on that no parameter names (chapter 8's own)
 

@@ -14,6 +14,7 @@ so the flat names chapters took before still work.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -110,6 +111,22 @@ def toc_files(toc_path: Path) -> list[str]:
 
     walk({k: v for k, v in toc.items() if k != "root"})
     return files
+
+
+CHAPTER_NAME = re.compile(r"\d\d_\w+")  # a chapter's stem: notebooks/NN_name.py (CONTRIBUTING.md)
+
+
+def check_chapters(toc_path: Path, stems: Iterable[str]) -> None:
+    """The TOC lists exactly the chapters ``stems`` (:mod:`fhs.book.registry`'s), in that order; else a one-line
+    error naming the difference. Jupyter Book reads the TOC, so it keeps its copy of the list."""
+    listed = [Path(entry).name for entry in toc_files(toc_path) if CHAPTER_NAME.fullmatch(Path(entry).name)]
+    stems = list(stems)
+    if listed != stems:
+        missing, extra = [s for s in stems if s not in listed], [s for s in listed if s not in stems]
+        differs = "; ".join(part for part in (missing and f"not listed: {', '.join(missing)}",
+                                              extra and f"not registered: {', '.join(extra)}") if part)
+        raise InputError(f"the chapters differ from fhs/book/registry.py's ({differs or 'another order'})",
+                         path=toc_path, fix="list each registered chapter once, as book/<stem>, in the registry's order")
 
 
 def chapters_from_toc(root: Path, toc_name: str = "_toc.yml", notebooks_dir: str = "notebooks",
