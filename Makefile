@@ -104,9 +104,9 @@ notebooks: install-book models ## execute the chapters listed in _toc.yml with p
 		$${FHS_MK_REPLAY:+--replay "$$FHS_MK_REPLAY"} @FHS_MK_ARGS
 
 html: install-book ## build the HTML from the executed notebooks (-W -n --keep-going), check it is offline
-	$(RUN_PY) -m dev.measurements
-	$(RUN_PY) -m dev.serving_table
-	$(RUN_PY) -m dev.selector_reuse
+	$(RUN_PY) -m fhs.book.measurements
+	$(RUN_PY) -m fhs.book.serving_table
+	$(RUN_PY) -m fhs.book.selector_layout
 	$(RUN_BIN)/jupyter-book build . -W -n --keep-going
 	$(RUN_PY) -m fhs.book.offline _build/html
 
