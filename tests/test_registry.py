@@ -67,6 +67,12 @@ def test_chapter_8s_default_inputs_are_the_files_the_package_ships():
     assert (ROOT / defaults["lexicon_file"]).resolve() == (EXAMPLES / "procedure_lexicon.txt").resolve()
 
 
+def test_a_chapter_says_which_datasets_it_runs_on():
+    assert REGISTRY.get("03_ablations").datasets == ("fincl", "ixbrl-dev")
+    assert REGISTRY.get("08_procedures_pcs").datasets == ("codiesp-P",)
+    assert REGISTRY.get("01_readiness_gap").datasets == ("fincl", "ixbrl", "codiesp")
+
+
 def test_an_unknown_chapter_names_the_registered_ones():
     with pytest.raises(InputError, match="01_readiness_gap"):
         REGISTRY.get("10_nope")
