@@ -13,11 +13,11 @@ MAKEFLAGS += --no-print-directory
 
 PYTHON ?= python3## interpreter that creates the virtual environment
 VENV ?= .venv## where the virtual environment lives
-PROFILE ?= cpu## smoke | cpu | paper (notebooks/profiles.yaml)
-ARGS ?= ## extra arguments for scripts/run_notebooks.py, e.g. "-p base_url=http://gpu:8000/v1" (a key of the chapters' server or sample mapping, notebooks/profiles.yaml)
+PROFILE ?= cpu## smoke | cpu | paper (fhs/book/profiles.yaml)
+ARGS ?= ## extra arguments for scripts/run_notebooks.py, e.g. "-p base_url=http://gpu:8000/v1" (a key of the chapters' server or sample mapping, fhs/book/profiles.yaml)
 REPLAY ?= ## an `fhs archive` file: the chapters answer every model call from it, no server (PROFILE=paper REPLAY=paper.fhsa)
 DATASETS ?= ## dataset spec files (YAML) of your own, split at spaces as the shell splits words (a path with a space: quote it, or give it alone): `make book DATASETS="my.yaml"` builds an adapter's book of the chapters that apply to them (book/adapting.md)
-CHAPTERS ?= 01_readiness_gap 02_main_results 03_ablations 04_verifier_diagnostics 05_retriever_swap 06_fhs_seq 09_stage_ceilings## the chapters an adapter's book considers (scripts/build_adapter_book.py); those that ask a model run only with one: ARGS="-p base_url=URL" (a server) or ARGS=--llm (the CPU model)
+CHAPTERS ?= ## the chapters an adapter's book considers (default: every chapter fhs/book/registry.py admits to one); those that ask a model run only with one: ARGS="-p base_url=URL" (a server) or ARGS=--llm (the CPU model)
 ADAPTER_BOOK ?= _build/adapter## where an adapter's book is executed and built (its HTML: ADAPTER_BOOK/_build/html)
 PYTEST_ARGS ?= -q## arguments for pytest
 PIP_FIND_LINKS ?= ## a folder of prebuilt wheels, e.g. /tmp/wh (llama-cpp-python builds from source without one)
@@ -96,7 +96,7 @@ book: ## everything: install, execute every chapter (PROFILE), build _build/html
 
 adapter-book: install-book models ## the chapters that apply to DATASETS, executed in ADAPTER_BOOK, strict offline HTML
 	$(WORDS) $(RUN_PY) scripts/build_adapter_book.py @FHS_MK_DATASETS --profile "$$FHS_MK_PROFILE" \
-		--chapters @FHS_MK_CHAPTERS --out "$$FHS_MK_ADAPTER_BOOK" @FHS_MK_ARGS
+		$(if $(strip $(CHAPTERS)),--chapters @FHS_MK_CHAPTERS) --out "$$FHS_MK_ADAPTER_BOOK" @FHS_MK_ARGS
 
 notebooks: install-book models ## execute the chapters listed in _toc.yml with papermill (incremental)
 	$(RUN_BIN)/fhs data fetch
@@ -104,9 +104,9 @@ notebooks: install-book models ## execute the chapters listed in _toc.yml with p
 		$${FHS_MK_REPLAY:+--replay "$$FHS_MK_REPLAY"} @FHS_MK_ARGS
 
 html: install-book ## build the HTML from the executed notebooks (-W -n --keep-going), check it is offline
-	$(RUN_PY) -m dev.measurements
-	$(RUN_PY) -m dev.serving_table
-	$(RUN_PY) -m dev.selector_reuse
+	$(RUN_PY) -m fhs.book.measurements
+	$(RUN_PY) -m fhs.book.serving_table
+	$(RUN_PY) -m fhs.book.selector_layout
 	$(RUN_BIN)/jupyter-book build . -W -n --keep-going
 	$(RUN_PY) -m fhs.book.offline _build/html
 

@@ -68,7 +68,7 @@ profile_note(profile, display_name(choice.model),
 # Every row is run once per seed; a value is the mean over the runs, ± the std across them.
 
 # %%
-arms = ablations.variant_arms(study, dataset, choices, base)  # fhs/book/manifest.py's variants, which fhs plan sizes
+arms = ablations.variant_arms(study, dataset, choices, base)  # fhs/book/planned.py's variants, which fhs plan sizes
 fhs_run = arms["fhs"][0]
 print(f"{len(fhs_run.records)} facts from {len({r['context_id'] for r in fhs_run.records})} contexts of {name}",
       "| model:", choice.model, "| seeded runs:", len(seeds))

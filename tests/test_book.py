@@ -229,7 +229,7 @@ def test_run_log_survives_a_damaged_file(tmp_path):
 def test_dry_run_prints_the_plan_without_executing(tree, capsys, monkeypatch):
     pytest.importorskip("jupytext")
     monkeypatch.setenv("FHS_DATA", str(tree))
-    assert B.run(tree, "smoke", dry_run=True) == 0
+    assert B.run(tree, "smoke", dry_run=True, profiles_file=tree / "notebooks" / "profiles.yaml") == 0
     out = capsys.readouterr().out
     assert "profile smoke: 3 of 3 chapter(s) to execute" in out
     assert '"limit": 5' in out
@@ -241,7 +241,7 @@ def test_run_executes_skips_and_reports_a_failing_cell(tree, capsys, monkeypatch
     pytest.importorskip("papermill")
     pytest.importorskip("jupytext")
     monkeypatch.chdir(tree)
-    assert B.run(tree, "smoke", progress_bar=False) == 0
+    assert B.run(tree, "smoke", progress_bar=False, profiles_file=tree / "notebooks" / "profiles.yaml") == 0
     executed = json.loads((tree / "book" / "01_alpha.ipynb").read_text())
     outputs = [o for c in executed["cells"] if c["cell_type"] == "code" for o in c.get("outputs", [])]
     tags = [c["metadata"].get("tags", []) for c in executed["cells"]]
@@ -254,12 +254,12 @@ def test_run_executes_skips_and_reports_a_failing_cell(tree, capsys, monkeypatch
     assert (tree / "_build" / ".notebooks" / "timings.tsv").read_text().count("\tok\n") == 3
     capsys.readouterr()
 
-    assert B.run(tree, "smoke", progress_bar=False) == 0
+    assert B.run(tree, "smoke", progress_bar=False, profiles_file=tree / "notebooks" / "profiles.yaml") == 0
     assert "0 of 3 chapter(s) to execute" in capsys.readouterr().out
 
     (tree / "notebooks" / "02_beta.py").write_text(
         notebook_source("raise ValueError('broken on purpose')", 'profile = "cpu"\n'))
-    assert B.run(tree, "smoke", progress_bar=False) == 1
+    assert B.run(tree, "smoke", progress_bar=False, profiles_file=tree / "notebooks" / "profiles.yaml") == 1
     err = capsys.readouterr().err
     assert "02_beta.py failed in cell" in err
     assert "raise ValueError('broken on purpose')" in err  # the cell source

@@ -8,7 +8,7 @@ import pytest  # noqa: E402
 
 from book_records import call, fact, memory_run  # noqa: E402
 from fhs.book.chapters import ablations as T6  # noqa: E402
-from fhs.book.manifest import ABLATION_VARIANTS  # noqa: E402
+from fhs.book.planned import ABLATION_VARIANTS  # noqa: E402
 from fhs.paper import ABLATION  # noqa: E402
 from fhs.run.tables.ablations import BetaChoice  # noqa: E402
 

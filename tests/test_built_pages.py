@@ -83,6 +83,7 @@ def built(tmp_path_factory):
     log = tmp / "stderr.txt"
     script = (f"import sys; from pathlib import Path; from fhs.book.execute import run; "
               f"sys.exit(run(Path({str(tree)!r}), 'smoke', progress_bar=False, "
+              f"profiles_file=Path({str(tree / 'notebooks' / 'profiles.yaml')!r}), "
               f"overrides={{'spec': {str(spec)!r}, 'server': {{'replay': {str(archive)!r}, "
               f"'base_url': {SERVER_WITH_PASSWORD!r}}}}}))")
     with log.open("w") as err:  # the kernel writes its own log lines to the runner's stderr

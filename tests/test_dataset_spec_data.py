@@ -52,7 +52,7 @@ def test_chapter_01_runs_on_the_spec_by_parameter(held_out, tmp_path, monkeypatc
     pytest.importorskip("papermill")
     monkeypatch.setenv("PYTHONPATH", str(ROOT))  # the kernel imports this checkout's fhs
     stem = "01_readiness_gap"
-    parameters = chapter_parameters(stem, "smoke", ROOT, {"datasets": [str(held_out)], "runs_dir": "runs",
+    parameters = chapter_parameters(stem, "smoke", {"datasets": [str(held_out)], "runs_dir": "runs",
                                                            "bootstrap_resamples": 50})
     parameters["profile"] = "smoke"
     chapter = Chapter(stem, ROOT / "notebooks" / f"{stem}.py", tmp_path / "book" / f"{stem}.ipynb")
@@ -79,7 +79,7 @@ def test_chapters_02_and_03_run_on_the_spec_by_parameter_in_the_smoke_profile(he
     pytest.importorskip("papermill")
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
     for stem, given in (("02_main_results", {"datasets": [str(held_out)]}), ("03_ablations", {"dataset": str(held_out)})):
-        parameters = chapter_parameters(stem, "smoke", ROOT, {**given, "runs_dir": "runs", "bootstrap_resamples": 50,
+        parameters = chapter_parameters(stem, "smoke", {**given, "runs_dir": "runs", "bootstrap_resamples": 50,
                                                               "llm_limit": 1, "runs": 1,
                                                               "cache_dir": str(tmp_path / "cache")})
         parameters["profile"] = "smoke"

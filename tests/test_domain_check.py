@@ -107,8 +107,8 @@ def test_llm_methods_on_own_files_need_a_domain(tmp_path, capsys):
 
 @pytest.mark.model
 def test_fhs_runs_on_own_procedure_files_with_the_adapters_domain(tmp_path, capsys):
-    """The PCS domain file of examples/ drives a real model through `fhs run` (SmolLM2, smoke profile)."""
-    domain = Path(__file__).resolve().parents[1] / "examples" / "icd-10-pcs" / "icd-10-pcs.yaml"
+    """The PCS domain file shipped in fhs/book/pcs/ drives a real model through `fhs run` (SmolLM2, smoke profile)."""
+    domain = Path(__file__).resolve().parents[1] / "fhs" / "book" / "pcs" / "icd-10-pcs.yaml"
     concepts = tmp_path / "concepts.tsv"
     concepts.write_text("id\tlabel\tdatatype\tsection_name\n"
                         "0DT60ZZ\tResection of Stomach, Open Approach\tprocedure\tMedical and Surgical\n"

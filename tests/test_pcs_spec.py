@@ -21,7 +21,7 @@ from fhs.data.sampling import sample_by_context
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "pcs_spec.py"
-EXAMPLES = ROOT / "examples" / "icd-10-pcs"
+EXAMPLES = ROOT / "fhs" / "book" / "pcs"
 
 
 def pcs_spec(*argv: str) -> subprocess.CompletedProcess:
@@ -87,7 +87,7 @@ def test_chapter_01_runs_on_the_pcs_spec_by_parameter(built, tmp_path, monkeypat
     pytest.importorskip("papermill")
     monkeypatch.setenv("PYTHONPATH", str(ROOT))  # the kernel imports this checkout's fhs
     stem, limit = "01_readiness_gap", 20
-    parameters = chapter_parameters(stem, "smoke", ROOT, {"datasets": [str(built)], "runs_dir": "runs",
+    parameters = chapter_parameters(stem, "smoke", {"datasets": [str(built)], "runs_dir": "runs",
                                                            "bootstrap_resamples": 50, "retrieval_limit": limit})
     parameters["profile"] = "smoke"
     chapter = Chapter(stem, ROOT / "notebooks" / f"{stem}.py", tmp_path / "book" / f"{stem}.ipynb")

@@ -157,7 +157,8 @@ def test_profiles_size_each_dataset_and_the_chapters_take_their_seeds_from_them(
 
 
 def test_the_manifest_reads_each_chapters_loops_under_a_profile():
-    from fhs.book.manifest import ABLATION_VARIANTS, MAIN_ROWS, chapter_parameters, chapter_runs
+    from fhs.book.manifest import chapter_parameters, chapter_runs
+    from fhs.book.planned import ABLATION_VARIANTS, MAIN_ROWS
     from fhs.method.registry import METHODS
 
     paper, smoke = get_profile("paper"), get_profile("smoke")
@@ -348,12 +349,13 @@ def test_a_base_install_plans_what_it_can_and_names_what_it_left_out_before_any_
 
 def test_without_the_dense_extra_the_plan_leaves_out_chapter_5(monkeypatch):
     import fhs.core.extras as extras
-    from fhs.book.manifest import CHAPTERS, left_out
+    from fhs.book.manifest import left_out
+    from fhs.book.registry import REGISTRY
 
     found = extras.module_found
     monkeypatch.setattr(extras, "module_found", lambda name: name != "onnxruntime" and found(name))
     assert left_out()["05_retriever_swap"] == "dense"
-    assert "05_retriever_swap" not in left_out([stem for stem in CHAPTERS if stem != "05_retriever_swap"])
+    assert "05_retriever_swap" not in left_out([stem for stem in REGISTRY.stems if stem != "05_retriever_swap"])
     monkeypatch.setattr(extras, "module_found", lambda name: True)
     assert left_out() == {}
 

@@ -18,21 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fhs.book.adapter_data import data_page
+from fhs.book.registry import REGISTRY, Registry
 from fhs.core.errors import InputError
 from fhs.core.free_text import markdown_literal
 from fhs.core.yamlfile import read_yaml_file
 
-# What each chapter needs, in the book's order: of a dataset (``domain``, ``dev``: fhs/run/dataset_offers.py) or of
-# the build (``model``: a server given or the CPU model asked for; ``dense``: the dense extra installed).
-CHAPTER_NEEDS: dict[str, tuple[str, ...]] = {
-    "01_readiness_gap": (),
-    "02_main_results": ("domain", "model"),
-    "03_ablations": ("domain", "dev", "model"),
-    "04_verifier_diagnostics": ("domain", "model"),
-    "05_retriever_swap": ("domain", "model", "dense"),
-    "06_fhs_seq": ("domain", "model"),
-    "09_stage_ceilings": ("domain",),
-}
+# What a chapter needs (its registry entry's ``needs``, fhs/book/registry.py) is of a dataset (``domain``, ``dev``:
+# fhs/run/dataset_offers.py) or of the build (``model``: a server given or the CPU model asked for; ``dense``: the
+# dense extra installed).
 BUILD_NEEDS = ("model", "dense")
 MODEL_COMMAND = 'make book DATASETS="..." ARGS="-p base_url=URL"'  # a served model (OpenAI-compatible)
 CPU_COMMAND = 'make book DATASETS="..." ARGS="--llm"'  # the profile's own model, in process on the CPU
@@ -45,7 +38,7 @@ NEED_WORDS = {
     "dense": "the dense retriever (`pip install 'fhs[dense]'`)",
 }
 # Every chapter an adapter's book can hold is considered; those that ask a model run only when one is given.
-DEFAULT_CHAPTERS = tuple(CHAPTER_NEEDS)
+DEFAULT_CHAPTERS = tuple(chapter.stem for chapter in REGISTRY.adaptable() if chapter.adapter_default)
 # Prose pages copied from book/: none, as the guide (book/adapting.md) walks through the paper's datasets; the data
 # page is written from the specs.
 PAGES: tuple[str, ...] = ()
@@ -71,6 +64,12 @@ class BookPlan:
     chapters: dict[str, list[BookDataset]] = field(default_factory=dict)  # stem -> the datasets it runs on
     left_out: dict[str, str] = field(default_factory=dict)  # stem -> why (a sentence)
     build: frozenset[str] = frozenset()  # what the build offers (BUILD_NEEDS): a model, the dense retriever
+    titles: dict[str, str] = field(default_factory=dict)  # stem -> its title, for the index page
+    needs: dict[str, tuple[str, ...]] = field(default_factory=dict)  # stem -> its needs (the registry's)
+
+    def asks_model(self, stem: str) -> bool:
+        """Whether a chapter asks a language model (the book runs it only when one is given)."""
+        return "model" in self.needs.get(stem, ())
 
 
 def book_dataset(spec_path: str | Path, book_dir: Path) -> BookDataset:
@@ -86,20 +85,23 @@ def book_dataset(spec_path: str | Path, book_dir: Path) -> BookDataset:
 
 
 def plan_book(datasets: list[BookDataset], chapters: tuple[str, ...] = DEFAULT_CHAPTERS,
-              build: frozenset[str] = frozenset()) -> BookPlan:
-    """Each chapter with the datasets that meet its needs; a chapter left out says what is lacking and how to add it.
+              build: frozenset[str] = frozenset(), registry: Registry = REGISTRY) -> BookPlan:
+    """Each chapter with the datasets that meet its needs (``needs`` in :mod:`fhs.book.registry`); a chapter left
+    out says what is lacking and how to add it.
 
     ``build`` is what the build offers besides the specs (``model``, ``dense``)."""
+    needs_of = {chapter.stem: chapter.needs or () for chapter in registry.adaptable()}
     names = [d.name for d in datasets]
     if len(set(names)) != len(names):
         raise InputError(f"two dataset specs share a name: {', '.join(names)}", field="name",
                          fix="give each spec its own `name:`; the pages and saved values are filed under it")
-    unknown = [stem for stem in chapters if stem not in CHAPTER_NEEDS]
+    unknown = [stem for stem in chapters if stem not in needs_of]
     if unknown:
         raise InputError(f"not a chapter an adapter's book can hold: {', '.join(unknown)}", field="CHAPTERS",
-                         fix=f"choose from {', '.join(CHAPTER_NEEDS)}")
-    plan = BookPlan(list(datasets), build=frozenset(build))
-    for stem, needs in CHAPTER_NEEDS.items():
+                         fix=f"choose from {', '.join(needs_of)}")
+    plan = BookPlan(list(datasets), build=frozenset(build),
+                    titles={chapter.stem: chapter.title for chapter in registry.adaptable()}, needs=needs_of)
+    for stem, needs in needs_of.items():
         if stem not in chapters:
             plan.left_out[stem] = f"not asked for; add it with `CHAPTERS=\"{' '.join((*chapters, stem))}\"`"
             continue
@@ -113,19 +115,6 @@ def plan_book(datasets: list[BookDataset], chapters: tuple[str, ...] = DEFAULT_C
         words = [NEED_WORDS[n] + ", which no dataset of this book has" for n in lacking]
         plan.left_out[stem] = "it needs " + "; and ".join(words + [NEED_WORDS[n] for n in missing])
     return plan
-
-
-def needs_model(stem: str) -> bool:
-    """Whether a chapter asks a language model (the book runs it only when one is given)."""
-    return "model" in CHAPTER_NEEDS[stem]
-
-
-def chapter_title(repo: Path, stem: str) -> str:
-    """The chapter's first Markdown heading in its Jupytext source."""
-    for line in (repo / "notebooks" / f"{stem}.py").read_text(encoding="utf-8").splitlines():
-        if line.startswith("# # "):
-            return line[4:].strip()
-    return stem
 
 
 _DOC = re.compile(r"\{doc\}`([^`<]+?)(?:\s*<([^>]+)>)?`")
@@ -173,7 +162,7 @@ def absent_dataset_cell(cell) -> bool:
     return "remove-cell" in tags and any(tag.startswith("needs-") for tag in tags)
 
 
-def index_page(plan: BookPlan, profile: str, repo: Path) -> str:
+def index_page(plan: BookPlan, profile: str) -> str:
     """The book's first page: its datasets, its chapters, and each chapter it left out with why."""
     names = ", ".join(f"`{d.name}`" for d in plan.datasets)
     lines = [f"# An adapter's book: {names}", "",
@@ -196,16 +185,16 @@ def index_page(plan: BookPlan, profile: str, repo: Path) -> str:
     if plan.left_out:
         lines += ["## Chapters left out", ""]
         for stem, why in plan.left_out.items():
-            lines.append(f"- *{chapter_title(repo, stem)}* ({stem}): {why}.")
+            lines.append(f"- *{plan.titles[stem]}* ({stem}): {why}.")
         lines.append("")
     return "\n".join(lines)
 
 
 def model_lines(plan: BookPlan) -> list[str]:
     """Which chapters asked a model and which did not, and why; the command that adds the LLM chapters."""
-    free = [f"{{doc}}`{stem}`" for stem in plan.chapters if not needs_model(stem)]
-    asked = [f"{{doc}}`{stem}`" for stem in plan.chapters if needs_model(stem)]
-    llm = [stem for stem in CHAPTER_NEEDS if needs_model(stem)]
+    free = [f"{{doc}}`{stem}`" for stem in plan.chapters if not plan.asks_model(stem)]
+    asked = [f"{{doc}}`{stem}`" for stem in plan.chapters if plan.asks_model(stem)]
+    llm = [stem for stem in plan.titles if plan.asks_model(stem)]
     lines = ["## Where this book spends its time", ""]
     if free:
         lines.append(f"{' and '.join(free)} ask no language model: they run on every fact of each spec "
@@ -251,6 +240,6 @@ def write_book_files(book_dir: Path, repo: Path, plan: BookPlan, profile: str) -
     for page in PAGES:
         text = (repo / "book" / f"{page}.md").read_text(encoding="utf-8")
         (book_dir / "book" / f"{page}.md").write_text(keep_links_inside(text, present), encoding="utf-8")
-    (book_dir / "book" / "index.md").write_text(index_page(plan, profile, repo), encoding="utf-8")
+    (book_dir / "book" / "index.md").write_text(index_page(plan, profile), encoding="utf-8")
     specs = [(d.name, book_dir / d.path) for d in plan.datasets]
     (book_dir / "book" / f"{DATA_PAGE}.md").write_text(data_page(specs), encoding="utf-8")

@@ -3,7 +3,7 @@
 The Jupyter Book build itself never executes anything (``execute_notebooks: off``);
 this module does, so that the same command works on a laptop (profile ``cpu``)
 and on a GPU box (profile ``paper``), with the parameters written down in one
-file, ``notebooks/profiles.yaml``.
+file, ``fhs/book/profiles.yaml``.
 
 Execution is incremental: a chapter is re-executed only when its *key* changed,
 a hash of its source, the ``fhs`` package, ``pyproject.toml``, the parameters it
@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from fhs.book.paths import shown_values, without_absolute_paths
-from fhs.book.toc import Chapter, ProfileFile, chapters_from_toc, folded, load_profiles, merged
+from fhs.book.toc import PROFILES, Chapter, ProfileFile, chapters_from_toc, folded, load_profiles, merged
 from fhs.core.errors import InputError
 from fhs.core.files import write_text_atomic
 
@@ -399,10 +399,10 @@ def _now() -> str:
 def run(root: Path, profile: str, *, only: Iterable[str] = (), force: bool = False,
         overrides: Mapping[str, Any] | None = None, kernel: str = "python3",
         dry_run: bool = False, progress_bar: bool = True, timeout: int | None = None,
-        out=None) -> int:
+        out=None, profiles_file: Path = PROFILES) -> int:
     """Plan and execute the book's chapters for ``profile``; return a process exit status."""
     out = out or sys.stdout
-    profiles = load_profiles(root / "notebooks" / "profiles.yaml")
+    profiles = load_profiles(profiles_file)
     profiles.profile(profile)  # unknown profile: fail before anything else
     chapters = chapters_from_toc(root, summaries=profiles.summaries)
     only = set(only)

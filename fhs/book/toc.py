@@ -1,8 +1,8 @@
 """The book's chapters and profiles: which notebooks the TOC lists, with which parameters.
 
 ``_toc.yml`` says which chapters exist (a ``book/X`` entry backed by
-``notebooks/X.py``); ``notebooks/profiles.yaml`` says which parameters each
-profile gives them. Pure reading, no execution: :mod:`fhs.book.execute` runs
+``notebooks/X.py``; a test holds it to :mod:`fhs.book.registry`); ``fhs/book/profiles.yaml``
+(package data) says which parameters each profile gives them. Pure reading, no execution: :mod:`fhs.book.execute` runs
 what this module finds.
 
 Two parameters are mappings (:data:`MAPPINGS`): ``server`` (how models are asked) and
@@ -13,6 +13,7 @@ a key given alone joins its mapping: ``-p base_url=URL`` is short for ``-p serve
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,8 @@ from typing import Any
 
 from fhs.core.errors import InputError
 from fhs.core.yamlfile import parse_yaml, read_yaml_file
+
+PROFILES = Path(__file__).resolve().parent / "profiles.yaml"  # package data: what each profile passes the chapters
 
 
 @dataclass(frozen=True)
@@ -34,7 +37,7 @@ class Chapter:
 
 @dataclass(frozen=True)
 class ProfileParameters:
-    """One profile's entry in notebooks/profiles.yaml: the papermill parameters every chapter gets
+    """One profile's entry in fhs/book/profiles.yaml: the papermill parameters every chapter gets
     (the profile's model and sample sizes are ``fhs.run.profiles.RunProfile``)."""
 
     name: str
@@ -109,6 +112,22 @@ def toc_files(toc_path: Path) -> list[str]:
     return files
 
 
+CHAPTER_NAME = re.compile(r"\d\d_\w+")  # a chapter's stem: notebooks/NN_name.py (CONTRIBUTING.md)
+
+
+def check_chapters(toc_path: Path, stems: Iterable[str]) -> None:
+    """The TOC lists exactly the chapters ``stems`` (:mod:`fhs.book.registry`'s), in that order; else a one-line
+    error naming the difference. Jupyter Book reads the TOC, so it keeps its copy of the list."""
+    listed = [Path(entry).name for entry in toc_files(toc_path) if CHAPTER_NAME.fullmatch(Path(entry).name)]
+    stems = list(stems)
+    if listed != stems:
+        missing, extra = [s for s in stems if s not in listed], [s for s in listed if s not in stems]
+        differs = "; ".join(part for part in (missing and f"not listed: {', '.join(missing)}",
+                                              extra and f"not registered: {', '.join(extra)}") if part)
+        raise InputError(f"the chapters differ from fhs/book/registry.py's ({differs or 'another order'})",
+                         path=toc_path, fix="list each registered chapter once, as book/<stem>, in the registry's order")
+
+
 def chapters_from_toc(root: Path, toc_name: str = "_toc.yml", notebooks_dir: str = "notebooks",
                       summaries: Iterable[str] = ()) -> list[Chapter]:
     """The TOC entries that are notebooks: ``book/X`` backed by ``notebooks/X.py``.
@@ -161,7 +180,7 @@ class ProfileFile:
 
 
 def load_profiles(path: Path) -> ProfileFile:
-    """Parse ``notebooks/profiles.yaml`` (see that file for the layout)."""
+    """Parse a profile file such as :data:`PROFILES` (see that file for the layout)."""
     try:
         raw = read_yaml_file(path) or {}
     except FileNotFoundError:

@@ -10,7 +10,7 @@ average it (:func:`over_seeds`), as the paper reports the mean of three runs.
 
 **Tables.** Table 6 and Table 16 over the seeded runs, the new-calls tally,
 Table 12's figure and the check. ``arms`` maps a row key (``fhs``, a key of
-``fhs.book.manifest.ABLATION_VARIANTS``, ``free_text``, ``free_text_verifier``)
+``fhs.book.planned.ABLATION_VARIANTS``, ``free_text``, ``free_text_verifier``)
 to its seeded runs, in the order they ran. A value is the mean over the runs ±
 the std across them; a difference from FHS is paired per fact within each run
 (``fhs.book.across_runs``). Acc. is ``fhs.run.evaluate.accuracy`` where the
@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from fhs.book.across_runs import across_differences, across_reported
-from fhs.book.manifest import ABLATION_VARIANTS
+from fhs.book.planned import ABLATION_VARIANTS
 from fhs.book.report import Estimate
 from fhs.book.study import Run, Study
 from fhs.method.config import FHSConfig

@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from fhs.book.costs import purpose_costs
-from fhs.book.manifest import MAIN_ROWS
+from fhs.book.planned import MAIN_ROWS
 from fhs.book.report import Estimate, fmt_estimate, fmt_number
 from fhs.book.study import Run, over_runs
 from fhs.paper import CALLS_PER_FACT, MODALITY_CONTRASTS, PAPER_BENCHMARK, modality_value, paper_value
@@ -30,7 +30,7 @@ Results = Mapping[tuple[str, str], Sequence[Run]]
 
 
 def main_methods(registered: Mapping[str, Any]) -> list[str]:
-    """The paper's row order (``fhs.book.manifest.MAIN_ROWS``, which ``fhs plan`` sizes), registered rows only."""
+    """The paper's row order (``fhs.book.planned.MAIN_ROWS``, which ``fhs plan`` sizes), registered rows only."""
     return [m for m in MAIN_ROWS if m in registered]
 
 
