@@ -92,6 +92,8 @@ def pcs_inputs() -> tuple[Path, Path, Path]:
     except InputError as error:
         raise InputError(f"building chapter 8's inputs failed: {error}", fix="install the pcs extra "
                          "(pip install 'fhs[pcs]') or plan without 08_procedures_pcs") from None
+    if spec.taxonomy_file is None or spec.facts_file is None:
+        raise ValueError("chapter 8's spec names no concept file or no facts file")
     return spec.taxonomy_file, spec.facts_file, Path(spec.domain)
 
 

