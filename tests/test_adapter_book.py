@@ -56,7 +56,7 @@ def test_without_a_model_the_book_holds_the_model_free_chapters_and_says_how_to_
     assert list(plan.chapters) == ["01_readiness_gap", "09_stage_ceilings"]
     assert [d.name for d in plan.chapters["09_stage_ceilings"]] == ["mine", "tuned"]
     assert "language model" in plan.left_out["02_main_results"]
-    page = index_page(plan, "cpu", ROOT)
+    page = index_page(plan, "cpu")
     assert 'ARGS="-p base_url=URL"' in page and 'ARGS="--llm"' in page and "ask no language model" in page
     served = plan_book(specs, build=frozenset({"model", "dense"}))
     assert list(served.chapters) == adaptable

@@ -19,7 +19,7 @@ from fhs.run.profiles import get_profile
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
-NOT_CHAPTERS = {"provenance"}  # an executed page, not a chapter of the reproductions
+NOT_CHAPTERS = {"claims", "provenance"}  # executed summary pages, not chapters of the reproductions
 
 
 def parameters_cell(path: Path) -> dict:

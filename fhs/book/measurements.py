@@ -15,7 +15,7 @@ a reader sees are the ones measured and no page quotes a time, a date or a commi
 
 A record (standard library only: ``cold_book`` runs before any environment exists)::
 
-    {"kind": "cold-book" | "tests" | "suite", "date": "YYYY-MM-DD", "commit": "abc1234", "profile": "cpu",
+    {"kind": "cold-book" | "tests" | "suite", "date": "YYYY-MM-DD", "commit": "<short hash>", "profile": "cpu",
      "command": "python -m dev.cold_book", "machine": {"cpu": "...", "cores": 2, ...},
      "conditions": {"cpuid_mask": null | "x86-64-v3", "slowdown": null | 1.6, "note": "..."},
      "started": "YYYY-MM-DDTHH:MM:SS" (optional: orders the records of one day),
