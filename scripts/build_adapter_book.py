@@ -72,13 +72,16 @@ def with_server_backend(given: dict) -> dict:
 
 
 def dataset_parameters(stem: str, datasets: list[BookDataset], out: Path) -> dict:
-    """A chapter's dataset parameters: ``datasets``, and chapter 3's one ``dataset`` with its ``dev_dataset``
-    (a spec file's split named relative to the book's folder, as the specs are)."""
+    """A chapter's dataset parameters: ``datasets``, or, for a chapter whose registry defaults name one ``dataset``
+    with its ``dev_dataset`` (chapter 3's tuning), those two (a spec file's split named relative to the book's
+    folder, as the specs are)."""
+    from fhs.book.registry import REGISTRY
     from fhs.data.datasets import is_spec_file
     from fhs.data.datasets.spec_file import read_spec_file
 
     given: dict = {"datasets": [d.path for d in datasets]}
-    if stem == "03_ablations" and datasets:
+    defaults = REGISTRY.get(stem).defaults if stem in REGISTRY.stems else {}  # a summary page has none
+    if "dev_dataset" in defaults and datasets:
         dev = read_spec_file(out / datasets[0].path).dev
         if dev is not None and is_spec_file(dev):
             dev = os.path.relpath(Path(dev).resolve(), out.resolve())
