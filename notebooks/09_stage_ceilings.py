@@ -14,23 +14,13 @@
 # %% [markdown]
 # # What FHS can do with a perfect model
 #
-# The paper's evidence for FHS needs Qwen3-32B on a GPU; on a CPU the book can show the
-# LLM methods only on a few facts with a tiny model. The gold-query probe of chapter 1
-# answers one question at full scale without a model: how far the index reaches once
-# the query names the target. This chapter asks the same of every stage FHS hands to a
-# language model, at full scale and with no model at all:
-#
-# - with perfect hypotheses, where does retrieval and fusion put the gold?
-# - with a perfect verifier on top, what does Eq. 3 reach, and with a perfect selector,
-#   what does "Acc." reach?
-# - how wrong may the hypotheses (or the verdicts) be before FHS is no better than
-#   direct retrieval?
-#
-# **This is an analysis tool, not a reproduction.** The answers come from an *oracle
-# model* (`fhs run --backend oracle`, `fhs/llm/oracle.py`) that reads the fact's
-# gold concept. No run profile can select it, so no reported result of the other chapters
-# comes from it. It separates what the method's architecture can do from what a given
-# model does.
+# The gold-query probe of chapter 1 asks, at full scale and without a model, how far the
+# index reaches once the query names the target. This chapter asks the same of every stage
+# FHS hands to a language model: with perfect hypotheses, a perfect verifier and a perfect
+# selector, where does the gold end up, and how much noise may they carry before FHS is no
+# better than direct retrieval? **This is an analysis tool, not a reproduction**: the
+# answers come from an *oracle model* that reads the fact's gold concept, which no run
+# profile can select.
 
 # %% tags=["parameters"]
 profile = "cpu"  # smoke | cpu | paper | gpu-sample | paper-full: the oracle runs alike under every one
@@ -56,35 +46,6 @@ study, interval = page.study, page.interval
 facts = {name: stage_ceilings.oracle_facts(study, name) for name in datasets}
 labels = {name: study.dataset_name(name) for name in datasets}  # a spec file's runs go by its name
 profile_note(profile, facts={labels[name]: len(used) for name, used in facts.items()})
-
-# %% [markdown]
-# ## What the oracle knows
-#
-# As the paper states for its probe, here is exactly what each stage is told. "Gold"
-# is the fact's first gold concept in the taxonomy.
-#
-# - **Hypotheses.** On each of the six dimensions, the gold's categories on the domain's
-#   category profile of the same name (`fhs/data/domains/*.yaml`, the vocabularies the
-#   verifier's window uses), or `UNRESOLVED` where it has none: a dimension the domain
-#   profiles no category on stays `UNRESOLVED`. The definition-style query is the gold's
-#   **label and definition**, the probe's text; the oracle never copies the id. All J = 2
-#   samples are the same.
-# - **Verifier.** For each candidate in the window and each dimension: *support* where the
-#   candidate's categories equal the gold's, *abstain* where both have none, *contradict*
-#   otherwise, whatever the hypothesis shown says.
-# - **Selector.** The gold if it is in the list shown (up to 200 candidates, the paper's
-#   setting), else the list's first candidate, the method's own top.
-#
-# Everything else is the deployed FHS of the other chapters: the paper's configuration,
-# BM25 with the coverage term, RRF fusion, the profile-diverse window, mean fill,
-# β = 0.6. The oracle runs at the `paper` profile's sample sizes whatever the book's
-# profile: every fact of a dataset spec, and the built-in datasets' samples of that profile.
-
-# %% [markdown] tags=["needs-fincl", "needs-ixbrl", "needs-codiesp"]
-# On the paper's datasets: US-GAAP profiles no ROLE or EVENT, so those stay `UNRESOLVED`
-# there; ICD-10-CM's FAMILY is the code's chapter number; the CodiEsp probe leads with the
-# code, which the oracle's query does not. It runs on every FinCL fact, the iXBRL test
-# facts the `paper` profile samples, and every CodiEsp mention our relocator placed.
 
 # %%
 started = time.perf_counter()
@@ -137,6 +98,41 @@ print("\n".join(stage_ceilings.ceiling_lines(labels, stages, baselines)))
 # definition form only and their pool stays near the probe. A model's own ROLE and EVENT
 # values would make the label form more specific, so on US-GAAP this row is a floor for
 # hypotheses as precise as the domain's profiles, not for a perfect reader.
+
+# %% [markdown]
+# ## What the oracle knows
+#
+# The paper's evidence for FHS needs Qwen3-32B on a GPU; on a CPU the book can show the
+# LLM methods only on a few facts with a tiny model, so this chapter's rows are what the
+# architecture allows at full scale. The oracle is `fhs run --backend oracle`
+# (`fhs/llm/oracle.py`); no reported result of the other chapters comes from it. It
+# separates what the method's architecture can do from what a given model does.
+#
+# As the paper states for its probe, here is exactly what each stage is told. "Gold"
+# is the fact's first gold concept in the taxonomy.
+#
+# - **Hypotheses.** On each of the six dimensions, the gold's categories on the domain's
+#   category profile of the same name (`fhs/data/domains/*.yaml`, the vocabularies the
+#   verifier's window uses), or `UNRESOLVED` where it has none: a dimension the domain
+#   profiles no category on stays `UNRESOLVED`. The definition-style query is the gold's
+#   **label and definition**, the probe's text; the oracle never copies the id. All J = 2
+#   samples are the same.
+# - **Verifier.** For each candidate in the window and each dimension: *support* where the
+#   candidate's categories equal the gold's, *abstain* where both have none, *contradict*
+#   otherwise, whatever the hypothesis shown says.
+# - **Selector.** The gold if it is in the list shown (up to 200 candidates, the paper's
+#   setting), else the list's first candidate, the method's own top.
+#
+# Everything else is the deployed FHS of the other chapters: the paper's configuration,
+# BM25 with the coverage term, RRF fusion, the profile-diverse window, mean fill,
+# β = 0.6. The oracle runs at the `paper` profile's sample sizes whatever the book's
+# profile: every fact of a dataset spec, and the built-in datasets' samples of that profile.
+
+# %% [markdown] tags=["needs-fincl", "needs-ixbrl", "needs-codiesp"]
+# On the paper's datasets: US-GAAP profiles no ROLE or EVENT, so those stay `UNRESOLVED`
+# there; ICD-10-CM's FAMILY is the code's chapter number; the CodiEsp probe leads with the
+# code, which the oracle's query does not. It runs on every FinCL fact, the iXBRL test
+# facts the `paper` profile samples, and every CodiEsp mention our relocator placed.
 
 # %% [markdown]
 # ## How much noise FHS tolerates
