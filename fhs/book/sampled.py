@@ -1,9 +1,10 @@
 """A chapter's sampled model tables: in their sections where the sample carries them, one folded block where not.
 
-Under a profile whose model runs in process on the CPU (``smoke``, ``cpu``) an LLM chapter's tables rest
-on a handful of facts (``fhs.book.chapters.main_lead.protocol_run``). The page then leads with what the profile does establish (the paper's table with
-ours on one row) and gathers the other sampled tables, as its cells compute them, into one collapsed
-block (``fhs.book.fold``) under a line saying what ran. The cells keep their order, so every run and
+Under a profile whose model runs in process on the CPU (``smoke``, ``cpu``; see
+``fhs.book.chapters.main_lead.protocol_run``) an LLM chapter's tables rest on a handful of facts.
+The page then leads with what the profile does establish (the paper's table with ours on one row)
+and gathers the other sampled tables, as its cells compute them, into one collapsed block
+(``fhs.book.fold``) under a line saying what ran. The cells keep their order, so every run and
 every recorded value is computed as before; only where a table is shown changes.
 """
 
@@ -16,6 +17,7 @@ import pandas as pd
 from fhs.book.fold import show_folded
 from fhs.book.report import show
 from fhs.book.study import Run
+from fhs.run.summary import record_cost
 
 
 class Sampled:
@@ -51,10 +53,10 @@ def ran_line(runs: Iterable[Run], what: str) -> str:
     time as recorded when the calls were made (a run read twice counts once)."""
     distinct = {str(run.path): run for run in runs}.values()
     facts = max((len(run.summaries) for run in distinct), default=0)
-    costs = [fact.get("cost", {}) for run in distinct for fact in run.summaries]
-    calls = sum(cost.get("calls", 0) for cost in costs)
-    tokens = sum(cost.get("tokens_in", 0) + cost.get("tokens_out", 0) for cost in costs)
-    seconds = sum(cost.get("recorded_seconds", 0.0) for cost in costs)
+    costs = [record_cost(fact) for run in distinct for fact in run.summaries]
+    calls = sum(cost["calls"] for cost in costs)
+    tokens = sum(cost["tokens_in"] + cost["tokens_out"] for cost in costs)
+    seconds = sum(cost.get("recorded_seconds", cost.get("model_seconds", 0.0)) for cost in costs)
     return (f"{what} ran end to end on {facts} facts per run ({len(distinct)} runs): {calls:,} model calls, "
             f"{tokens:,} tokens, {seconds / 60:.1f} min of model time when first made. Too few facts to judge "
             "the paper's comparisons; open for every table.")
