@@ -60,7 +60,7 @@ profile_note(profile, display_name(choice.model),
 # %% [markdown]
 # ## Inputs an adapter provides
 
-# %%
+# %% tags=["hide-input"]
 adaptation.run_quiet(["scripts/pcs_spec.py", "--out", str(work), *adaptation.given_options(
     concepts=taxonomy_file, facts=facts_file, domain=domain_file, lexicon=lexicon_file)])
 spec_file = work / "codiesp-p.yaml"

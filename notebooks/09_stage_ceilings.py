@@ -47,7 +47,7 @@ facts = {name: stage_ceilings.oracle_facts(study, name) for name in datasets}
 labels = {name: study.dataset_name(name) for name in datasets}  # a spec file's runs go by its name
 profile_note(profile, facts={labels[name]: len(used) for name, used in facts.items()})
 
-# %%
+# %% tags=["hide-input"]
 started = time.perf_counter()
 runs = stage_ceilings.oracle_runs(study, datasets, facts, hypothesis_noise, verdict_noise)
 baselines = {(name, method): study.run(name, method, facts=facts[name])
@@ -67,13 +67,10 @@ print(f"{len(distinct)} oracle runs: {requests:,} stage requests answered by the
 # ## Stage ceilings
 #
 # One noiseless run gives all three ceilings: the gold's rank in the fused pool (perfect
-# hypotheses only: without the verifier, Eq. 3 is the pool's order), in the final order
-# (+ a perfect verifier), and the selector's pick (+ a perfect selector). Direct retrieval
-# and the gold-query probe ran on the same facts; beside a dataset that stands for one of the
-# paper's benchmarks, the paper's FHS row (Qwen3-32B) follows. Intervals are 95%
-# context-clustered bootstraps.
+# hypotheses only), in the final order (+ a perfect verifier), and the selector's pick
+# (+ a perfect selector), beside direct retrieval and the gold-query probe on the same facts.
 
-# %%
+# %% tags=["hide-input"]
 stages = {name: rows_by_run[(name, "hypotheses", 0.0)] for name in datasets}
 show(stage_ceilings.ceiling_table(study, datasets, baselines, stages, interval),
      caption=stage_ceilings.ceiling_caption(labels.values()))
@@ -82,6 +79,10 @@ show(stage_ceilings.ceiling_table(study, datasets, baselines, stages, interval),
 print("\n".join(stage_ceilings.ceiling_lines(labels, stages, baselines)))
 
 # %% [markdown]
+# Without the verifier, Eq. 3 is the pool's order. Beside a dataset that stands for one of
+# the paper's benchmarks, the paper's FHS row (Qwen3-32B) follows; intervals are 95%
+# context-clustered bootstraps.
+#
 # How to read the rows above. The selector's ceiling is Recall@200 of the final list, the
 # reach of retrieval and fusion: a perfect selector picks whatever the pool holds. Where the
 # pool's Recall@1 sits well below the probe's although its definition query *is* the probe's
