@@ -60,7 +60,7 @@ profile_note(profile, display_name(choice.model), facts={name: len(facts) for na
 # as the query (direct) and the gold concept's own label and definition as the query
 # (the gold-query probe). The paper reports them for BM25 only.
 
-# %%
+# %% tags=["hide-input"]
 index_rows = retriever_swap.dense_index_rows(study, datasets)  # embedded first, as before; shown below
 readiness = retriever_swap.readiness_runs(study, datasets, retrievers, readiness_limit)
 show(pd.DataFrame(retriever_swap.gap_rows(readiness)),
