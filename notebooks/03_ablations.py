@@ -40,7 +40,7 @@ from fhs.book.chapters import ablations
 from fhs.book.chapters.main_lead import protocol_run
 from fhs.book.page import open_page
 from fhs.book.report import profile_note, show, use_style
-from fhs.book.sampled import Sampled, lead_line, ran_line
+from fhs.book.sampled import Sampled, ran_line
 from fhs.llm.models import display_name
 from fhs.method.registry import METHODS
 from fhs.paper import PAPER_BENCHMARK, PILOT
@@ -72,8 +72,7 @@ if "parallel" in METHODS:
     arms.update(ablations.free_text_arms(study, dataset, choices, base))
 show(pd.DataFrame(ablations.table6(arms, interval, paper_values=dataset in PAPER_BENCHMARK)),
      caption=ablations.table6_caption(name, len(seeds), paper_values=dataset in PAPER_BENCHMARK))
-if sampled.protocol:
-    print(lead_line(True, ["new calls", "Tables 12, 16 and 11", "the window sizes"]))
+sampled.lead(["new calls", "Tables 12, 16 and 11", "the window sizes"])
 
 # %% [markdown]
 # ## The FHS run and its variants

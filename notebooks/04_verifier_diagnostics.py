@@ -36,8 +36,8 @@ from fhs.book.chapters import verifier_diagnostics
 from fhs.book.chapters.main_lead import protocol_run
 from fhs.book.fact_view import verifier_example, window_with_and_without
 from fhs.book.page import dimension_names, open_page
-from fhs.book.report import profile_note, show, use_style
-from fhs.book.sampled import Sampled, lead_line, ran_line
+from fhs.book.report import profile_note, show, show_notes, use_style
+from fhs.book.sampled import Sampled, ran_line
 from fhs.llm.models import display_name
 from fhs.run.tables import verdict_stats
 
@@ -66,8 +66,7 @@ profile_note(profile, display_name(choice.model), facts={name: len(run.records) 
 # %% tags=["hide-input"]
 stats = {name: verdict_stats.window_stats(records) for name, records in pooled.items()}
 show(verifier_diagnostics.lead_frame(stats), caption="Appendix E.2's window statistics, ours beside the paper's")
-if sampled.protocol:
-    print(lead_line(True, ["Table 15", "the window", "the abstain convention", "the CodiEsp arms"]))
+sampled.lead(["Table 15", "the window", "the abstain convention", "the CodiEsp arms"])
 
 # %% [markdown]
 # Everything here reads the FHS records of chapter 2 (same sample, same calls, through
@@ -114,7 +113,8 @@ sampled.show(pd.DataFrame(abstain_rows), "Abstain excluded (paper, code) vs coun
 
 # %% tags=["hide-input"]
 if sampled.protocol:
-    print("The verdict shares are drawn under the paper and gpu-sample profiles; this sample is too small to read.")
+    show_notes(["The verdict shares are drawn under the paper and gpu-sample profiles; this sample is too small "
+                "to read."])
 else:
     verifier_diagnostics.shares_figure({name: verdict_stats.verdict_shares(records, dims[name])
                                         for name, records in pooled.items()})

@@ -36,7 +36,7 @@ from fhs.book.chapters import fhs_seq
 from fhs.book.chapters.main_lead import protocol_run
 from fhs.book.page import open_page
 from fhs.book.report import fmt_estimate, profile_note, show, use_style
-from fhs.book.sampled import Sampled, lead_line, ran_line
+from fhs.book.sampled import Sampled, ran_line
 from fhs.llm.models import display_name
 from fhs.method.config import FHSConfig
 from fhs.method.fhs_seq import STOP_REASONS
@@ -76,8 +76,7 @@ for name in datasets:
     show(table, caption=f"Table 20 on {name} ({len(by_seed[name][0])} facts): ours with 95% context-clustered "
                         f"intervals{note}")
     checked.update(values)
-if sampled.protocol:
-    print(lead_line(True, ["rounds and stops", "revisions", "the oracle", "the selector", "the cost"]))
+sampled.lead(["rounds and stops", "revisions", "the oracle", "the selector", "the cost"])
 
 # %% [markdown]
 # ## The loop

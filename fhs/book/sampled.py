@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 import pandas as pd
 
 from fhs.book.fold import show_folded
-from fhs.book.report import show
+from fhs.book.report import show, show_notes
 from fhs.book.study import Run
 from fhs.run.summary import record_cost
 
@@ -42,6 +42,11 @@ class Sampled:
         else:
             print(line)
 
+    def lead(self, tables: Sequence[str]) -> None:
+        """Under a protocol run, the sentence under the lead naming the tables that fold (:func:`lead_line`)."""
+        if self.protocol:
+            show_notes([lead_line(tables)])
+
     def fold(self, summary: str) -> None:
         """Under a protocol run, every kept table in one collapsed block; otherwise nothing (they were shown)."""
         if self.protocol:
@@ -62,10 +67,8 @@ def ran_line(runs: Iterable[Run], what: str) -> str:
             "the paper's comparisons; open for every table.")
 
 
-def lead_line(protocol: bool, tables: Sequence[str] = ()) -> str | None:
-    """Under a protocol run, the sentence that says where the page's other tables went."""
-    if not protocol:
-        return None
+def lead_line(tables: Sequence[str] = ()) -> str:
+    """The sentence under a protocol run's lead that says where the page's other tables went."""
     named = f" ({', '.join(tables)})" if tables else ""
     return (f"The page's other tables{named} ran on this profile's few facts and sit in one folded block at the "
             "end of the page; the paper and gpu-sample profiles show them in their sections.")
