@@ -49,6 +49,7 @@ def test_the_summary_counts_each_run_once_with_its_calls_tokens_and_model_time()
     second.path = Path("elsewhere")
     line = ran_line([first, first, second], "FHS")  # the first run read twice counts once
     assert line.startswith("FHS ran end to end on 2 facts per run (2 runs): 4 model calls, 372 tokens, 1.5 min")
+    assert "(1 run):" in ran_line([second], "FHS")
 
 
 def test_chapter_04_leads_with_the_window_statistics_beside_the_papers():
