@@ -33,8 +33,9 @@ def panel_frame(panels: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> pd.Dat
 def window_frame(stats: Mapping[str, Mapping[str, float]]) -> pd.DataFrame:
     """Appendix E.2's window statistics per dataset, with the paper's FinTagging row below when a dataset of the
     page stands for that benchmark (another dataset has no paper value to sit beside)."""
-    paper: list[dict[str, Any]] = [{"dataset": "paper (FinTagging)", "calls": VERIFIER["calls"], "gold_in_window": VERIFIER["gold_in_window"],
-              "dimensions_resolved": VERIFIER["dimensions_resolved"]}]
+    paper: list[dict[str, Any]] = [{"dataset": "paper (FinTagging)", "calls": VERIFIER["calls"],
+                                    "gold_in_window": VERIFIER["gold_in_window"],
+                                    "dimensions_resolved": VERIFIER["dimensions_resolved"]}]
     return pd.DataFrame([{"dataset": name, **s} for name, s in stats.items()]
                         + (paper if any(PAPER_BENCHMARK.get(name) == "fintagging" for name in stats) else []))
 
