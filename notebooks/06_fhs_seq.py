@@ -35,7 +35,7 @@ import pandas as pd
 from fhs.book.chapters import fhs_seq
 from fhs.book.chapters.main_lead import protocol_run
 from fhs.book.page import open_page
-from fhs.book.report import fmt_estimate, profile_note, show, use_style
+from fhs.book.report import fmt_estimate, profile_note, show, show_notes, use_style
 from fhs.book.sampled import Sampled, ran_line
 from fhs.llm.models import display_name
 from fhs.method.config import FHSConfig
@@ -127,7 +127,10 @@ for name in datasets:
 # early stop being for lack of an unsupported dimension.
 
 # %% tags=["hide-input"]
-if not sampled.protocol:
+if sampled.protocol:
+    show_notes(["The rounds figure is drawn under the paper and gpu-sample profiles; on this sample the stopping "
+                "reasons are in the folded block."])
+else:
     fhs_seq.rounds_figure(records, STOP_REASONS)
     plt.show()
 
