@@ -14,20 +14,14 @@
 # %% [markdown]
 # # Ablations: where FHS's gain comes from
 #
-# Table 6 of the paper removes one part of FHS at a time; Table 12 chooses the verifier
-# weight β on development data; Table 11 is the development pilot that chose how
-# hypotheses are sampled; Table 16 separates the verifier from the shared listwise
-# selector; Appendix E.2 varies the verifier's window. The paper's reading: most of
+# Table 6 of the paper removes one part of FHS at a time. The paper's reading: most of
 # factorization's benefit comes from its interaction with the verifier (Recall@1 0.185
 # with both, 0.124 without the verifier, 0.116 for a free-text ensemble and 0.148 for the
 # same ensemble with the verifier), while mean- instead of summed RRF changes almost
-# nothing. A fact the server refused counts as a miss; each row gives how many there were.
-#
-# Every row is a configuration of the one FHS code path (`fhs.method.fhs.run_fhs_fact`).
-# A variant that changes only β, fusion, normalisation, rendering or the window replays
-# the cached hypotheses and the verdict ledger (`fhs.run.ledger`): the generator is
-# never called again, and the verifier only for window candidates it never judged. The
-# tables below count the new calls each row made.
+# nothing. The page then chooses the verifier weight β on development data (Table 12),
+# separates the verifier from the shared listwise selector (Table 16), replays the
+# development pilot that chose how hypotheses are sampled (Table 11) and varies the
+# verifier's window (Appendix E.2).
 
 # %% tags=["parameters"]
 profile = "cpu"  # smoke | cpu | paper | gpu-sample | paper-full (fhs/run/profiles.py)
@@ -43,8 +37,10 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from fhs.book.chapters import ablations
+from fhs.book.chapters.main_lead import protocol_run
 from fhs.book.page import open_page
-from fhs.book.report import profile_note, show, use_style
+from fhs.book.report import profile_note, show, show_notes, use_style
+from fhs.book.sampled import Sampled, ran_line
 from fhs.llm.models import display_name
 from fhs.method.registry import METHODS
 from fhs.paper import PAPER_BENCHMARK, PILOT
@@ -54,26 +50,9 @@ page = open_page("03_ablations", profile, runs_dir, server=server, sample=sample
 study, choice, choices, seeds, interval = page.study, page.choice, page.choices, page.seeds, page.interval
 base = choice.profile.fhs_config()  # one client, cache and ledger; a seed per run
 name, dev_name = study.dataset_name(dataset), study.dataset_name(dev_dataset)  # a spec file goes by its name
+sampled = Sampled(protocol_run(choice.backend))  # a CPU model's few facts: the tables after Table 6 fold
 profile_note(profile, display_name(choice.model),
              facts={study.dataset_name(d): len(study.facts(d, llm=True)) for d in (dataset, dev_dataset)}, seeds=seeds)
-
-# %% [markdown]
-# ## The FHS run and its variants
-#
-# FHS itself is the run of chapter 2 (same sample, same settings, same folder), so its
-# calls are already cached. Each variant's row says how many model calls it made that
-# were not served by the response cache or the verdict ledger, by stage (summed over the
-# seeded runs). The selector is not a re-scoring knob (its input is the new order), so
-# the variants run without it, except "− verifier", which Table 16 needs with the selector.
-# Every row is run once per seed; a value is the mean over the runs, ± the std across them.
-
-# %%
-arms = ablations.variant_arms(study, dataset, choices, base)  # fhs/book/planned.py's variants, which fhs plan sizes
-fhs_run = arms["fhs"][0]
-print(f"{len(fhs_run.records)} facts from {len({r['context_id'] for r in fhs_run.records})} contexts of {name}",
-      "| model:", choice.model, "| seeded runs:", len(seeds))
-show(ablations.new_calls_frame(arms),
-     caption="New model calls per row over the seeded runs (0 = everything replayed from the cache and the ledger)")
 
 # %% [markdown]
 # ## Table 6
@@ -83,12 +62,39 @@ show(ablations.new_calls_frame(arms),
 # ± its std across runs) and the paper's value. "− ensemble (J = 1)" is, as in the paper,
 # the mean of the two single-hypothesis rows; the oracle-best-single bound takes, per fact,
 # the better of the two. "− factorization" needs the free-text ensemble method `parallel`.
+# A fact the server refused counts as a miss; each row gives how many there were.
 
-# %%
+# %% tags=["hide-input"]
+arms = ablations.variant_arms(study, dataset, choices, base)  # fhs/book/planned.py's variants, which fhs plan sizes
+fhs_run = arms["fhs"][0]
+new_calls = ablations.new_calls_frame(arms)  # before the free-text arms join, as the table has always counted
 if "parallel" in METHODS:
     arms.update(ablations.free_text_arms(study, dataset, choices, base))
 show(pd.DataFrame(ablations.table6(arms, interval, paper_values=dataset in PAPER_BENCHMARK)),
      caption=ablations.table6_caption(name, len(seeds), paper_values=dataset in PAPER_BENCHMARK))
+sampled.lead(["new calls", "Tables 12, 16 and 11", "the window sizes"])
+
+# %% [markdown]
+# ## The FHS run and its variants
+#
+# Every row is a configuration of the one FHS code path (`fhs.method.fhs.run_fhs_fact`).
+# A variant that changes only β, fusion, normalisation, rendering or the window replays
+# the cached hypotheses and the verdict ledger (`fhs.run.ledger`): the generator is
+# never called again, and the verifier only for window candidates it never judged. The
+# tables count the new calls each row made.
+#
+# FHS itself is the run of chapter 2 (same sample, same settings, same folder), so its
+# calls are already cached. Each variant's row says how many model calls it made that
+# were not served by the response cache or the verdict ledger, by stage (summed over the
+# seeded runs). The selector is not a re-scoring knob (its input is the new order), so
+# the variants run without it, except "− verifier", which Table 16 needs with the selector.
+# Every row is run once per seed; a value is the mean over the runs, ± the std across them.
+
+# %%
+sampled.say(f"{len(fhs_run.records)} facts from {len({r['context_id'] for r in fhs_run.records})} contexts of "
+            f"{name} | model: {choice.model} | seeded runs: {len(seeds)}")
+sampled.show(new_calls, "New model calls per row over the seeded runs (0 = everything replayed from the cache and "
+                        "the ledger)")
 
 # %% [markdown]
 # ## Table 12: β chosen on development data
@@ -105,12 +111,16 @@ chosen, table12_test = ablations.beta_over_seeds(study, dev_dataset, arms["fhs"]
                                                  selector=bool(pilot_selector))
 
 # %% tags=["hide-input"]
-ablations.beta_figure(chosen, dev_name)
-plt.show()
-print(f"β chosen on {dev_name}: {chosen.beta:g} ({chosen.rule})")
+if sampled.protocol:
+    show_notes(["The β sweep is drawn under the paper and gpu-sample profiles; on this sample the chosen β and "
+                "Table 12's test rows are in the folded block."])
+else:
+    ablations.beta_figure(chosen, dev_name)
+    plt.show()
+sampled.say(f"β chosen on {dev_name}: {chosen.beta:g} ({chosen.rule})")
 
 # %%
-show(pd.DataFrame(table12_test), caption=f"Table 12's test rows on {name}: FHS at the β chosen on development "
+sampled.show(pd.DataFrame(table12_test), f"Table 12's test rows on {name}: FHS at the β chosen on development "
                                          "data and at the paper's 0.6")
 
 # %% [markdown]
@@ -121,7 +131,7 @@ show(pd.DataFrame(table12_test), caption=f"Table 12's test rows on {name}: FHS a
 
 # %%
 cells = ablations.table16(arms)
-show(pd.DataFrame(cells), caption="Table 16: top-1 with the verifier and the selector on and off")
+sampled.show(pd.DataFrame(cells), "Table 16: top-1 with the verifier and the selector on and off")
 
 # %% [markdown]
 # ## Table 11: the development pilot
@@ -138,8 +148,8 @@ show(pd.DataFrame(cells), caption="Table 16: top-1 with the verifier and the sel
 # %%
 table11, table11_difference = ablations.pilot_over_seeds(study, dev_dataset, choices, base,
                                                         selector=bool(pilot_selector))
-show(pd.DataFrame(table11 + [table11_difference]),
-     caption=f"Table 11 on {dev_name} (paper: forced diversity lowers per-hypothesis Recall@200 by "
+sampled.show(pd.DataFrame(table11 + [table11_difference]),
+             f"Table 11 on {dev_name} (paper: forced diversity lowers per-hypothesis Recall@200 by "
              f"{PILOT['diversity_drop_low']:.2f} to {PILOT['diversity_drop_high']:.2f})")
 
 # %% [markdown]
@@ -151,7 +161,8 @@ show(pd.DataFrame(table11 + [table11_difference]),
 
 # %%
 windows = ablations.windows_over_seeds(study, dataset, choices, base)
-show(pd.DataFrame(windows), caption=f"Window size K_v on {name} (mean over {len(seeds)} seeded run(s))")
+sampled.show(pd.DataFrame(windows), f"Window size K_v on {name} (mean over {len(seeds)} seeded run(s))")
+sampled.fold(ran_line([run for group in arms.values() for run in group], "Every row of Table 6"))
 
 # %% [markdown]
 # ## Check against recorded values

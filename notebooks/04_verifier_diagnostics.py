@@ -20,11 +20,6 @@
 # whether they separate correct hypotheses from incorrect ones. Appendix E.2 adds how
 # often the gold is inside the judged window (35.7% of calls), how many dimensions a
 # hypothesis resolves (5.12 of 6) and what happens if abstentions count as non-support.
-# Tables 26–28 follow one of the paper's clinical facts through the window with and without
-# the verifier; this page does so when it runs that dataset.
-#
-# Everything here reads the FHS records of chapter 2 (same sample, same calls, through
-# the response cache); re-scorings make no model call.
 
 # %% tags=["parameters"]
 profile = "cpu"  # smoke | cpu | paper | gpu-sample | paper-full (fhs/run/profiles.py)
@@ -38,9 +33,11 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from fhs.book.chapters import verifier_diagnostics
+from fhs.book.chapters.main_lead import protocol_run
 from fhs.book.fact_view import verifier_example, window_with_and_without
 from fhs.book.page import dimension_names, open_page
-from fhs.book.report import profile_note, show, use_style
+from fhs.book.report import profile_note, show, show_notes, use_style
+from fhs.book.sampled import Sampled, ran_line
 from fhs.llm.models import display_name
 from fhs.run.tables import verdict_stats
 
@@ -53,13 +50,28 @@ seeded = {study.dataset_name(d): [study.run_llm(d, "fhs", c) for c in choices] f
 runs = {name: group[0] for name, group in seeded.items()}  # the first run, for one-fact views
 pooled = {name: [r for run in group for r in run.records] for name, group in seeded.items()}
 dims = {name: dimension_names(study, name) for name in seeded}
+sampled = Sampled(protocol_run(choice.backend))  # a CPU model's few facts: the tables after the lead fold
 for name, run in runs.items():
-    print(f"{name}: {len(run.records)} facts from {len({r['context_id'] for r in run.records})} contexts, "
-          f"{len(seeds)} seeded run(s)")
+    sampled.say(f"{name}: {len(run.records)} facts from {len({r['context_id'] for r in run.records})} contexts, "
+                f"{len(seeds)} seeded run(s)")
 profile_note(profile, display_name(choice.model), facts={name: len(run.records) for name, run in runs.items()},
              seeds=seeds)
 
 # %% [markdown]
+# ## Beside the paper
+#
+# The window statistics the paper reports, ours on the same row: the share of verifier
+# calls whose judged window holds the gold, and the dimensions a hypothesis resolves.
+
+# %% tags=["hide-input"]
+stats = {name: verdict_stats.window_stats(records) for name, records in pooled.items()}
+show(verifier_diagnostics.lead_frame(stats), caption="Appendix E.2's window statistics, ours beside the paper's")
+sampled.lead(["Table 15", "the window", "the abstain convention", "the CodiEsp arms"])
+
+# %% [markdown]
+# Everything here reads the FHS records of chapter 2 (same sample, same calls, through
+# the response cache); re-scorings make no model call.
+#
 # ## Table 15
 #
 # A support rate is supports over non-abstaining verdicts (what $v_j(c)$ averages), per
@@ -71,18 +83,17 @@ profile_note(profile, display_name(choice.model), facts={name: len(run.records) 
 # %%
 panels_a = {name: verdict_stats.panel_a(records, dims[name]) for name, records in pooled.items()}
 panels_b = {name: verdict_stats.panel_b(records, dims[name]) for name, records in pooled.items()}
-show(verifier_diagnostics.panel_frame(panels_a),
-     caption="Panel A: does the verifier separate candidates? Support rate, gold vs non-gold")
-show(verifier_diagnostics.panel_frame(panels_b),
-     caption="Panel B: does it judge the hypothesis? Support rate under correct vs incorrect hypotheses")
+sampled.show(verifier_diagnostics.panel_frame(panels_a),
+             "Panel A: does the verifier separate candidates? Support rate, gold vs non-gold")
+sampled.show(verifier_diagnostics.panel_frame(panels_b),
+             "Panel B: does it judge the hypothesis? Support rate under correct vs incorrect hypotheses")
 
 # %% [markdown]
 # ## The window and the hypotheses (Appendix E.2)
 
 # %%
-stats = {name: verdict_stats.window_stats(records) for name, records in pooled.items()}
-show(verifier_diagnostics.window_frame(stats),
-     caption="Verifier calls, share with the gold inside the judged window, dimensions resolved per hypothesis")
+sampled.show(verifier_diagnostics.window_frame(stats),
+             "Verifier calls, share with the gold inside the judged window, dimensions resolved per hypothesis")
 
 # %% [markdown]
 # ## The abstain convention
@@ -95,15 +106,19 @@ show(verifier_diagnostics.window_frame(stats),
 
 # %%
 abstain_rows = verifier_diagnostics.abstain_rows(seeded, dims, interval)
-show(pd.DataFrame(abstain_rows), caption="Abstain excluded (paper, code) vs counted as non-support (strict)")
+sampled.show(pd.DataFrame(abstain_rows), "Abstain excluded (paper, code) vs counted as non-support (strict)")
 
 # %% [markdown]
 # ## Verdict shares per dimension
 
 # %% tags=["hide-input"]
-verifier_diagnostics.shares_figure({name: verdict_stats.verdict_shares(records, dims[name])
-                                    for name, records in pooled.items()})
-plt.show()
+if sampled.protocol:
+    show_notes(["The verdict shares are drawn under the paper and gpu-sample profiles; this sample is too small "
+                "to read."])
+else:
+    verifier_diagnostics.shares_figure({name: verdict_stats.verdict_shares(records, dims[name])
+                                        for name, records in pooled.items()})
+    plt.show()
 
 # %% [markdown] tags=["needs-codiesp"]
 # ## Tables 26–28: one CodiEsp fact with and without the verifier
@@ -121,10 +136,13 @@ if "codiesp" in runs:
     example = verifier_example(runs["codiesp"].records)
     if example.get("verifier"):
         arm = next(r for r in no_verifiers[0].records if r["id"] == example["id"])
-        show(window_with_and_without(example, arm),
-             caption=f"Tables 26–28: fact {example['id']} (gold {', '.join(example['gold'])})")
+        sampled.show(window_with_and_without(example, arm),
+                     f"Tables 26–28: fact {example['id']} (gold {', '.join(example['gold'])})")
     both = verifier_diagnostics.arms_frame(seeded["codiesp"], no_verifiers)
-    show(pd.DataFrame(both), caption="CodiEsp with and without the verifier (same sample; mean over the seeded runs)")
+    sampled.show(pd.DataFrame(both), "CodiEsp with and without the verifier (same sample; mean over the seeded runs)")
+
+# %%
+sampled.fold(ran_line([run for group in seeded.values() for run in group], "FHS"))
 
 # %% [markdown]
 # ## Check against recorded values

@@ -14,21 +14,10 @@
 # %% [markdown]
 # # Adapting to a new taxonomy: procedures (CodiEsp-P, ICD-10-PCS)
 #
-# The paper evaluates two taxonomies; this chapter adds a third the way an outside user
-# would, through the **public adaptation path only**: a concept file written by a
-# converter script, a facts file written by the CodiEsp loader and a hand-written domain
-# file checked by `fhs domain check`, named together in a **dataset spec** that
-# `scripts/pcs_spec.py` writes, and `fhs run --dataset codiesp-p.yaml` for every method.
-# The same spec runs chapters 1-7 by parameter ({doc}`adapting`); this page keeps what is
-# particular to procedures. Nothing below imports a PCS-specific module of `fhs`;
-# everything the adaptation needed that did not exist became a general feature (listed at
-# the end).
-#
-# CodiEsp's procedure track pairs Spanish clinical cases with ICD-10-PCS codes: seven
-# characters, each an axis (section, body system, root operation, body part, approach,
-# device, qualifier) - a taxonomy that is itself a factorization. Two wrinkles: more than
-# half of the test gold codes are 4-character *prefixes* (the annotators stopped where
-# the text stopped), and almost half are imaging (section B).
+# The paper evaluates two taxonomies; this chapter adds a third, ICD-10-PCS procedure codes
+# for CodiEsp's Spanish clinical cases, the way an outside user would: through the **public
+# adaptation path only** (a concept file, a facts file and a domain file named in a
+# **dataset spec**, then `fhs run --dataset codiesp-p.yaml` for every method).
 
 # %% tags=["parameters"]
 profile = "cpu"  # smoke | cpu | paper | gpu-sample | paper-full (fhs/run/profiles.py)
@@ -70,6 +59,29 @@ profile_note(profile, display_name(choice.model),
 
 # %% [markdown]
 # ## Inputs an adapter provides
+
+# %% tags=["hide-input"]
+adaptation.run_quiet(["scripts/pcs_spec.py", "--out", str(work), *adaptation.given_options(
+    concepts=taxonomy_file, facts=facts_file, domain=domain_file, lexicon=lexicon_file)])
+spec_file = work / "codiesp-p.yaml"
+spec = read_spec_file(spec_file)
+print(f"{spec_file.name}: {spec.description}")
+taxonomy = load_taxonomy_file(spec.taxonomy_file)
+show(adaptation.inventory_frame(taxonomy), caption="The concept inventory")
+
+# %% [markdown]
+# A concept file written by a converter script, a facts file written by the CodiEsp loader
+# and a hand-written domain file checked by `fhs domain check`, named together in the spec
+# that `scripts/pcs_spec.py` writes. The same spec runs chapters 1-7 by parameter
+# ({doc}`adapting`); this page keeps what is particular to procedures. Nothing here imports a
+# PCS-specific module of `fhs`; everything the adaptation needed that did not exist became a
+# general feature (listed at the end).
+#
+# CodiEsp's procedure track pairs Spanish clinical cases with ICD-10-PCS codes: seven
+# characters, each an axis (section, body system, root operation, body part, approach,
+# device, qualifier) - a taxonomy that is itself a factorization. Two wrinkles: more than
+# half of the test gold codes are 4-character *prefixes* (the annotators stopped where
+# the text stopped), and almost half are imaging (section B).
 #
 # **Concepts.** `scripts/pcs_concepts.py` converts an installed ICD-10-PCS package into
 # the generic concept format (`id`, `label`, `definition`, `datatype` and metadata, see
@@ -87,15 +99,6 @@ profile_note(profile, display_name(choice.model),
 # command line (below) once each, keeps their files under `$FHS_CACHE/pcs` named by what
 # they were built from, and writes `codiesp-p.yaml` beside them: the facts, the concept
 # file, the domain file and a description. Everything below reads the spec.
-
-# %%
-adaptation.run_quiet(["scripts/pcs_spec.py", "--out", str(work), *adaptation.given_options(
-    concepts=taxonomy_file, facts=facts_file, domain=domain_file, lexicon=lexicon_file)])
-spec_file = work / "codiesp-p.yaml"
-spec = read_spec_file(spec_file)
-print(f"{spec_file.name}: {spec.description}")
-taxonomy = load_taxonomy_file(spec.taxonomy_file)
-show(adaptation.inventory_frame(taxonomy), caption="The concept inventory")
 
 # %% [markdown]
 # **Coverage.** How many gold codes of the test split can the inventory hit at all? A

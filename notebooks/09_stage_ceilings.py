@@ -14,23 +14,13 @@
 # %% [markdown]
 # # What FHS can do with a perfect model
 #
-# The paper's evidence for FHS needs Qwen3-32B on a GPU; on a CPU the book can show the
-# LLM methods only on a few facts with a tiny model. The gold-query probe of chapter 1
-# answers one question at full scale without a model: how far the index reaches once
-# the query names the target. This chapter asks the same of every stage FHS hands to a
-# language model, at full scale and with no model at all:
-#
-# - with perfect hypotheses, where does retrieval and fusion put the gold?
-# - with a perfect verifier on top, what does Eq. 3 reach, and with a perfect selector,
-#   what does "Acc." reach?
-# - how wrong may the hypotheses (or the verdicts) be before FHS is no better than
-#   direct retrieval?
-#
-# **This is an analysis tool, not a reproduction.** The answers come from an *oracle
-# model* (`fhs run --backend oracle`, `fhs/llm/oracle.py`) that reads the fact's
-# gold concept. No run profile can select it, so no reported result of the other chapters
-# comes from it. It separates what the method's architecture can do from what a given
-# model does.
+# The gold-query probe of chapter 1 asks, at full scale and without a model, how far the
+# index reaches once the query names the target. This chapter asks the same of every stage
+# FHS hands to a language model: with perfect hypotheses, a perfect verifier and a perfect
+# selector, where does the gold end up, and how much noise may they carry before FHS is no
+# better than direct retrieval? **This is an analysis tool, not a reproduction**: the
+# answers come from an *oracle model* that reads the fact's gold concept, which no run
+# profile can select.
 
 # %% tags=["parameters"]
 profile = "cpu"  # smoke | cpu | paper | gpu-sample | paper-full: the oracle runs alike under every one
@@ -57,8 +47,67 @@ facts = {name: stage_ceilings.oracle_facts(study, name) for name in datasets}
 labels = {name: study.dataset_name(name) for name in datasets}  # a spec file's runs go by its name
 profile_note(profile, facts={labels[name]: len(used) for name, used in facts.items()})
 
+# %% tags=["hide-input"]
+started = time.perf_counter()
+runs = stage_ceilings.oracle_runs(study, datasets, facts, hypothesis_noise, verdict_noise)
+baselines = {(name, method): study.run(name, method, facts=facts[name])
+             for name in datasets for method in ("direct", "oracle")}
+rows_by_run = {key: stage_ceilings.stage_rows(run) for key, run in runs.items()}
+distinct = {id(run): run for run in runs.values()}.values()  # noise level 0 is one run under two keys
+requests = sum(fact["cost"]["calls"] for run in distinct for fact in run.summaries)
+tokens = sum(fact["cost"]["tokens_in"] + fact["cost"]["tokens_out"] for run in distinct for fact in run.summaries)
+method_seconds = sum(r["seconds"] for key, rows in rows_by_run.items() if key[1] != "verdicts" or key[2] > 0
+                     for r in rows)
+print(f"{len(distinct)} oracle runs: {requests:,} stage requests answered by the oracle, {tokens} model tokens; "
+      f"FHS took {method_seconds / 60:.1f} min over their facts when the records were written.\n"
+      f"This page's runs, with {len(baselines)} LLM-free runs beside them: {time.perf_counter() - started:.0f} s "
+      "(a rebuild reads the records back).")
+
+# %% [markdown]
+# ## Stage ceilings
+#
+# One noiseless run gives all three ceilings: the gold's rank in the fused pool (perfect
+# hypotheses only), in the final order (+ a perfect verifier), and the selector's pick
+# (+ a perfect selector), beside direct retrieval and the gold-query probe on the same facts.
+
+# %% tags=["hide-input"]
+stages = {name: rows_by_run[(name, "hypotheses", 0.0)] for name in datasets}
+show(stage_ceilings.ceiling_table(study, datasets, baselines, stages, interval),
+     caption=stage_ceilings.ceiling_caption(labels.values()))
+
+# %% tags=["hide-input"]
+print("\n".join(stage_ceilings.ceiling_lines(labels, stages, baselines)))
+
+# %% [markdown]
+# Without the verifier, Eq. 3 is the pool's order. Beside a dataset that stands for one of
+# the paper's benchmarks, the paper's FHS row (Qwen3-32B) follows; intervals are 95%
+# context-clustered bootstraps.
+#
+# How to read the rows above. The selector's ceiling is Recall@200 of the final list, the
+# reach of retrieval and fusion: a perfect selector picks whatever the pool holds. Where the
+# pool's Recall@1 sits well below the probe's although its definition query *is* the probe's
+# text, the label form is why: table facts also issue a label-style query rendered from the
+# oracle's category names, which can be generic, and summed RRF gives its ranking as much
+# weight as the definition form's, so concepts that match the generic label can climb above
+# the gold. Text facts issue the definition form only. The verifier can recover part of such
+# a loss, not all of it: the gold agrees with itself on every profiled dimension, but so does
+# every candidate that shares its profile. The lines above give each dataset's own numbers.
+
+# %% [markdown] tags=["needs-fincl", "needs-codiesp"]
+# On the paper's datasets the label form is what costs Recall@1: US-GAAP's category names
+# such as "liabilities, current" are generic, while CodiEsp's text facts issue the
+# definition form only and their pool stays near the probe. A model's own ROLE and EVENT
+# values would make the label form more specific, so on US-GAAP this row is a floor for
+# hypotheses as precise as the domain's profiles, not for a perfect reader.
+
 # %% [markdown]
 # ## What the oracle knows
+#
+# The paper's evidence for FHS needs Qwen3-32B on a GPU; on a CPU the book can show the
+# LLM methods only on a few facts with a tiny model, so this chapter's rows are what the
+# architecture allows at full scale. The oracle is `fhs run --backend oracle`
+# (`fhs/llm/oracle.py`); no reported result of the other chapters comes from it. It
+# separates what the method's architecture can do from what a given model does.
 #
 # As the paper states for its probe, here is exactly what each stage is told. "Gold"
 # is the fact's first gold concept in the taxonomy.
@@ -85,58 +134,6 @@ profile_note(profile, facts={labels[name]: len(used) for name, used in facts.ite
 # there; ICD-10-CM's FAMILY is the code's chapter number; the CodiEsp probe leads with the
 # code, which the oracle's query does not. It runs on every FinCL fact, the iXBRL test
 # facts the `paper` profile samples, and every CodiEsp mention our relocator placed.
-
-# %%
-started = time.perf_counter()
-runs = stage_ceilings.oracle_runs(study, datasets, facts, hypothesis_noise, verdict_noise)
-baselines = {(name, method): study.run(name, method, facts=facts[name])
-             for name in datasets for method in ("direct", "oracle")}
-rows_by_run = {key: stage_ceilings.stage_rows(run) for key, run in runs.items()}
-distinct = {id(run): run for run in runs.values()}.values()  # noise level 0 is one run under two keys
-requests = sum(fact["cost"]["calls"] for run in distinct for fact in run.summaries)
-tokens = sum(fact["cost"]["tokens_in"] + fact["cost"]["tokens_out"] for run in distinct for fact in run.summaries)
-method_seconds = sum(r["seconds"] for key, rows in rows_by_run.items() if key[1] != "verdicts" or key[2] > 0
-                     for r in rows)
-print(f"{len(distinct)} oracle runs: {requests:,} stage requests answered by the oracle, {tokens} model tokens; "
-      f"FHS took {method_seconds / 60:.1f} min over their facts when the records were written.\n"
-      f"This page's runs, with {len(baselines)} LLM-free runs beside them: {time.perf_counter() - started:.0f} s "
-      "(a rebuild reads the records back).")
-
-# %% [markdown]
-# ## Stage ceilings
-#
-# One noiseless run gives all three ceilings: the gold's rank in the fused pool (perfect
-# hypotheses only: without the verifier, Eq. 3 is the pool's order), in the final order
-# (+ a perfect verifier), and the selector's pick (+ a perfect selector). Direct retrieval
-# and the gold-query probe ran on the same facts; beside a dataset that stands for one of the
-# paper's benchmarks, the paper's FHS row (Qwen3-32B) follows. Intervals are 95%
-# context-clustered bootstraps.
-
-# %%
-stages = {name: rows_by_run[(name, "hypotheses", 0.0)] for name in datasets}
-show(stage_ceilings.ceiling_table(study, datasets, baselines, stages, interval),
-     caption=stage_ceilings.ceiling_caption(labels.values()))
-
-# %% tags=["hide-input"]
-print("\n".join(stage_ceilings.ceiling_lines(labels, stages, baselines)))
-
-# %% [markdown]
-# How to read the rows above. The selector's ceiling is Recall@200 of the final list, the
-# reach of retrieval and fusion: a perfect selector picks whatever the pool holds. Where the
-# pool's Recall@1 sits well below the probe's although its definition query *is* the probe's
-# text, the label form is why: table facts also issue a label-style query rendered from the
-# oracle's category names, which can be generic, and summed RRF gives its ranking as much
-# weight as the definition form's, so concepts that match the generic label can climb above
-# the gold. Text facts issue the definition form only. The verifier can recover part of such
-# a loss, not all of it: the gold agrees with itself on every profiled dimension, but so does
-# every candidate that shares its profile. The lines above give each dataset's own numbers.
-
-# %% [markdown] tags=["needs-fincl", "needs-codiesp"]
-# On the paper's datasets the label form is what costs Recall@1: US-GAAP's category names
-# such as "liabilities, current" are generic, while CodiEsp's text facts issue the
-# definition form only and their pool stays near the probe. A model's own ROLE and EVENT
-# values would make the label form more specific, so on US-GAAP this row is a floor for
-# hypotheses as precise as the domain's profiles, not for a perfect reader.
 
 # %% [markdown]
 # ## How much noise FHS tolerates

@@ -83,6 +83,7 @@ class PageResult:
     problems: list[str] = field(default_factory=list)
     math: int = 0
     screenshot: str = ""
+    first_result: float | None = None  # a results page's first result, in pixels from the top (None: none shown)
 
     @property
     def ok(self) -> bool:
@@ -267,6 +268,7 @@ def _load_and_inspect(browser: Browser, path: Path, result: PageResult, shots: P
     if RESULTS_PAGE.search(result.page):
         first = browser.send("Runtime.evaluate", {"expression": FIRST_RESULT, "returnByValue": True},
                              session=session).get("result", {}).get("value")
+        result.first_result = first
         if first is None or first >= FIRST_SCREEN:
             where = "no table with a number or figure" if first is None else f"the first result at {first:.0f} px"
             result.problems.append(f"no result on the first screen (top {FIRST_SCREEN} px): {where}")
@@ -310,7 +312,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"check-browser: {error}", file=sys.stderr)
         return 2
     for r in results:
-        print(f"{'ok  ' if r.ok else 'FAIL'} {r.page} ({r.math} math)")
+        where = f", first result at {r.first_result:.0f} px" if r.first_result is not None else ""
+        print(f"{'ok  ' if r.ok else 'FAIL'} {r.page} ({r.math} math{where})")
         for problem in r.problems:
             print(f"       {problem}")
     failed = sum(not r.ok for r in results)

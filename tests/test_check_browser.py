@@ -112,4 +112,8 @@ def test_a_results_page_fails_when_its_first_screen_holds_no_result(tmp_path):
     first = f"no result on the first screen (top {check_browser.FIRST_SCREEN} px)"
     assert len(late) == 1 and late[0].startswith(f"{first}: the first result at ")
     assert results["book/03_folded.html"].problems == [f"{first}: no table with a number or figure"]
+    # where the first result sits is kept, so a chapter's distance from the rule can be read off the report
+    assert results["book/01_lead.html"].first_result < 100 <= check_browser.FIRST_SCREEN
+    assert results["book/02_late.html"].first_result >= check_browser.FIRST_SCREEN
+    assert results["book/03_folded.html"].first_result is None and results["book/notes.html"].first_result is None
     assert (tmp_path / "shots" / "claims.full.png").stat().st_size > 0

@@ -21,6 +21,7 @@ from fhs.run.rescore import rescore, rescored_vbar
 from fhs.run.tables.verdict_stats import VERDICTS
 
 SCORINGS = ("paper", "code", "strict")
+LEAD_STATS = ("gold_in_window", "dimensions_resolved")  # the window statistics the paper gives a figure for
 
 
 def panel_frame(panels: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> pd.DataFrame:
@@ -32,10 +33,27 @@ def panel_frame(panels: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> pd.Dat
 def window_frame(stats: Mapping[str, Mapping[str, float]]) -> pd.DataFrame:
     """Appendix E.2's window statistics per dataset, with the paper's FinTagging row below when a dataset of the
     page stands for that benchmark (another dataset has no paper value to sit beside)."""
-    paper: list[dict[str, Any]] = [{"dataset": "paper (FinTagging)", "calls": VERIFIER["calls"], "gold_in_window": VERIFIER["gold_in_window"],
-              "dimensions_resolved": VERIFIER["dimensions_resolved"]}]
+    paper: list[dict[str, Any]] = [{"dataset": "paper (FinTagging)", "calls": VERIFIER["calls"],
+                                    "gold_in_window": VERIFIER["gold_in_window"],
+                                    "dimensions_resolved": VERIFIER["dimensions_resolved"]}]
     return pd.DataFrame([{"dataset": name, **s} for name, s in stats.items()]
                         + (paper if any(PAPER_BENCHMARK.get(name) == "fintagging" for name in stats) else []))
+
+
+def lead_frame(stats: Mapping[str, Mapping[str, float]]) -> pd.DataFrame:
+    """The page's lead: per dataset, the window statistics Appendix E.2 reports, ours and the paper's on one row
+    (the paper's only beside a dataset that stands for its FinTagging benchmark)."""
+    from fhs.book.report import ours_vs_paper
+
+    frames = []
+    for name, values in stats.items():
+        paper = VERIFIER if PAPER_BENCHMARK.get(name) == "fintagging" else {}
+        frame = ours_vs_paper({key: values.get(key) for key in LEAD_STATS},
+                              {key: paper.get(key) for key in LEAD_STATS}, label="quantity")
+        frame.insert(0, "dataset", name)
+        frame["verifier calls"] = values.get("calls")
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
 def abstain_rows(seeded: Mapping[str, Sequence[Run]], dims: Mapping[str, Sequence[str]],
