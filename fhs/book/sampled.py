@@ -62,8 +62,8 @@ def ran_line(runs: Iterable[Run], what: str) -> str:
     calls = sum(cost["calls"] for cost in costs)
     tokens = sum(cost["tokens_in"] + cost["tokens_out"] for cost in costs)
     seconds = sum(cost.get("recorded_seconds", cost.get("model_seconds", 0.0)) for cost in costs)
-    runs = f"{len(distinct)} run" + ("s" if len(distinct) != 1 else "")
-    return (f"{what} ran end to end on {facts} facts per run ({runs}): {calls:,} model calls, "
+    counted = f"{len(distinct)} run" + ("s" if len(distinct) != 1 else "")
+    return (f"{what} ran end to end on {facts} facts per run ({counted}): {calls:,} model calls, "
             f"{tokens:,} tokens, {seconds / 60:.1f} min of model time when first made. Too few facts to judge "
             "the paper's comparisons; open for every table.")
 
