@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -28,14 +29,17 @@ REFINEMENTS = ("self-refine", "feedback-refine")
 FACTS = 1
 
 
+Run = tuple[dict, list[dict]]  # a run's printed metrics and its records
+
+
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Run]:
     """Each method's run, made once and shared by the tests (one response cache, as the book's);
     a refinement runs after free-text, so its first round can come from free-text's call."""
     folder = tmp_path_factory.mktemp("baselines")
-    made: dict[str, tuple[dict, list[dict]]] = {}
+    made: dict[str, Run] = {}
 
-    def run_of(method: str) -> tuple[dict, list[dict]]:
+    def run_of(method: str) -> Run:
         if method in REFINEMENTS:
             run_of("free-text")
         if method not in made:
@@ -45,7 +49,7 @@ def runs(tmp_path_factory):
     return run_of
 
 
-def run(method: str, out: Path, cache: Path) -> tuple[dict, list[dict]]:
+def run(method: str, out: Path, cache: Path) -> Run:
     printed, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(err):
         code = main(["run", "--dataset", "fincl", "--quiet", "--method", method, "--profile", "smoke",
@@ -65,7 +69,7 @@ def queries_of(record: dict) -> list[dict]:
 
 @pytest.mark.parametrize("method", ["free-text", "parallel", "parallel-diverse", "decomposed",
                                     "self-refine", "feedback-refine"])
-def test_baseline_runs_end_to_end_on_smollm2(method, runs):
+def test_baseline_runs_end_to_end_on_smollm2(method: str, runs: Callable[[str], Run]) -> None:
     metrics, records = runs(method)
     assert metrics["n_facts"] == FACTS and len(records) == FACTS
     for record in records:
@@ -87,7 +91,7 @@ def test_baseline_runs_end_to_end_on_smollm2(method, runs):
                 assert record["rounds"][k]["shown_candidates"] == record["rounds"][k - 1]["ranking"][:10]
 
 
-def test_refinements_first_round_is_served_by_free_texts_call(runs):
+def test_refinements_first_round_is_served_by_free_texts_call(runs: Callable[[str], Run]) -> None:
     _, free = runs("free-text")
     _, refined = runs("self-refine")
     for a, b in zip(free, refined):
