@@ -170,9 +170,10 @@ def test_a_replay_with_another_model_says_which_the_archive_holds(served, tmp_pa
 @pytest.mark.model
 @pytest.mark.data
 def test_a_real_models_run_replays_from_its_archive(tmp_path, capsys):
-    """SmolLM2 in process on two FinCL facts: archived, then replayed with no model at all."""
+    """SmolLM2 in process on one FinCL fact (every FHS stage asks the model): archived, then replayed with
+    no model at all."""
     cache = tmp_path / "cache" / "responses.sqlite"
-    args = ["run", "--dataset", "fincl", "--method", "fhs", "--profile", "smoke", "--limit", "2", "--quiet"]
+    args = ["run", "--dataset", "fincl", "--method", "fhs", "--profile", "smoke", "--limit", "1", "--quiet"]
     assert main([*args, "--out", str(tmp_path / "a"), "--cache", str(cache)]) == 0
     first = json.loads(capsys.readouterr().out)
     assert first["llm_calls"] > 0
