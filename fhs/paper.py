@@ -17,31 +17,92 @@ _FINTAGGING, _CODIESP = TEST_FACTS["fintagging"], TEST_FACTS["codiesp"]
 PAPER: dict[str, dict[str, dict[str, float | None]]] = {
     "fintagging": {
         # Table 1 raw row and Table 4 direct retrieval (R@50 from the authors' run log)
-        "direct": {"facts": _FINTAGGING, "recall@1": 0.041, "recall@10": 0.240, "recall@50": 0.562,
-                   "recall@200": 0.752, "mrr": 0.111, "accuracy": None},
+        "direct": {
+            "facts": _FINTAGGING,
+            "recall@1": 0.041,
+            "recall@10": 0.240,
+            "recall@50": 0.562,
+            "recall@200": 0.752,
+            "mrr": 0.111,
+            "accuracy": None,
+        },
         # Section 3.3 / E.1: the gold-query probe returns every fact in the top ten
-        "oracle": {"facts": _FINTAGGING, "recall@1": 0.955, "recall@10": 1.0, "recall@50": 1.0,
-                   "recall@200": 1.0, "mrr": None},
+        "oracle": {
+            "facts": _FINTAGGING,
+            "recall@1": 0.955,
+            "recall@10": 1.0,
+            "recall@50": 1.0,
+            "recall@200": 1.0,
+            "mrr": None,
+        },
         # Table 4's one-pass structured row (greedy), from the authors' run log
-        "structured": {"facts": _FINTAGGING, "recall@1": None, "recall@10": 0.3723, "recall@50": None,
-                       "recall@200": None, "mrr": 0.2027, "accuracy": 0.2260},
+        "structured": {
+            "facts": _FINTAGGING,
+            "recall@1": None,
+            "recall@10": 0.3723,
+            "recall@50": None,
+            "recall@200": None,
+            "mrr": 0.2027,
+            "accuracy": 0.2260,
+        },
         # Table 1's "single structured hypothesis" (the first FHS hypothesis, T = 0.8)
         "single_hypothesis": {"recall@10": 0.353, "recall@200": 0.657, "mrr": 0.195},
-        "fhs": {"facts": _FINTAGGING, "recall@1": 0.185, "recall@10": 0.397, "recall@50": 0.543,
-                "recall@200": 0.7055, "mrr": 0.257, "accuracy": 0.255},
+        "fhs": {
+            "facts": _FINTAGGING,
+            "recall@1": 0.185,
+            "recall@10": 0.397,
+            "recall@50": 0.543,
+            "recall@200": 0.7055,
+            "mrr": 0.257,
+            "accuracy": 0.255,
+        },
         # Section 5.2: the strongest baseline at rank one and the deepest at Recall@50
-        "feedback-refine": {"facts": _FINTAGGING, "recall@1": 0.141, "recall@10": None, "recall@50": 0.660,
-                            "recall@200": None, "mrr": 0.238, "accuracy": None},
+        "feedback-refine": {
+            "facts": _FINTAGGING,
+            "recall@1": 0.141,
+            "recall@10": None,
+            "recall@50": 0.660,
+            "recall@200": None,
+            "mrr": 0.238,
+            "accuracy": None,
+        },
     },
     "codiesp": {
-        "direct": {"facts": _CODIESP, "recall@1": 0.046, "recall@10": 0.1743, "recall@50": 0.3142,
-                   "recall@200": 0.4666, "mrr": 0.0874, "accuracy": None},
-        "oracle": {"facts": _CODIESP, "recall@1": 0.998, "recall@10": 1.0, "recall@50": 1.0,
-                   "recall@200": 1.0, "mrr": 0.999},
-        "structured": {"facts": _CODIESP, "recall@1": 0.201, "recall@10": None, "recall@50": None,
-                       "recall@200": None, "mrr": 0.298, "accuracy": 0.322},
-        "fhs": {"facts": _CODIESP, "recall@1": 0.264, "recall@10": None, "recall@50": None,
-                "recall@200": None, "mrr": 0.352, "accuracy": 0.330},
+        "direct": {
+            "facts": _CODIESP,
+            "recall@1": 0.046,
+            "recall@10": 0.1743,
+            "recall@50": 0.3142,
+            "recall@200": 0.4666,
+            "mrr": 0.0874,
+            "accuracy": None,
+        },
+        "oracle": {
+            "facts": _CODIESP,
+            "recall@1": 0.998,
+            "recall@10": 1.0,
+            "recall@50": 1.0,
+            "recall@200": 1.0,
+            "mrr": 0.999,
+        },
+        "structured": {
+            "facts": _CODIESP,
+            "recall@1": 0.201,
+            "recall@10": None,
+            "recall@50": None,
+            "recall@200": None,
+            "mrr": 0.298,
+            "accuracy": 0.322,
+        },
+        "fhs": {
+            "facts": _CODIESP,
+            "recall@1": 0.264,
+            "recall@10": None,
+            "recall@50": None,
+            "recall@200": None,
+            "mrr": 0.352,
+            "accuracy": 0.330,
+        },
     },
     # Appendix G's two worked examples (Tables 21-24), as the text states them.
     "appendix-g": {
@@ -69,10 +130,17 @@ MODALITY = {
 }
 MODALITY_CONTRASTS = {
     ("fintagging", "feedback-refine", "fhs"): {
-        "text": {"recall@50": (0.167, 0.090, 0.253), "mrr": (0.084, 0.009, 0.160),
-                 "recall@1": (0.071, -0.017, 0.163), "accuracy": (0.066, -0.013, 0.148)},
-        "table": {"recall@50": (0.113, 0.057, 0.168), "recall@1": (-0.051, -0.086, -0.021),
-                  "accuracy": (-0.039, -0.064, -0.016)},
+        "text": {
+            "recall@50": (0.167, 0.090, 0.253),
+            "mrr": (0.084, 0.009, 0.160),
+            "recall@1": (0.071, -0.017, 0.163),
+            "accuracy": (0.066, -0.013, 0.148),
+        },
+        "table": {
+            "recall@50": (0.113, 0.057, 0.168),
+            "recall@1": (-0.051, -0.086, -0.021),
+            "accuracy": (-0.039, -0.064, -0.016),
+        },
     },
 }
 
@@ -84,8 +152,17 @@ FHS_SEQ: dict[str, float | tuple[float, float, float]] = {**FHS_SEQ_RATES, "delt
 
 # Table 19: LLM calls per fact before the shared selector (the
 # paper's counts; FHS-Seq varies between 4 and 19).
-CALLS_PER_FACT = {"direct": 0, "free-text": 1, "structured": 1, "parallel": 2, "parallel-diverse": 2,
-                  "decomposed": 1, "self-refine": 4, "feedback-refine": 4, "fhs": 4}
+CALLS_PER_FACT = {
+    "direct": 0,
+    "free-text": 1,
+    "structured": 1,
+    "parallel": 2,
+    "parallel-diverse": 2,
+    "decomposed": 1,
+    "self-refine": 4,
+    "feedback-refine": 4,
+    "fhs": 4,
+}
 
 
 def modality_value(dataset: str, method: str, modality: str, metric: str) -> float | None:
@@ -147,11 +224,18 @@ ABLATION: dict[str, dict[str, float | None]] = {
     "mean_rrf": {"recall@10": 0.3938, "mrr": 0.2605, "accuracy": 0.2555},
     "raw_scores": {},
     "no_label_form": {},
-    "no_definition_form": {"recall@1": _reported(PAPER["fintagging"]["fhs"], "recall@1") - 0.034,
-                           "accuracy": _reported(PAPER["fintagging"]["fhs"], "accuracy") - 0.036},
+    "no_definition_form": {
+        "recall@1": _reported(PAPER["fintagging"]["fhs"], "recall@1") - 0.034,
+        "accuracy": _reported(PAPER["fintagging"]["fhs"], "accuracy") - 0.036,
+    },
     "no_label_coverage": {"recall@10": 0.258},
-    "oracle_best_single": {"recall@1": 0.2220, "recall@10": 0.4368, "recall@50": 0.5923,
-                           "recall@200": 0.7338, "mrr": 0.2950},
+    "oracle_best_single": {
+        "recall@1": 0.2220,
+        "recall@10": 0.4368,
+        "recall@50": 0.5923,
+        "recall@200": 0.7338,
+        "mrr": 0.2950,
+    },
 }
 # The beta re-selected on dev when one rendering is removed (the authors' run logs; Table 12 and
 # book/deviations.md give the rule).
@@ -165,18 +249,23 @@ PILOT = {"consolidation_loss": 0.074, "diversity_drop_low": 0.03, "diversity_dro
 # Appendix E.2 verifier statistics: the gold inside the judged window on 35.7% of calls;
 # 25,699 resolved dimensions over 5,018 calls = 5.12 of 6 per hypothesis.
 VERIFIER: dict[str, float | None] = {"gold_in_window": 0.357, "dimensions_resolved": 25_699 / 5_018, "calls": 5018}
-NOTES["ablation/mean_rrf"] = ("Section 5.3: mean-RRF changes Recall@1 by 0.003 (sign not given); "
-                              "R@10, MRR, Acc. from the run log")
+NOTES["ablation/mean_rrf"] = (
+    "Section 5.3: mean-RRF changes Recall@1 by 0.003 (sign not given); R@10, MRR, Acc. from the run log"
+)
 
 # Appendix E.4, Table 17 (retriever swap; only the text survives in our copy, and it does not
 # name the benchmark): FHS's margin over one-pass structured grounding under each retriever,
 # and each method's change against itself under BM25 with the paired 95% interval
 # (estimate, low, high); None: the text gives no interval. Recall@200 moves by at most 0.031.
-SWAP_FHS_MARGIN = {"bm25": {"mrr": 0.087, "accuracy": 0.056},
-                   "dense": {"mrr": 0.082, "accuracy": 0.057},
-                   "hybrid": {"mrr": 0.082, "accuracy": 0.049}}
-SWAP_DELTA_MRR = {"structured": {"dense": (0.013, 0.001, 0.026), "hybrid": (-0.007, -0.018, 0.004)},
-                  "fhs": {"dense": (0.008, -0.005, 0.021), "hybrid": (-0.012, -0.031, 0.006)}}
+SWAP_FHS_MARGIN = {
+    "bm25": {"mrr": 0.087, "accuracy": 0.056},
+    "dense": {"mrr": 0.082, "accuracy": 0.057},
+    "hybrid": {"mrr": 0.082, "accuracy": 0.049},
+}
+SWAP_DELTA_MRR = {
+    "structured": {"dense": (0.013, 0.001, 0.026), "hybrid": (-0.007, -0.018, 0.004)},
+    "fhs": {"dense": (0.008, -0.005, 0.021), "hybrid": (-0.012, -0.031, 0.006)},
+}
 RETRIEVER_SWAP = {
     "fhs_margin": SWAP_FHS_MARGIN,
     "swap_delta_mrr": SWAP_DELTA_MRR,
@@ -187,13 +276,15 @@ RETRIEVER_SWAP = {
 # Appendix F.1: "the rest stop early only because no dimension is left unsupported".
 FHS_SEQ_RATES["no_unsupported_dimension"] = round(1 - FHS_SEQ_RATES["all_rounds"], 3)
 FHS_SEQ["no_unsupported_dimension"] = FHS_SEQ_RATES["no_unsupported_dimension"]
-NOTES["fintagging/fhs-seq/no_unsupported_dimension"] = ("1 - all_rounds: Appendix F.1 says every early stop "
-                                                         "is for this reason")
+NOTES["fintagging/fhs-seq/no_unsupported_dimension"] = (
+    "1 - all_rounds: Appendix F.1 says every early stop is for this reason"
+)
 
 # Table 20 as paper_value("fincl", "fhs-seq", name): the interval's ends as their own names.
 _delta, _low, _high = FHS_SEQ_DELTA_RECALL_50
 PAPER["fintagging"].setdefault("fhs-seq", {}).update(
-    {**FHS_SEQ_RATES, "delta_recall@50": _delta, "delta_recall@50_low": _low, "delta_recall@50_high": _high})
+    {**FHS_SEQ_RATES, "delta_recall@50": _delta, "delta_recall@50_low": _low, "delta_recall@50_high": _high}
+)
 
 # What a regression file's ``paper:`` names (fhs/book/check.py): a slash path through these
 # tables, e.g. "fintagging/direct/recall@1" (Table 1), "ablation/no_verifier/mrr" (Table 6),

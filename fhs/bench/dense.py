@@ -45,14 +45,25 @@ def _latency(retriever, facts, queries) -> dict:
         retriever.search(query, fact.datatype)
         times.append(time.perf_counter() - started)
     ordered = sorted(times)
-    return {"queries": len(times), "median_ms": round(1000 * statistics.median(ordered), 2),
-            "p95_ms": round(1000 * ordered[int(0.95 * (len(ordered) - 1))], 2),
-            "qps": round(len(times) / sum(times), 1)}
+    return {
+        "queries": len(times),
+        "median_ms": round(1000 * statistics.median(ordered), 2),
+        "p95_ms": round(1000 * ordered[int(0.95 * (len(ordered) - 1))], 2),
+        "qps": round(len(times) / sum(times), 1),
+    }
 
 
-def bench_dense(dataset: str, *, retriever: str = "dense", model: str | None = None,
-                data: str | Path | None = None, limit: int | None = None, n_queries: int = 200,
-                embed_limit: int | None = None, cache_root: Path | None = None) -> dict:
+def bench_dense(
+    dataset: str,
+    *,
+    retriever: str = "dense",
+    model: str | None = None,
+    data: str | Path | None = None,
+    limit: int | None = None,
+    n_queries: int = 200,
+    embed_limit: int | None = None,
+    cache_root: Path | None = None,
+) -> dict:
     """BM25 and ``retriever`` on one dataset's direct queries, in one process.
 
     ``embed_limit`` times the cold build on the first N concepts only (a quick look); by
@@ -64,8 +75,13 @@ def bench_dense(dataset: str, *, retriever: str = "dense", model: str | None = N
     taxonomy, facts = experiment.taxonomy, experiment.facts[:n_queries]
     queries = [direct_query(fact) for fact in facts]
     config = experiment.retriever.config
-    result: dict = {"dataset": dataset, "taxonomy": taxonomy.name, "concepts": len(taxonomy),
-                    "retriever": retriever, "model": model or DEFAULT_MODEL}
+    result: dict = {
+        "dataset": dataset,
+        "taxonomy": taxonomy.name,
+        "concepts": len(taxonomy),
+        "retriever": retriever,
+        "model": model or DEFAULT_MODEL,
+    }
 
     result["threads"] = int(os.environ.get(THREADS_ENV, "0")) or os.cpu_count() or 1  # the encoder's default
     result["cpu"] = cpu_record()  # concepts/s depend on the kernels the CPU offers (python -m dev.bench_cpu)
@@ -73,24 +89,31 @@ def bench_dense(dataset: str, *, retriever: str = "dense", model: str | None = N
     rss = _rss_mb()
     started = time.perf_counter()
     bm25 = Retriever(taxonomy, config).warm_up()
-    result["bm25"] = {"index_build_s": round(time.perf_counter() - started, 2),
-                      "memory_mb": round(_rss_mb() - rss, 1), **_latency(bm25, facts, queries)}
+    result["bm25"] = {
+        "index_build_s": round(time.perf_counter() - started, 2),
+        "memory_mb": round(_rss_mb() - rss, 1),
+        **_latency(bm25, facts, queries),
+    }
 
     # Dense: model load, cold embedding of the taxonomy (throughput), cached reload.
     rss = _rss_mb()
     started = time.perf_counter()
     encoder = make_encoder(model or DEFAULT_MODEL)
     load_s = time.perf_counter() - started
-    sample = taxonomy if embed_limit is None else Taxonomy.from_concepts(
-        taxonomy.name, taxonomy.concepts[:embed_limit])
+    sample = taxonomy if embed_limit is None else Taxonomy.from_concepts(taxonomy.name, taxonomy.concepts[:embed_limit])
     with tempfile.TemporaryDirectory(prefix="fhs-bench-dense-") as scratch:
         _, info = load_or_build_embeddings(sample, encoder, cache_root=Path(scratch), progress=True)
         cold = info["seconds"]
         started = time.perf_counter()
         load_or_build_embeddings(sample, encoder, cache_root=Path(scratch), progress=False)
         reload_s = time.perf_counter() - started
-        dense = DenseRetriever(taxonomy, replace(config, w_cov=0.0), encoder=encoder, progress=True,
-                               cache_root=Path(scratch) if embed_limit is None else cache_root)
+        dense = DenseRetriever(
+            taxonomy,
+            replace(config, w_cov=0.0),
+            encoder=encoder,
+            progress=True,
+            cache_root=Path(scratch) if embed_limit is None else cache_root,
+        )
         started = time.perf_counter()
         dense.warm_up()  # the whole taxonomy: a cache hit unless embed_limit cut the sample
         build_s = time.perf_counter() - started

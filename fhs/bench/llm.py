@@ -56,8 +56,17 @@ class TimedBackend:
     def complete(self, requests: Sequence[Request]) -> list[Response]:
         answers = self.backend.complete(requests)
         for request, answer in zip(requests, answers):
-            self.log.append(CallCost(self.method, request.purpose or "other", answer.tokens_in, answer.tokens_out,
-                                     answer.seconds, answer.prompt_evaluated, answer.prompt_seconds))
+            self.log.append(
+                CallCost(
+                    self.method,
+                    request.purpose or "other",
+                    answer.tokens_in,
+                    answer.tokens_out,
+                    answer.seconds,
+                    answer.prompt_evaluated,
+                    answer.prompt_seconds,
+                )
+            )
         return answers
 
 
@@ -101,9 +110,11 @@ def quality(stages: Sequence[dict], facts: Sequence[Any]) -> dict[str, Any]:
     total = sum(verdicts.values())
     return {
         "parsed_share": round(sum(bool(c.get("parsed")) for c in calls) / len(calls), 3) if calls else None,
-        "parsed_by_purpose": {p: f"{sum(bool(c.get('parsed')) for c in calls if c['purpose'] == p)}/"
-                                 f"{sum(c['purpose'] == p for c in calls)}"
-                              for p in sorted({c["purpose"] for c in calls})},
+        "parsed_by_purpose": {
+            p: f"{sum(bool(c.get('parsed')) for c in calls if c['purpose'] == p)}/"
+            f"{sum(c['purpose'] == p for c in calls)}"
+            for p in sorted({c["purpose"] for c in calls})
+        },
         "verdicts": {k: round(v / total, 3) for k, v in sorted(verdicts.items())} if total else None,
         "malformed_verdicts": malformed,
         "gold_in_list": sum(r is not None for r in ranks),
@@ -111,10 +122,19 @@ def quality(stages: Sequence[dict], facts: Sequence[Any]) -> dict[str, Any]:
     }
 
 
-def bench_llm(datasets: Sequence[str], methods: Sequence[str], *, profile: str = "cpu",
-              backend: str | None = None, model: str | None = None, facts: int = 3,
-              data: str | Path | None = None, cache: str | Path | None = None, seed: int = 0,
-              progress: bool = True) -> dict[str, Any]:
+def bench_llm(
+    datasets: Sequence[str],
+    methods: Sequence[str],
+    *,
+    profile: str = "cpu",
+    backend: str | None = None,
+    model: str | None = None,
+    facts: int = 3,
+    data: str | Path | None = None,
+    cache: str | Path | None = None,
+    seed: int = 0,
+    progress: bool = True,
+) -> dict[str, Any]:
     """Run ``methods`` on ``facts`` facts of each dataset with one model; cost and quality per method.
 
     ``cache=None`` measures with a fresh temporary response cache (every call
@@ -166,31 +186,60 @@ def bench_llm(datasets: Sequence[str], methods: Sequence[str], *, profile: str =
     n = len(sampled)
     by_method = {}
     for method in methods:
-        row = {**call_costs(per_method[method], n), "wall_seconds_per_fact": round(wall[method] / max(n, 1), 2),
-               **quality(stages[method], sampled), "seconds_per_fact_by_dataset": by_dataset[method]}
-        row["by_purpose"] = {purpose: call_costs([c for c in per_method[method] if c.purpose == purpose], n)
-                             for purpose in sorted({c.purpose for c in per_method[method]})}
+        row = {
+            **call_costs(per_method[method], n),
+            "wall_seconds_per_fact": round(wall[method] / max(n, 1), 2),
+            **quality(stages[method], sampled),
+            "seconds_per_fact_by_dataset": by_dataset[method],
+        }
+        row["by_purpose"] = {
+            purpose: call_costs([c for c in per_method[method] if c.purpose == purpose], n)
+            for purpose in sorted({c.purpose for c in per_method[method]})
+        }
         by_method[method] = row
-    return {"datasets": list(datasets), "facts": n, "profile": choice.profile.name, "backend": choice.backend,
-            "model": choice.model, "fresh_cache": cache is None, "load_seconds": round(load_seconds, 2),
-            "methods": by_method}
+    return {
+        "datasets": list(datasets),
+        "facts": n,
+        "profile": choice.profile.name,
+        "backend": choice.backend,
+        "model": choice.model,
+        "fresh_cache": cache is None,
+        "load_seconds": round(load_seconds, 2),
+        "methods": by_method,
+    }
 
 
 def format_table(result: dict[str, Any]) -> str:
     """The side-by-side table ``fhs bench llm`` prints."""
-    head = (f"{result['model']} ({result['backend']}), {result['facts']} facts of {', '.join(result['datasets'])}, "
-            f"{'fresh' if result['fresh_cache'] else 'given'} cache")
+    head = (
+        f"{result['model']} ({result['backend']}), {result['facts']} facts of {', '.join(result['datasets'])}, "
+        f"{'fresh' if result['fresh_cache'] else 'given'} cache"
+    )
     columns = ("calls", "tok in", "evaluated", "tok out", "prompt tok/s", "gen tok/s", "s/fact", "parsed")
     lines = [head, "method      " + "".join(f"{c:>13}" for c in columns)]
     for method, row in result["methods"].items():
-        cells = (row["calls_per_fact"], row["tokens_in_per_fact"], row["prompt_evaluated_per_fact"],
-                 row["tokens_out_per_fact"], row["prompt_tok_s"], row["generation_tok_s"],
-                 row["seconds_per_fact"], row["parsed_share"])
+        cells = (
+            row["calls_per_fact"],
+            row["tokens_in_per_fact"],
+            row["prompt_evaluated_per_fact"],
+            row["tokens_out_per_fact"],
+            row["prompt_tok_s"],
+            row["generation_tok_s"],
+            row["seconds_per_fact"],
+            row["parsed_share"],
+        )
         lines.append(f"{method:<12}" + "".join(f"{'-' if c is None else c:>13}" for c in cells))
         for purpose, part in row["by_purpose"].items():
-            cells = (part["calls_per_fact"], part["tokens_in_per_fact"], part["prompt_evaluated_per_fact"],
-                     part["tokens_out_per_fact"], part["prompt_tok_s"], part["generation_tok_s"],
-                     part["seconds_per_fact"], "")
+            cells = (
+                part["calls_per_fact"],
+                part["tokens_in_per_fact"],
+                part["prompt_evaluated_per_fact"],
+                part["tokens_out_per_fact"],
+                part["prompt_tok_s"],
+                part["generation_tok_s"],
+                part["seconds_per_fact"],
+                "",
+            )
             lines.append(f"  {purpose:<10}" + "".join(f"{'-' if c is None else c:>13}" for c in cells))
         lines.append(f"  s/fact by dataset: {row['seconds_per_fact_by_dataset']}")
         if row["verdicts"]:

@@ -61,8 +61,9 @@ def _sparse_bytes(*matrices) -> int:
     return sum(m.data.nbytes + m.indices.nbytes + m.indptr.nbytes for m in matrices)
 
 
-def _ties_only(ours: np.ndarray, our_scores: np.ndarray, theirs: np.ndarray, their_scores: np.ndarray,
-               scale: float) -> bool:
+def _ties_only(
+    ours: np.ndarray, our_scores: np.ndarray, theirs: np.ndarray, their_scores: np.ndarray, scale: float
+) -> bool:
     """Whether two top-k lists differ only in the order or the cut of tied documents (float32 ties)."""
     if len(ours) != len(theirs):
         return False
@@ -83,8 +84,15 @@ def _paired_speedup(runs: dict[str, list[float]], ours: str, theirs: str) -> flo
     return float(np.median(np.asarray(runs[theirs]) / np.asarray(runs[ours])))
 
 
-def bench_retrieval(dataset: str, *, data: str | Path | None = None, limit: int | None = None,
-                    n_queries: int = 2000, n_reference: int = 50, repeats: int = 5) -> dict:
+def bench_retrieval(
+    dataset: str,
+    *,
+    data: str | Path | None = None,
+    limit: int | None = None,
+    n_queries: int = 2000,
+    n_reference: int = 50,
+    repeats: int = 5,
+) -> dict:
     """Our BM25 and deployed Eq. 6 search beside bm25s (numba, numpy) and rank-bm25, one process.
 
     Every scorer gets the same pre-tokenized queries (``fhs.core.text.tokenize`` of the direct
@@ -112,8 +120,10 @@ def bench_retrieval(dataset: str, *, data: str | Path | None = None, limit: int 
     # a list cannot be longer than the index it comes from (a small user taxonomy has fewer concepts than k)
     k = min(experiment.retriever.config.top_k, len(documents))
     if k < experiment.retriever.config.top_k:
-        warn(f"the {datatype} index has {len(documents):,} documents, fewer than top_k "
-             f"{experiment.retriever.config.top_k}: lists of {k} are timed and compared")
+        warn(
+            f"the {datatype} index has {len(documents):,} documents, fewer than top_k "
+            f"{experiment.retriever.config.top_k}: lists of {k} are timed and compared"
+        )
 
     builds: dict[str, list[float]] = {}
 
@@ -162,10 +172,13 @@ def bench_retrieval(dataset: str, *, data: str | Path | None = None, limit: int 
     scale = 1.0 / (ours.k1 + 1.0)
     their = results["bm25s_numba"]
     bm25s_same = [np.array_equal(o, t) for (o, _), t in zip(our_lists, their.documents)]
-    bm25s_ties = [same or _ties_only(o, s, t, ts, 1.0 / scale)
-                  for same, (o, s), t, ts in zip(bm25s_same, our_lists, their.documents, their.scores)]
-    deployed_same = [a == b == c for a, b, c in zip(results["deployed"], results["deployed_numpy"],
-                                                   results["deployed_batched"])]
+    bm25s_ties = [
+        same or _ties_only(o, s, t, ts, 1.0 / scale)
+        for same, (o, s), t, ts in zip(bm25s_same, our_lists, their.documents, their.scores)
+    ]
+    deployed_same = [
+        a == b == c for a, b, c in zip(results["deployed"], results["deployed_numpy"], results["deployed_batched"])
+    ]
     rank_same = [list(our_lists[i][0]) == results["rank_bm25"][i] for i in range(len(ref_queries))]
     return {
         "dataset": dataset,
@@ -194,32 +207,50 @@ def bench_retrieval(dataset: str, *, data: str | Path | None = None, limit: int 
         "build_seconds_deployed_all_datatypes": round(builds["deployed"][0], 3),
         "index_mb_ours_float64": round(_sparse_bytes(ours.weights) / 1e6, 2),
         "index_mb_deployed_with_labels": round(_sparse_bytes(part.index.weights, part.labels) / 1e6, 2),
-        "index_mb_bm25s_float32": round(sum(numba_model.scores[key].nbytes for key in ("data", "indices", "indptr"))
-                                        / 1e6, 2),
+        "index_mb_bm25s_float32": round(
+            sum(numba_model.scores[key].nbytes for key in ("data", "indices", "indptr")) / 1e6, 2
+        ),
         "top200_deployed_equal_numpy_scorer": sum(deployed_same) / len(deployed_same),
         "top200_bm25_equal_rank_bm25": sum(rank_same) / len(rank_same),
         "top200_bm25_equal_bm25s": sum(bm25s_same) / len(bm25s_same),
         "top200_bm25_equal_bm25s_up_to_ties": sum(bm25s_ties) / len(bm25s_ties),
-        "retrieval_config": {"k1": ours.k1, "b": ours.b, "top_k": k,
-                             "pool_multiplier": full.config.pool_multiplier, "w_cov": full.config.w_cov},
+        "retrieval_config": {
+            "k1": ours.k1,
+            "b": ours.b,
+            "top_k": k,
+            "pool_multiplier": full.config.pool_multiplier,
+            "w_cov": full.config.w_cov,
+        },
     }
 
 
 def format_retrieval_bench(result: dict) -> str:
     """The queries/s of :func:`bench_retrieval` side by side, for a reader (the JSON keeps every figure)."""
-    rows = [("ours, deployed search (BM25 + Eq. 6 coverage), a call a query", "qps_deployed"),
-            ("ours, deployed search, batched (search_many, an LLM-free run's path)", "qps_deployed_batched"),
-            ("ours, BM25 alone", "qps_bm25"),
-            ("bm25s numba, BM25 alone, 1 thread", "qps_bm25s_numba"),
-            ("bm25s numpy, BM25 alone", "qps_bm25s_numpy"),
-            ("rank-bm25, BM25 alone", "qps_rank_bm25")]
-    same = ("yes" if result[key] == 1.0 else f"{result[key]:.1%}" for key in (
-        "top200_deployed_equal_numpy_scorer", "top200_bm25_equal_rank_bm25", "top200_bm25_equal_bm25s_up_to_ties"))
-    lines = [f"queries/s, {result['taxonomy']} ({result['index_datatype']} index, {result['index_documents']:,} "
-             f"documents; {result['queries']:,} queries, median of {result['repeats']}):"]
+    rows = [
+        ("ours, deployed search (BM25 + Eq. 6 coverage), a call a query", "qps_deployed"),
+        ("ours, deployed search, batched (search_many, an LLM-free run's path)", "qps_deployed_batched"),
+        ("ours, BM25 alone", "qps_bm25"),
+        ("bm25s numba, BM25 alone, 1 thread", "qps_bm25s_numba"),
+        ("bm25s numpy, BM25 alone", "qps_bm25s_numpy"),
+        ("rank-bm25, BM25 alone", "qps_rank_bm25"),
+    ]
+    same = (
+        "yes" if result[key] == 1.0 else f"{result[key]:.1%}"
+        for key in (
+            "top200_deployed_equal_numpy_scorer",
+            "top200_bm25_equal_rank_bm25",
+            "top200_bm25_equal_bm25s_up_to_ties",
+        )
+    )
+    lines = [
+        f"queries/s, {result['taxonomy']} ({result['index_datatype']} index, {result['index_documents']:,} "
+        f"documents; {result['queries']:,} queries, median of {result['repeats']}):"
+    ]
     lines += [f"  {title:<72} {result[key]:>10,.1f}" for title, key in rows]
-    lines.append(f"deployed / bm25s numba, queries/s, median of the repetitions' ratios: "
-                 f"{result['deployed_over_bm25s_numba']:.2f} (batched "
-                 f"{result['deployed_batched_over_bm25s_numba']:.2f}); top-200 lists identical: deployed and the "
-                 "numpy scorer {}, our BM25 and rank-bm25 {}, ours and bm25s up to float32 ties {}".format(*same))
+    lines.append(
+        f"deployed / bm25s numba, queries/s, median of the repetitions' ratios: "
+        f"{result['deployed_over_bm25s_numba']:.2f} (batched "
+        f"{result['deployed_batched_over_bm25s_numba']:.2f}); top-200 lists identical: deployed and the "
+        "numpy scorer {}, our BM25 and rank-bm25 {}, ours and bm25s up to float32 ties {}".format(*same)
+    )
     return "\n".join(lines)

@@ -30,4 +30,3 @@ def across_differences(differences: Sequence) -> Estimate:
     if len(differences) == 1:
         return Estimate(differences[0].estimate, differences[0].low, differences[0].high)
     return across([d.estimate for d in differences])
-

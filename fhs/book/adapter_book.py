@@ -31,10 +31,10 @@ MODEL_COMMAND = 'make book DATASETS="..." ARGS="-p base_url=URL"'  # a served mo
 CPU_COMMAND = 'make book DATASETS="..." ARGS="--llm"'  # the profile's own model, in process on the CPU
 NEED_WORDS = {
     "domain": "a domain file (`domain:` in the spec; the LLM methods and the oracle model read its dimensions, "
-              "`fhs domain check` checks one)",
+    "`fhs domain check` checks one)",
     "dev": "a development split (`dev:` in the spec, naming a spec of other facts)",
     "model": "a language model, which this build was not given (*Where this book spends its time* above gives "
-             "the command that adds one)",
+    "the command that adds one)",
     "dense": "the dense retriever (`pip install 'fhs[dense]'`)",
 }
 # Every chapter an adapter's book can hold is considered; those that ask a model run only when one is given.
@@ -84,8 +84,12 @@ def book_dataset(spec_path: str | Path, book_dir: Path) -> BookDataset:
     return BookDataset(spec.name, relative, spec.description, frozenset(offers))
 
 
-def plan_book(datasets: list[BookDataset], chapters: tuple[str, ...] = DEFAULT_CHAPTERS,
-              build: frozenset[str] = frozenset(), registry: Registry = REGISTRY) -> BookPlan:
+def plan_book(
+    datasets: list[BookDataset],
+    chapters: tuple[str, ...] = DEFAULT_CHAPTERS,
+    build: frozenset[str] = frozenset(),
+    registry: Registry = REGISTRY,
+) -> BookPlan:
     """Each chapter with the datasets that meet its needs (``needs`` in :mod:`fhs.book.registry`); a chapter left
     out says what is lacking and how to add it.
 
@@ -93,25 +97,38 @@ def plan_book(datasets: list[BookDataset], chapters: tuple[str, ...] = DEFAULT_C
     needs_of = {chapter.stem: chapter.needs or () for chapter in registry.adaptable()}
     names = [d.name for d in datasets]
     if len(set(names)) != len(names):
-        raise InputError(f"two dataset specs share a name: {', '.join(names)}", field="name",
-                         fix="give each spec its own `name:`; the pages and saved values are filed under it")
+        raise InputError(
+            f"two dataset specs share a name: {', '.join(names)}",
+            field="name",
+            fix="give each spec its own `name:`; the pages and saved values are filed under it",
+        )
     unknown = [stem for stem in chapters if stem not in needs_of]
     if unknown:
-        raise InputError(f"not a chapter an adapter's book can hold: {', '.join(unknown)}", field="CHAPTERS",
-                         fix=f"choose from {', '.join(needs_of)}")
-    plan = BookPlan(list(datasets), build=frozenset(build),
-                    titles={chapter.stem: chapter.title for chapter in registry.adaptable()}, needs=needs_of)
+        raise InputError(
+            f"not a chapter an adapter's book can hold: {', '.join(unknown)}",
+            field="CHAPTERS",
+            fix=f"choose from {', '.join(needs_of)}",
+        )
+    plan = BookPlan(
+        list(datasets),
+        build=frozenset(build),
+        titles={chapter.stem: chapter.title for chapter in registry.adaptable()},
+        needs=needs_of,
+    )
     for stem, needs in needs_of.items():
         if stem not in chapters:
-            plan.left_out[stem] = f"not asked for; add it with `CHAPTERS=\"{' '.join((*chapters, stem))}\"`"
+            plan.left_out[stem] = f'not asked for; add it with `CHAPTERS="{" ".join((*chapters, stem))}"`'
             continue
         missing = [need for need in needs if need in BUILD_NEEDS and need not in build]
         fit = [d for d in datasets if all(need in d.offers for need in needs if need not in BUILD_NEEDS)]
         if fit and not missing:
             plan.chapters[stem] = fit
             continue
-        lacking = [need for need in needs if need not in BUILD_NEEDS and not fit
-                   and any(need not in d.offers for d in datasets)]
+        lacking = [
+            need
+            for need in needs
+            if need not in BUILD_NEEDS and not fit and any(need not in d.offers for d in datasets)
+        ]
         words = [NEED_WORDS[n] + ", which no dataset of this book has" for n in lacking]
         plan.left_out[stem] = "it needs " + "; and ".join(words + [NEED_WORDS[n] for n in missing])
     return plan
@@ -122,12 +139,17 @@ _DOC = re.compile(r"\{doc\}`([^`<]+?)(?:\s*<([^>]+)>)?`")
 
 def keep_links_inside(text: str, present: set[str]) -> str:
     """``{doc}`` references to pages this book lacks become plain words (a strict build fails on them)."""
+
     def replace(match: re.Match) -> str:
         title, target = match.group(1).strip(), (match.group(2) or match.group(1)).strip()
         if Path(target).name in present:
             return match.group(0)
-        return f"*{title}* (a page of the companion's full book)" if match.group(2) else \
-            f"the full book's *{Path(target).name}* page"
+        return (
+            f"*{title}* (a page of the companion's full book)"
+            if match.group(2)
+            else f"the full book's *{Path(target).name}* page"
+        )
+
     return _DOC.sub(replace, text)
 
 
@@ -165,12 +187,17 @@ def absent_dataset_cell(cell) -> bool:
 def index_page(plan: BookPlan, profile: str) -> str:
     """The book's first page: its datasets, its chapters, and each chapter it left out with why."""
     names = ", ".join(f"`{d.name}`" for d in plan.datasets)
-    lines = [f"# An adapter's book: {names}", "",
-             f"This book holds the companion's chapters executed on {len(plan.datasets)} dataset spec(s) of "
-             f"one's own, under the `{profile}` profile, built by `make book DATASETS=...` "
-             "(the full book's *Adapting the companion* page says how). Every table names a dataset by its spec's "
-             "`name`.", "",
-             "| dataset | description | offers |", "| --- | --- | --- |"]
+    lines = [
+        f"# An adapter's book: {names}",
+        "",
+        f"This book holds the companion's chapters executed on {len(plan.datasets)} dataset spec(s) of "
+        f"one's own, under the `{profile}` profile, built by `make book DATASETS=...` "
+        "(the full book's *Adapting the companion* page says how). Every table names a dataset by its spec's "
+        "`name`.",
+        "",
+        "| dataset | description | offers |",
+        "| --- | --- | --- |",
+    ]
     for d in plan.datasets:
         offers = ", ".join(sorted(d.offers)) or "facts and a taxonomy only"
         description = markdown_literal(d.description) if d.description else "(no description in the spec)"
@@ -178,9 +205,12 @@ def index_page(plan: BookPlan, profile: str) -> str:
     lines += ["", "## Chapters in this book", ""]
     for stem, datasets in plan.chapters.items():
         lines.append(f"- {{doc}}`{stem}`: on {', '.join(f'`{d.name}`' for d in datasets)}")
-    lines += ["- {doc}`claims`: what this build establishes on these datasets",
-              "- {doc}`data`: the spec files, their facts, taxonomy and domain",
-              "- {doc}`provenance`: what produced these pages", ""]
+    lines += [
+        "- {doc}`claims`: what this build establishes on these datasets",
+        "- {doc}`data`: the spec files, their facts, taxonomy and domain",
+        "- {doc}`provenance`: what produced these pages",
+        "",
+    ]
     lines += model_lines(plan)
     if plan.left_out:
         lines += ["## Chapters left out", ""]
@@ -197,16 +227,22 @@ def model_lines(plan: BookPlan) -> list[str]:
     llm = [stem for stem in plan.titles if plan.asks_model(stem)]
     lines = ["## Where this book spends its time", ""]
     if free:
-        lines.append(f"{' and '.join(free)} ask no language model: they run on every fact of each spec "
-                     "(the oracle model of chapter 09 reads the gold, it is not a model call).")
+        lines.append(
+            f"{' and '.join(free)} ask no language model: they run on every fact of each spec "
+            "(the oracle model of chapter 09 reads the gold, it is not a model call)."
+        )
     if asked:
-        lines.append(f"{', '.join(asked)} asked a language model: their numbers come from that model on the "
-                     "profile's sample of facts, whole contexts at a time.")
+        lines.append(
+            f"{', '.join(asked)} asked a language model: their numbers come from that model on the "
+            "profile's sample of facts, whole contexts at a time."
+        )
     elif "model" not in plan.build:
-        lines.append(f"The LLM chapters ({', '.join(llm)}) were not run: this build was given no model, and on a "
-                     "CPU they cost minutes a fact for a sample of a few facts, numbers a page calls protocol, "
-                     f"not evidence. `{MODEL_COMMAND}` runs them against a served model (an OpenAI-compatible "
-                     f"`base_url`); `{CPU_COMMAND}` runs them with the profile's own model on the CPU.")
+        lines.append(
+            f"The LLM chapters ({', '.join(llm)}) were not run: this build was given no model, and on a "
+            "CPU they cost minutes a fact for a sample of a few facts, numbers a page calls protocol, "
+            f"not evidence. `{MODEL_COMMAND}` runs them against a served model (an OpenAI-compatible "
+            f"`base_url`); `{CPU_COMMAND}` runs them with the profile's own model on the CPU."
+        )
     return [*lines, ""]
 
 
@@ -216,10 +252,12 @@ def toc(plan: BookPlan) -> dict:
         "root": "book/index",
         "parts": [
             {"caption": "This build", "numbered": False, "chapters": [{"file": f"book/{CLAIMS}"}]},
-            {"caption": "Chapters", "numbered": True,
-             "chapters": [{"file": f"book/{stem}"} for stem in plan.chapters]},
-            {"caption": "About", "numbered": False,
-             "chapters": [{"file": f"book/{page}"} for page in (*PAGES, DATA_PAGE, SUMMARY)]},
+            {"caption": "Chapters", "numbered": True, "chapters": [{"file": f"book/{stem}"} for stem in plan.chapters]},
+            {
+                "caption": "About",
+                "numbered": False,
+                "chapters": [{"file": f"book/{page}"} for page in (*PAGES, DATA_PAGE, SUMMARY)],
+            },
         ],
     }
 
@@ -233,9 +271,12 @@ def write_book_files(book_dir: Path, repo: Path, plan: BookPlan, profile: str) -
     config["title"] = "An adapter's book: " + ", ".join(d.name for d in plan.datasets)
     (book_dir / "_config.yml").write_text(
         "# written by scripts/build_adapter_book.py from the companion's _config.yml\n"
-        + yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
-    (book_dir / "_toc.yml").write_text("# written by scripts/build_adapter_book.py\n"
-                                       + yaml.safe_dump(toc(plan), sort_keys=False), encoding="utf-8")
+        + yaml.safe_dump(config, sort_keys=False),
+        encoding="utf-8",
+    )
+    (book_dir / "_toc.yml").write_text(
+        "# written by scripts/build_adapter_book.py\n" + yaml.safe_dump(toc(plan), sort_keys=False), encoding="utf-8"
+    )
     present = pages_present(plan)
     for page in PAGES:
         text = (repo / "book" / f"{page}.md").read_text(encoding="utf-8")

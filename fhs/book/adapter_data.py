@@ -28,8 +28,9 @@ def spec_rows(spec_path: Path) -> list[tuple[str, str]]:
     from fhs.data.taxonomies import load_taxonomy, load_taxonomy_file
 
     spec = read_spec_file(spec_path)
-    taxonomy = load_taxonomy_file(spec.taxonomy_file) if spec.taxonomy_file is not None else \
-        load_taxonomy(spec.taxonomy)
+    taxonomy = (
+        load_taxonomy_file(spec.taxonomy_file) if spec.taxonomy_file is not None else load_taxonomy(spec.taxonomy)
+    )
     facts = load_facts(spec, data_dir(None) if spec.facts_file is None else Path("."), taxonomy, progress=False)
     gold = {concept for fact in facts for concept in fact.gold}
     headed = sum(1 for fact in facts if fact.row_header or fact.column_header)
@@ -41,15 +42,27 @@ def spec_rows(spec_path: Path) -> list[tuple[str, str]]:
         ("modalities", _counts(Counter(f.modality for f in facts))),
         ("fact datatypes", _counts(Counter(f.datatype for f in facts))),
         ("located by headers", f"{headed:,} of {len(facts):,} facts have a row or column header"),
-        ("gold", (f"{len(gold):,} distinct concepts; {sum(1 for f in facts if len(f.gold) > 1):,} facts accept "
-                  "more than one")),
+        (
+            "gold",
+            (
+                f"{len(gold):,} distinct concepts; {sum(1 for f in facts if len(f.gold) > 1):,} facts accept "
+                "more than one"
+            ),
+        ),
         ("taxonomy", f"`{markdown_literal(taxonomy.name)}` ({taxonomy_file}): {len(taxonomy.concepts):,} concepts"),
         ("concept datatypes", _counts(Counter(c.datatype for c in taxonomy.concepts))),
     ]
     if spec.domain:
         domain = load_domain(spec.domain)
-        rows.append(("domain", (f"`{markdown_literal(domain.name)}` ({markdown_literal(domain.taxonomy)}), "
-                                f"dimensions {', '.join(d.name for d in domain.dimensions)}")))
+        rows.append(
+            (
+                "domain",
+                (
+                    f"`{markdown_literal(domain.name)}` ({markdown_literal(domain.taxonomy)}), "
+                    f"dimensions {', '.join(d.name for d in domain.dimensions)}"
+                ),
+            )
+        )
     else:
         rows.append(("domain", "none: the LLM methods and the oracle model need one (`domain:` in the spec)"))
     dev = Path(spec.dev).name if spec.dev and Path(spec.dev).is_absolute() else spec.dev
@@ -61,10 +74,16 @@ def spec_rows(spec_path: Path) -> list[tuple[str, str]]:
 
 def data_page(specs: Iterable[tuple[str, Path]]) -> str:
     """The data page: one table per spec (``(name, path)``), from the files the spec names."""
-    lines = ["# The data", "",
-             ("What each dataset spec of this book holds, read from its files when the book was built. The "
-              "chapters run on exactly these facts, this taxonomy and this domain; the companion's guide "
-              "(`book/adapting.md` in its checkout) says how each file is written and checked."), ""]
+    lines = [
+        "# The data",
+        "",
+        (
+            "What each dataset spec of this book holds, read from its files when the book was built. The "
+            "chapters run on exactly these facts, this taxonomy and this domain; the companion's guide "
+            "(`book/adapting.md` in its checkout) says how each file is written and checked."
+        ),
+        "",
+    ]
     for name, path in specs:
         lines += [f"## `{name}`", "", "| | |", "| --- | --- |"]
         lines += [f"| {what} | {value} |" for what, value in spec_rows(path)]

@@ -26,8 +26,9 @@ from pathlib import Path
 
 STATUSES = ("OK", "OK*", "FAIL", "NEW")
 # The line fhs.book.check prints under its table, e.g. "150 OK, 4 OK*. gap = ours - paper."
-_COUNTS_LINE = re.compile(r"^(\d+ (?:OK\*?|FAIL|NEW)(?:, \d+ (?:OK\*?|FAIL|NEW))*)\. gap = ours - paper\.$",
-                          re.MULTILINE)
+_COUNTS_LINE = re.compile(
+    r"^(\d+ (?:OK\*?|FAIL|NEW)(?:, \d+ (?:OK\*?|FAIL|NEW))*)\. gap = ours - paper\.$", re.MULTILINE
+)
 
 
 @dataclass(frozen=True)
@@ -64,8 +65,11 @@ def notebook_text(path: Path) -> str:
     pieces = []
     for cell in cells:
         for output in cell.get("outputs", []):
-            text = output.get("text") if output.get("output_type") == "stream" else \
-                (output.get("data") or {}).get("text/plain")
+            text = (
+                output.get("text")
+                if output.get("output_type") == "stream"
+                else (output.get("data") or {}).get("text/plain")
+            )
             if text:
                 pieces.append("".join(text) if isinstance(text, list) else text)
     return "\n".join(pieces)
@@ -78,7 +82,9 @@ def model_calls(cache: Path, start: float, end: float) -> ModelCalls:
     with closing(sqlite3.connect(f"file:{cache}?mode=ro", uri=True)) as db:
         n, tin, tout, sec = db.execute(
             "SELECT COUNT(*), SUM(tokens_in), SUM(tokens_out), SUM(seconds) FROM responses "
-            "WHERE created > ? AND created <= ?", (start, end)).fetchone()
+            "WHERE created > ? AND created <= ?",
+            (start, end),
+        ).fetchone()
     return ModelCalls(int(n), int(tin or 0), int(tout or 0), float(sec or 0.0))
 
 
@@ -106,27 +112,42 @@ def checks_cell(checks: Mapping[str, int]) -> str:
 
 def table_rows(rows: Sequence[ChapterCost]) -> list[dict[str, object]]:
     """One plain dict per chapter, for a page's table."""
-    return [{"chapter": r.chapter, "seconds": r.seconds, "closing checks": checks_cell(r.checks),
-             "new model calls": r.model.calls, "prompt tokens": r.model.tokens_in,
-             "reply tokens": r.model.tokens_out, "model-s": round(r.model.seconds, 1)} for r in rows]
+    return [
+        {
+            "chapter": r.chapter,
+            "seconds": r.seconds,
+            "closing checks": checks_cell(r.checks),
+            "new model calls": r.model.calls,
+            "prompt tokens": r.model.tokens_in,
+            "reply tokens": r.model.tokens_out,
+            "model-s": round(r.model.seconds, 1),
+        }
+        for r in rows
+    ]
 
 
 def markdown(rows: Sequence[ChapterCost], extra: Iterable[tuple[str, float]] = ()) -> str:
     """The table, with ``extra`` (label, seconds) steps such as the install, and a total."""
-    lines = ["| step | seconds | closing checks | new model calls | prompt tokens | reply tokens | model-s |",
-             "|---|---:|---|---:|---:|---:|---:|"]
+    lines = [
+        "| step | seconds | closing checks | new model calls | prompt tokens | reply tokens | model-s |",
+        "|---|---:|---|---:|---:|---:|---:|",
+    ]
     extra = list(extra)
     for label, seconds in extra:
         lines.append(f"| {label} | {seconds:.1f} | | | | | |")
     for row in table_rows(rows):
-        lines.append(f"| {row['chapter']} | {row['seconds']:.1f} | {row['closing checks']} | "
-                     f"{row['new model calls']} | {row['prompt tokens']:,} | {row['reply tokens']:,} | "
-                     f"{row['model-s']:.1f} |")
+        lines.append(
+            f"| {row['chapter']} | {row['seconds']:.1f} | {row['closing checks']} | "
+            f"{row['new model calls']} | {row['prompt tokens']:,} | {row['reply tokens']:,} | "
+            f"{row['model-s']:.1f} |"
+        )
     totals = {s: sum(r.checks.get(s, 0) for r in rows) for s in STATUSES}
     seconds = sum(r.seconds for r in rows) + sum(s for _, s in extra)
-    lines.append(f"| **total** | **{seconds:.1f}** ({seconds / 60:.1f} min) | {checks_cell(totals)} | "
-                 f"{sum(r.model.calls for r in rows)} | {sum(r.model.tokens_in for r in rows):,} | "
-                 f"{sum(r.model.tokens_out for r in rows):,} | {sum(r.model.seconds for r in rows):.1f} |")
+    lines.append(
+        f"| **total** | **{seconds:.1f}** ({seconds / 60:.1f} min) | {checks_cell(totals)} | "
+        f"{sum(r.model.calls for r in rows)} | {sum(r.model.tokens_in for r in rows):,} | "
+        f"{sum(r.model.tokens_out for r in rows):,} | {sum(r.model.seconds for r in rows):.1f} |"
+    )
     return "\n".join(lines)
 
 
@@ -134,8 +155,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("root", nargs="?", default=".", help="the built checkout (default .)")
     parser.add_argument("--cache", default=None, help="response cache (default ROOT/.fhs-cache/responses.sqlite)")
-    parser.add_argument("--step", action="append", default=[], metavar="LABEL=SECONDS",
-                        help="a step outside the run log, listed first (e.g. install=139.2); repeatable")
+    parser.add_argument(
+        "--step",
+        action="append",
+        default=[],
+        metavar="LABEL=SECONDS",
+        help="a step outside the run log, listed first (e.g. install=139.2); repeatable",
+    )
     args = parser.parse_args(argv)
     extra = []
     for text in args.step:

@@ -23,12 +23,15 @@ def interval_caveats(samples: Mapping[str, Sequence[Fact]]) -> list[str]:
         if not facts:
             out.append(f"`{name}` has no facts in this sample, so its rows are empty.")
         elif len(facts) == 1:
-            out.append(f"`{name}` is one fact here: its interval is that fact's value, not an estimate of "
-                       "sampling error.")
+            out.append(
+                f"`{name}` is one fact here: its interval is that fact's value, not an estimate of sampling error."
+            )
         elif contexts == 1:
-            out.append(f"`{name}` holds its {len(facts)} facts in one context (a table or passage): the "
-                       "context-clustered bootstrap resamples that one context, so its intervals have zero "
-                       "width and say nothing about sampling error.")
+            out.append(
+                f"`{name}` holds its {len(facts)} facts in one context (a table or passage): the "
+                "context-clustered bootstrap resamples that one context, so its intervals have zero "
+                "width and say nothing about sampling error."
+            )
     return out
 
 
@@ -43,7 +46,9 @@ def depth_caveats(samples: Mapping[str, Sequence[Fact]], taxonomies: Mapping[str
         depths = [k for k in (50, 200) if widest <= k]
         if facts and depths:
             recall = " and ".join(f"Recall@{k}" for k in depths)
-            out.append(f"`{name}`: a fact is searched among at most {widest} concepts (its datatype's, or the "
-                       f"whole taxonomy's), so {recall} count every reachable gold concept as found: they "
-                       "are 1.0 by construction, not a finding.")
+            out.append(
+                f"`{name}`: a fact is searched among at most {widest} concepts (its datatype's, or the "
+                f"whole taxonomy's), so {recall} count every reachable gold concept as found: they "
+                "are 1.0 by construction, not a finding."
+            )
     return out

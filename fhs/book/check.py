@@ -162,8 +162,11 @@ class CheckReport:
     def inputs_line(self) -> str:
         """One line on the inputs: which differ from the recorded ones, or that none do."""
         if self.input_changes:
-            return ("Inputs differ from the recorded ones, so the numbers are not comparable: "
-                    + "; ".join(str(change) for change in self.input_changes) + ".")
+            return (
+                "Inputs differ from the recorded ones, so the numbers are not comparable: "
+                + "; ".join(str(change) for change in self.input_changes)
+                + "."
+            )
         if not self.inputs_recorded:
             return "No input fingerprints recorded for this profile (record them with `record`)."
         return "Inputs match the recorded ones."
@@ -194,7 +197,9 @@ class CheckReport:
             inputs = f"\n{self.inputs_line()}" if self.input_changes else ""
             raise AssertionError(
                 f"{len(self.failures)} regression(s) failed for {self.chapter} "
-                f"[{self.profile}]:\n  " + "\n  ".join(lines) + inputs
+                f"[{self.profile}]:\n  "
+                + "\n  ".join(lines)
+                + inputs
                 + f"\nIf the change is intended, record it: python -m fhs.book.check record "
                 f"{self.chapter} --profile {self.profile}"
             )
@@ -204,16 +209,18 @@ class CheckReport:
         out = []
         for row in self.rows:
             gap = row.gap_to_paper
-            out.append({
-                "metric": row.metric,
-                "expected": _fmt(row.expected, row.precision),
-                "tol": _fmt(row.tolerance, row.precision) if row.expected is not None else "",
-                "actual": _fmt(row.actual, row.precision),
-                "paper": _fmt(row.paper, row.precision),
-                "gap": "" if gap is None else _fmt(gap, row.precision, signed=True),
-                "status": row.status,
-                **({"why": row.reason} if any(r.reason for r in self.rows) else {}),
-            })
+            out.append(
+                {
+                    "metric": row.metric,
+                    "expected": _fmt(row.expected, row.precision),
+                    "tol": _fmt(row.tolerance, row.precision) if row.expected is not None else "",
+                    "actual": _fmt(row.actual, row.precision),
+                    "paper": _fmt(row.paper, row.precision),
+                    "gap": "" if gap is None else _fmt(gap, row.precision, signed=True),
+                    "status": row.status,
+                    **({"why": row.reason} if any(r.reason for r in self.rows) else {}),
+                }
+            )
         return out
 
     def __str__(self) -> str:
@@ -226,13 +233,11 @@ class CheckReport:
         numeric = {"expected", "tol", "actual", "paper", "gap"}
 
         def line(values: Mapping[str, str]) -> str:
-            cells = [values[c].rjust(widths[c]) if c in numeric else values[c].ljust(widths[c])
-                     for c in columns]
+            cells = [values[c].rjust(widths[c]) if c in numeric else values[c].ljust(widths[c]) for c in columns]
             return "  ".join(cells).rstrip()
 
         counts = ", ".join(f"{n} {s}" for s, n in self.counts().items() if n)
-        body = [header, line({c: c for c in columns}),
-                line({c: "-" * widths[c] for c in columns})]
+        body = [header, line({c: c for c in columns}), line({c: "-" * widths[c] for c in columns})]
         body += [line(r) for r in rows]
         body += [f"{counts}. gap = ours - paper.", self.inputs_line(), *self._source_line(), LEGEND]
         return "\n".join(body)
@@ -250,19 +255,18 @@ class CheckReport:
 
         rows = self.table()
         head = "".join(f"<th>{html.escape(c)}</th>" for c in (rows[0] if rows else {}))
-        body = "".join(
-            "<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in r.values()) + "</tr>"
-            for r in rows
-        )
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in r.values()) + "</tr>" for r in rows)
         # the table folds under its tally, so a long check does not fill the page; a failure keeps it open
         counts = ", ".join(f"{n} {s}" for s, n in self.counts().items() if n) or "no metrics"
-        return (f"<details{' open' if self.failures else ''}><summary><b>Regression check: "
-                f"{html.escape(self.chapter)} [profile {html.escape(self.profile)}]</b>: {html.escape(counts)}"
-                "</summary>"
-                f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></details>"
-                f"<p>{html.escape(self.inputs_line())}</p>"
-                + "".join(f"<p>{html.escape(line)}</p>" for line in self._source_line()) +
-                f"<p><small>{html.escape(LEGEND).replace(chr(10), ' ')}</small></p>")
+        return (
+            f"<details{' open' if self.failures else ''}><summary><b>Regression check: "
+            f"{html.escape(self.chapter)} [profile {html.escape(self.profile)}]</b>: {html.escape(counts)}"
+            "</summary>"
+            f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></details>"
+            f"<p>{html.escape(self.inputs_line())}</p>"
+            + "".join(f"<p>{html.escape(line)}</p>" for line in self._source_line())
+            + f"<p><small>{html.escape(LEGEND).replace(chr(10), ' ')}</small></p>"
+        )
 
 
 # ----------------------------------------------------------------------------- reading
@@ -282,8 +286,11 @@ def load_regression(chapter: str, directory: Path | None = None) -> Regression:
     """Parse ``<directory>/<chapter>.yaml``; every malformed field is named in the error."""
     path = regression_path(chapter, directory)
     if not path.is_file():
-        raise InputError("no regression file for this chapter", path=path,
-                         fix=f"create it, or record one: python -m fhs.book.check record {chapter}")
+        raise InputError(
+            "no regression file for this chapter",
+            path=path,
+            fix=f"create it, or record one: python -m fhs.book.check record {chapter}",
+        )
     raw = read_yaml_file(path) or {}
     if not isinstance(raw, dict):
         raise InputError("expected a mapping at the top level", path=path)
@@ -292,16 +299,19 @@ def load_regression(chapter: str, directory: Path | None = None) -> Regression:
     for name, spec in (raw.get("metrics") or {}).items():
         spec = spec or {}
         if not isinstance(spec, dict):
-            raise InputError("a metric is a mapping (description, paper, precision, tolerance)",
-                             path=path, field=f"metrics.{name}")
+            raise InputError(
+                "a metric is a mapping (description, paper, precision, tolerance)", path=path, field=f"metrics.{name}"
+            )
         known = {"description", "paper", "paper_note", "precision", "tolerance"}
         unknown = set(spec) - known
         if unknown:
-            raise InputError(f"unknown key(s) {sorted(unknown)}", path=path,
-                             field=f"metrics.{name}", fix=f"use only {sorted(known)}")
+            raise InputError(
+                f"unknown key(s) {sorted(unknown)}", path=path, field=f"metrics.{name}", fix=f"use only {sorted(known)}"
+            )
         paper = spec.get("paper")
-        default, per_profile = _tolerances(spec.get("tolerance", 0.0), path=path,
-                                           field_name=f"metrics.{name}.tolerance")
+        default, per_profile = _tolerances(
+            spec.get("tolerance", 0.0), path=path, field_name=f"metrics.{name}.tolerance"
+        )
         metrics[str(name)] = Metric(
             name=str(name),
             description=str(spec.get("description", "")),
@@ -320,14 +330,21 @@ def load_regression(chapter: str, directory: Path | None = None) -> Regression:
             where = f"expected.{profile}.{name}"
             metric = metrics.get(str(name))
             if metric is None:
-                raise InputError("expected value for a metric that is not defined", path=path,
-                                 field=where, fix="add it under metrics: first")
+                raise InputError(
+                    "expected value for a metric that is not defined",
+                    path=path,
+                    field=where,
+                    fix="add it under metrics: first",
+                )
             if isinstance(entry, dict):
                 if "value" not in entry:
                     raise InputError("missing 'value'", path=path, field=where)
                 value = _number(entry["value"], path=path, field_name=f"{where}.value")
-                tolerance = _number(entry.get("tolerance", metric.tolerance_for(str(profile))), path=path,
-                                    field_name=f"{where}.tolerance")
+                tolerance = _number(
+                    entry.get("tolerance", metric.tolerance_for(str(profile))),
+                    path=path,
+                    field_name=f"{where}.tolerance",
+                )
             else:
                 value = _number(entry, path=path, field_name=where)
                 tolerance = metric.tolerance_for(str(profile))
@@ -353,17 +370,28 @@ def _paper_value(reference: Any, *, path: Path, field_name: str) -> float | None
     if reference is None:
         return None
     if isinstance(reference, (bool, int, float)):
-        raise InputError(f"the paper's value is written as the number {reference!r}", path=path,
-                         field=field_name, fix="add the number to fhs/paper.py (saying where in the paper "
-                                               "it comes from) and name it here, e.g. fintagging/direct/recall@1")
+        raise InputError(
+            f"the paper's value is written as the number {reference!r}",
+            path=path,
+            field=field_name,
+            fix="add the number to fhs/paper.py (saying where in the paper "
+            "it comes from) and name it here, e.g. fintagging/direct/recall@1",
+        )
     if not isinstance(reference, str):
-        raise InputError(f"expected a reference into fhs/paper.py, got {reference!r}", path=path,
-                         field=field_name, fix="write a path such as fintagging/direct/recall@1")
+        raise InputError(
+            f"expected a reference into fhs/paper.py, got {reference!r}",
+            path=path,
+            field=field_name,
+            fix="write a path such as fintagging/direct/recall@1",
+        )
     try:
         return lookup(reference)
     except LookupError as error:
-        raise InputError(f"paper reference {reference!r} names no number in fhs/paper.py: {error.args[0]}",
-                         path=path, field=field_name) from None
+        raise InputError(
+            f"paper reference {reference!r} names no number in fhs/paper.py: {error.args[0]}",
+            path=path,
+            field=field_name,
+        ) from None
 
 
 def _tolerances(raw: Any, *, path: Path, field_name: str) -> tuple[float, dict[str, float]]:
@@ -371,8 +399,12 @@ def _tolerances(raw: Any, *, path: Path, field_name: str) -> tuple[float, dict[s
     if not isinstance(raw, dict):
         return _number(raw, path=path, field_name=field_name), {}
     if "default" not in raw:
-        raise InputError("a per-profile tolerance needs a 'default' entry", path=path, field=field_name,
-                         fix="e.g. tolerance: {default: 1.0e-09, paper: 0.03}")
+        raise InputError(
+            "a per-profile tolerance needs a 'default' entry",
+            path=path,
+            field=field_name,
+            fix="e.g. tolerance: {default: 1.0e-09, paper: 0.03}",
+        )
     values = {str(k): _number(v, path=path, field_name=f"{field_name}.{k}") for k, v in raw.items()}
     return values.pop("default"), values
 
@@ -386,8 +418,12 @@ def _inputs(raw: Any, *, path: Path) -> dict[str, dict[str, str]]:
     out: dict[str, dict[str, str]] = {}
     for profile, values in raw.items():
         if not isinstance(values, dict) or not all(isinstance(v, str) for v in values.values()):
-            raise InputError("expected input name -> fingerprint (a string)", path=path,
-                             field=f"inputs.{profile}", fix="re-record: python -m fhs.book.check record ...")
+            raise InputError(
+                "expected input name -> fingerprint (a string)",
+                path=path,
+                field=f"inputs.{profile}",
+                fix="re-record: python -m fhs.book.check record ...",
+            )
         out[str(profile)] = {str(k): v for k, v in values.items()}
     return out
 
@@ -426,8 +462,9 @@ def status_of(actual: float | None, expected: Expected | None, precision: int) -
     return FAIL
 
 
-def compare(results: Mapping[str, Any], regression: Regression, profile: str,
-            inputs: Mapping[str, str] | None = None) -> CheckReport:
+def compare(
+    results: Mapping[str, Any], regression: Regression, profile: str, inputs: Mapping[str, str] | None = None
+) -> CheckReport:
     """Compare without printing or saving anything (the pure part of :func:`check`).
 
     ``inputs`` are the run's input fingerprints; those that differ from the
@@ -441,27 +478,35 @@ def compare(results: Mapping[str, Any], regression: Regression, profile: str,
     metrics = with_new_datasets(actual, regression)
     recorded = regression.expected_for(profile)
     absent = _datasets_not_run(actual, regression, profile, inputs)
-    recorded_inputs = {name: value for name, value in regression.inputs_for(profile).items()
-                       if _prefix(name) not in absent}
+    recorded_inputs = {
+        name: value for name, value in regression.inputs_for(profile).items() if _prefix(name) not in absent
+    }
     changes = changed_inputs(recorded_inputs, inputs) if inputs is not None else []
-    report = CheckReport(chapter=regression.chapter, profile=profile, source=regression.path,
-                         input_changes=changes, inputs_recorded=bool(recorded_inputs) or inputs is None)
+    report = CheckReport(
+        chapter=regression.chapter,
+        profile=profile,
+        source=regression.path,
+        input_changes=changes,
+        inputs_recorded=bool(recorded_inputs) or inputs is None,
+    )
     for name, metric in metrics.items():
         if name not in actual and (name not in recorded or _prefix(name) in absent):
             continue  # defined for another profile only, or a dataset this run did not include
         expected = recorded.get(name)
         status = status_of(actual.get(name), expected, metric.precision)
         causes = [change.name for change in changes if change.explains(name)]
-        report.rows.append(CheckRow(
-            metric=name,
-            actual=actual.get(name),
-            expected=None if expected is None else expected.value,
-            tolerance=None if expected is None else expected.tolerance,
-            paper=metric.paper,
-            status=status,
-            precision=metric.precision,
-            reason="input changed: " + ", ".join(causes) if status == FAIL and causes else "",
-        ))
+        report.rows.append(
+            CheckRow(
+                metric=name,
+                actual=actual.get(name),
+                expected=None if expected is None else expected.value,
+                tolerance=None if expected is None else expected.tolerance,
+                paper=metric.paper,
+                status=status,
+                precision=metric.precision,
+                reason="input changed: " + ", ".join(causes) if status == FAIL and causes else "",
+            )
+        )
     return report
 
 
@@ -496,13 +541,17 @@ def _dataset_names(regression: Regression, *input_maps: Mapping[str, str] | None
     return names
 
 
-def _datasets_not_run(actual: Mapping[str, float], regression: Regression, profile: str,
-                      inputs: Mapping[str, str] | None) -> set[str]:
+def _datasets_not_run(
+    actual: Mapping[str, float], regression: Regression, profile: str, inputs: Mapping[str, str] | None
+) -> set[str]:
     """Datasets with recorded values for ``profile`` that this run produced no value for."""
     ran = {_prefix(name) for name in actual}
     datasets = _dataset_names(regression, inputs)
-    return {_prefix(name) for name in regression.expected_for(profile)
-            if _prefix(name) in datasets and _prefix(name) not in ran}
+    return {
+        _prefix(name)
+        for name in regression.expected_for(profile)
+        if _prefix(name) in datasets and _prefix(name) not in ran
+    }
 
 
 def with_new_datasets(actual: Mapping[str, float], regression: Regression) -> dict[str, Metric]:
@@ -517,19 +566,33 @@ def with_new_datasets(actual: Mapping[str, float], regression: Regression) -> di
     undefined = []
     for name in sorted(set(actual) - set(metrics)):
         head, _, rest = name.partition("/")
-        template = next((metrics[f"{dataset}/{rest}"] for dataset in sorted(known)
-                         if rest and f"{dataset}/{rest}" in metrics), None) if head not in known else None
+        template = (
+            next(
+                (metrics[f"{dataset}/{rest}"] for dataset in sorted(known) if rest and f"{dataset}/{rest}" in metrics),
+                None,
+            )
+            if head not in known
+            else None
+        )
         if template is None:
             undefined.append(name)
             continue
         source = _prefix(template.name)
         description = template.description.replace(f"{source}:", f"{head}:", 1)
-        metrics[name] = Metric(name=name, description=description, precision=template.precision,
-                               tolerance=template.tolerance, tolerances=template.tolerances)
+        metrics[name] = Metric(
+            name=name,
+            description=description,
+            precision=template.precision,
+            tolerance=template.tolerance,
+            tolerances=template.tolerances,
+        )
     if undefined:
-        raise InputError(f"results name metric(s) {undefined} that are not defined",
-                         path=regression.path, field="metrics",
-                         fix="define them (description, paper, precision) before checking")
+        raise InputError(
+            f"results name metric(s) {undefined} that are not defined",
+            path=regression.path,
+            field="metrics",
+            fix="define them (description, paper, precision) before checking",
+        )
     return metrics
 
 
@@ -541,21 +604,34 @@ def inputs_path(chapter: str, profile: str, root: str | os.PathLike | None = Non
     return Path(root or DEFAULT_RESULTS_ROOT) / profile / "results" / f"{chapter}.inputs.json"
 
 
-def save_results(results: Mapping[str, Any], chapter: str, profile: str,
-                 root: str | os.PathLike | None = None, inputs: Mapping[str, str] | None = None) -> Path:
+def save_results(
+    results: Mapping[str, Any],
+    chapter: str,
+    profile: str,
+    root: str | os.PathLike | None = None,
+    inputs: Mapping[str, str] | None = None,
+) -> Path:
     """Write the flat results (and the input fingerprints) atomically; ``record`` and ``verify`` read them back."""
     path = results_path(chapter, profile, root)
     write_text_atomic(path, json.dumps(dataset_keys(flatten(results)), indent=2, sort_keys=True) + "\n")
     if inputs is not None:
-        write_text_atomic(inputs_path(chapter, profile, root),
-                          json.dumps(dataset_keys(inputs), indent=2, sort_keys=True) + "\n")
+        write_text_atomic(
+            inputs_path(chapter, profile, root), json.dumps(dataset_keys(inputs), indent=2, sort_keys=True) + "\n"
+        )
     return path
 
 
-def check(results: Mapping[str, Any], chapter: str, profile: str, *,
-          inputs: Mapping[str, str] | None = None,
-          directory: Path | None = None, results_root: str | os.PathLike | None = None,
-          save: bool = True, quiet: bool = False) -> CheckReport:
+def check(
+    results: Mapping[str, Any],
+    chapter: str,
+    profile: str,
+    *,
+    inputs: Mapping[str, str] | None = None,
+    directory: Path | None = None,
+    results_root: str | os.PathLike | None = None,
+    save: bool = True,
+    quiet: bool = False,
+) -> CheckReport:
     """Compare a chapter's results with its recorded values, print the table, return it.
 
     ``results`` maps metric names to numbers (nested mappings are joined with ``/``);
@@ -575,9 +651,15 @@ def check(results: Mapping[str, Any], chapter: str, profile: str, *,
 # ----------------------------------------------------------------------------- recording
 
 
-def record(chapter: str, profile: str, results: Mapping[str, Any], *,
-           directory: Path | None = None, tolerance: float | None = None,
-           inputs: Mapping[str, str] | None = None) -> Path:
+def record(
+    chapter: str,
+    profile: str,
+    results: Mapping[str, Any],
+    *,
+    directory: Path | None = None,
+    tolerance: float | None = None,
+    inputs: Mapping[str, str] | None = None,
+) -> Path:
     """Write ``results`` as the expected values of ``profile`` into the chapter's YAML.
 
     Values are written unrounded (exactly as computed). Metric definitions and
@@ -594,22 +676,33 @@ def record(chapter: str, profile: str, results: Mapping[str, Any], *,
     try:
         metrics = with_new_datasets(flat, regression)
     except InputError as error:
-        raise InputError(f"cannot record undefined metric(s): {error.problem}", path=regression.path,
-                         field="metrics", fix="add a definition under metrics: first") from None
+        raise InputError(
+            f"cannot record undefined metric(s): {error.problem}",
+            path=regression.path,
+            field="metrics",
+            fix="add a definition under metrics: first",
+        ) from None
     raw = read_yaml_file(regression.path) or {}
     raw["metrics"] = raw.get("metrics") or {}
     for name, metric in metrics.items():  # a new dataset's definitions, taken from another dataset's
         if name not in regression.metrics:
-            raw["metrics"][name] = {"description": metric.description, "precision": metric.precision,
-                                    "tolerance": ({"default": metric.tolerance, **metric.tolerances}
-                                                  if metric.tolerances else metric.tolerance)}
+            raw["metrics"][name] = {
+                "description": metric.description,
+                "precision": metric.precision,
+                "tolerance": (
+                    {"default": metric.tolerance, **metric.tolerances} if metric.tolerances else metric.tolerance
+                ),
+            }
     expected = raw.setdefault("expected", {}) or {}
     raw["expected"] = expected
     # datasets this run did not include keep their recorded values
     ran = {_prefix(name) for name in flat}
     datasets = _dataset_names(regression, inputs)
-    block: dict[str, Any] = {name: value for name, value in (expected.get(profile) or {}).items()
-                             if _prefix(name) in datasets and _prefix(name) not in ran}
+    block: dict[str, Any] = {
+        name: value
+        for name, value in (expected.get(profile) or {}).items()
+        if _prefix(name) in datasets and _prefix(name) not in ran
+    }
     for name in metrics:  # keep the definition order
         if name not in flat:
             continue
@@ -624,18 +717,23 @@ def record(chapter: str, profile: str, results: Mapping[str, Any], *,
     expected[profile] = {name: block[name] for name in metrics if name in block}
     if inputs is not None:
         given = dataset_keys(inputs)
-        kept = {name: value for name, value in ((raw.get("inputs") or {}).get(profile) or {}).items()
-                if _prefix(name) in datasets and _prefix(name) not in ran and name not in given}
+        kept = {
+            name: value
+            for name, value in ((raw.get("inputs") or {}).get(profile) or {}).items()
+            if _prefix(name) in datasets and _prefix(name) not in ran and name not in given
+        }
         raw["inputs"] = {**(raw.get("inputs") or {}), profile: dict(sorted({**kept, **given}.items()))}
-    return write_text_atomic(regression.path,
-                             yaml.safe_dump(raw, sort_keys=False, allow_unicode=True, width=100))
+    return write_text_atomic(regression.path, yaml.safe_dump(raw, sort_keys=False, allow_unicode=True, width=100))
 
 
 def _read_saved(chapter: str, profile: str, root: str | None) -> dict[str, float]:
     path = results_path(chapter, profile, root)
     if not path.is_file():
-        raise InputError("no saved results for this chapter and profile", path=path,
-                         fix=f"run the chapter first: make notebooks PROFILE={profile}")
+        raise InputError(
+            "no saved results for this chapter and profile",
+            path=path,
+            fix=f"run the chapter first: make notebooks PROFILE={profile}",
+        )
     return json.loads(path.read_text(encoding="utf-8"))
 
 
@@ -657,18 +755,26 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m fhs.book.check",
         description="Compare a chapter's saved results with fhs/book/regressions/<chapter>.yaml, "
-                    "or record them as the new expected values.")
+        "or record them as the new expected values.",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
-    for name, text in (("verify", "print the comparison; exit 1 on FAIL"),
-                       ("record", "write the saved results into the YAML as expected values")):
+    for name, text in (
+        ("verify", "print the comparison; exit 1 on FAIL"),
+        ("record", "write the saved results into the YAML as expected values"),
+    ):
         cmd = sub.add_parser(name, help=text)
         cmd.add_argument("chapter", help="chapter stem, e.g. 01_readiness_gap")
         cmd.add_argument("--profile", default="cpu", help="profile whose results to use (default cpu)")
-        cmd.add_argument("--results-root", default=None,
-                         help=f"folder holding <profile>/results/ (default {DEFAULT_RESULTS_ROOT})")
+        cmd.add_argument(
+            "--results-root", default=None, help=f"folder holding <profile>/results/ (default {DEFAULT_RESULTS_ROOT})"
+        )
         if name == "record":
-            cmd.add_argument("--tolerance", type=float, default=None,
-                             help="tolerance to store with every value (default: the metric's own)")
+            cmd.add_argument(
+                "--tolerance",
+                type=float,
+                default=None,
+                help="tolerance to store with every value (default: the metric's own)",
+            )
     args = parser.parse_args(argv)
     try:
         results = _read_saved(args.chapter, args.profile, args.results_root)

@@ -106,28 +106,45 @@ def _parsed(entry: Any, path: Path, chapter: str, where: str) -> list[Claim]:
         raise InputError(f"kind {kind!r} is not one of {', '.join(KINDS)}", path=path, field=f"{where}.kind")
     ours, paper = _names(entry["ours"]), _names(entry.get("paper") or [])
     if not 1 <= len(ours) <= (2 if kind == "difference" else 1) or len(paper) > len(ours):
-        raise InputError("a difference names one or two metrics, a value one; the paper at most as many",
-                         path=path, field=f"{where}.ours")
+        raise InputError(
+            "a difference names one or two metrics, a value one; the paper at most as many",
+            path=path,
+            field=f"{where}.ours",
+        )
     direction = entry.get("direction", "greater")
     if direction not in ("greater", "less"):
         raise InputError(f"direction {direction!r} is greater or less", path=path, field=f"{where}.direction")
     bounds = entry.get("bounds", [0, 1])
-    if not (isinstance(bounds, list) and len(bounds) == 2 and all(isinstance(b, (int, float)) for b in bounds)
-            and bounds[0] < bounds[1]):
+    if not (
+        isinstance(bounds, list)
+        and len(bounds) == 2
+        and all(isinstance(b, (int, float)) for b in bounds)
+        and bounds[0] < bounds[1]
+    ):
         raise InputError(f"bounds {bounds!r} is [low, high]", path=path, field=f"{where}.bounds")
     margin = entry.get("margin", 0.0)
     if isinstance(margin, bool) or not isinstance(margin, (int, float)) or margin < 0:
         raise InputError(f"margin {margin!r} is a number >= 0", path=path, field=f"{where}.margin")
-    base = Claim(id=str(entry["id"]), chapter=chapter, claim=str(entry["claim"]), section=str(entry["section"]),
-                 kind=kind, ours=ours, paper=paper, direction=1 if direction == "greater" else -1,
-                 margin=float(margin), facts=str(entry.get("facts", "")),
-                 bounds=(float(bounds[0]), float(bounds[1])), llm=bool(entry.get("llm", False)))
+    base = Claim(
+        id=str(entry["id"]),
+        chapter=chapter,
+        claim=str(entry["claim"]),
+        section=str(entry["section"]),
+        kind=kind,
+        ours=ours,
+        paper=paper,
+        direction=1 if direction == "greater" else -1,
+        margin=float(margin),
+        facts=str(entry.get("facts", "")),
+        bounds=(float(bounds[0]), float(bounds[1])),
+        llm=bool(entry.get("llm", False)),
+    )
     each = entry.get("each") or {}
     if not isinstance(each, dict) or len(each) > 1:
         raise InputError("each is one name with a list of values", path=path, field=f"{where}.each")
     if not each:
         return [base]
-    (name, values), = each.items()
+    ((name, values),) = each.items()
     return [_filled(base, {name: str(value)}, suffix=str(value)) for value in values]
 
 
@@ -141,17 +158,27 @@ def _filled(claim: Claim, words: Mapping[str, str], suffix: str = "") -> Claim:
             text = text.replace("{" + name + "}", value)
         return text
 
-    return Claim(**{**claim.__dict__, "id": f"{claim.id}/{suffix}" if suffix else claim.id,
-                    "claim": fill(claim.claim), "ours": tuple(map(fill, claim.ours)),
-                    "paper": tuple(map(fill, claim.paper)), "facts": fill(claim.facts),
-                    "dataset": words.get("dataset", claim.dataset)})
+    return Claim(
+        **{
+            **claim.__dict__,
+            "id": f"{claim.id}/{suffix}" if suffix else claim.id,
+            "claim": fill(claim.claim),
+            "ours": tuple(map(fill, claim.ours)),
+            "paper": tuple(map(fill, claim.paper)),
+            "facts": fill(claim.facts),
+            "dataset": words.get("dataset", claim.dataset),
+        }
+    )
 
 
 def read_results(runs_dir: str | Path, profile: str) -> dict[str, dict[str, float]]:
     """Every chapter's saved values for ``profile`` (what the regression check compared), by chapter."""
     folder = results_path("x", profile, runs_dir).parent
-    return {path.stem: json.loads(path.read_text(encoding="utf-8"))
-            for path in sorted(folder.glob("*.json")) if not path.name.endswith(".inputs.json")}
+    return {
+        path.stem: json.loads(path.read_text(encoding="utf-8"))
+        for path in sorted(folder.glob("*.json"))
+        if not path.name.endswith(".inputs.json")
+    }
 
 
 # ----------------------------------------------------------------------------- expanding
@@ -174,8 +201,13 @@ def expand(claims: list[Claim], results: Mapping[str, Mapping[str, float]]) -> l
             continue
         chapter, metric = split_ref(claim.ours[0], claim.chapter)
         head, rest = metric.split("{dataset}", 1)
-        ran = sorted({key[len(head):-len(rest)] for key in results.get(chapter, {})
-                      if key.startswith(head) and key.endswith(rest) and "/" not in key[len(head):-len(rest)]})
+        ran = sorted(
+            {
+                key[len(head) : -len(rest)]
+                for key in results.get(chapter, {})
+                if key.startswith(head) and key.endswith(rest) and "/" not in key[len(head) : -len(rest)]
+            }
+        )
         for dataset in ran:
             benchmark = PAPER_BENCHMARK.get(dataset, "")
             if not benchmark and claim.kind == "value":
@@ -224,25 +256,44 @@ def judge(claim: Claim, results: Mapping[str, Mapping[str, float]], profile: str
     found = [_value(ref, claim.chapter, results) for ref in claim.ours]
     paper = [_paper(ref) for ref in claim.paper]
     given = [p for p in paper if p is not None]
-    paper_value = None if not paper or len(given) < len(paper) else (
-        given[0] - given[1] if len(given) == 2 else given[0])
+    paper_value = (
+        None if not paper or len(given) < len(paper) else (given[0] - given[1] if len(given) == 2 else given[0])
+    )
     count = _value(claim.facts, claim.chapter, results) if claim.facts else None
     ceilings = _ceilings(claim, results)
     ours = [v for v in found if v is not None]
     if len(ours) < len(found) or count is None or count < 1:
         missing = "not measured in this build" if profile == "paper" else NEEDS
-        return Verdict(claim, paper_value, None, None, None, None if count is None else int(count), missing,
-                       "this build has no value for it", ceilings)
+        return Verdict(
+            claim,
+            paper_value,
+            None,
+            None,
+            None,
+            None if count is None else int(count),
+            missing,
+            "this build has no value for it",
+            ceilings,
+        )
     n = int(count)
     value = ours[0] - ours[1] if len(ours) == 2 else ours[0]
     low, high = newcombe(ours[0], ours[1], n, claim.bounds) if len(ours) == 2 else wilson(value, n, claim.bounds)
     rule = _difference if claim.kind == "difference" else _value_claim
-    return Verdict(claim, paper_value, value, low, high, n, *rule(claim, value, low, high, paper, paper_value, n),
-                   ceilings=ceilings)
+    return Verdict(
+        claim,
+        paper_value,
+        value,
+        low,
+        high,
+        n,
+        *rule(claim, value, low, high, paper, paper_value, n),
+        ceilings=ceilings,
+    )
 
 
-def _difference(claim: Claim, value: float, low: float, high: float, paper: list[float | None],
-                effect: float | None, n: int) -> tuple[str, str]:
+def _difference(
+    claim: Claim, value: float, low: float, high: float, paper: list[float | None], effect: float | None, n: int
+) -> tuple[str, str]:
     s = claim.direction
     lo, hi = sorted((s * low, s * high))
     shown = s * value
@@ -256,8 +307,10 @@ def _difference(claim: Claim, value: float, low: float, high: float, paper: list
     half = (hi - lo) / 2
     if target and target > 0:
         spread = _spread(paper, claim) if len(paper) == 2 and None not in paper else half * math.sqrt(n) / Z
-        return TOO_FEW, (f"interval ±{half:.3f} is wider than the paper's {target:+.3f}; "
-                         f"about {facts_needed(target, spread):,} facts would separate it")
+        return TOO_FEW, (
+            f"interval ±{half:.3f} is wider than the paper's {target:+.3f}; "
+            f"about {facts_needed(target, spread):,} facts would separate it"
+        )
     return TOO_FEW, f"the interval (±{half:.3f}) crosses zero"
 
 
@@ -268,8 +321,9 @@ def _spread(paper: list[float | None], claim: Claim) -> float:
     return math.sqrt(sum(variances))
 
 
-def _value_claim(claim: Claim, value: float, low: float, high: float, paper: list[float | None],
-                 target: float | None, n: int) -> tuple[str, str]:
+def _value_claim(
+    claim: Claim, value: float, low: float, high: float, paper: list[float | None], target: float | None, n: int
+) -> tuple[str, str]:
     if target is None:
         return TOO_FEW, "the paper gives no figure to compare"
     if target < low - claim.margin or target > high + claim.margin:
@@ -300,11 +354,11 @@ def _ceilings(claim: Claim, results: Mapping[str, Mapping[str, float]]) -> dict[
     _, metric = split_ref(claim.ours[0], claim.chapter)
     dataset, name = metric.split("/", 1)[0], metric.rsplit("/", 1)[-1]
     values = results.get(CEILING_CHAPTER, {})
-    return {stage: values[f"{dataset}/{stage}/{name}"] for stage in CEILING_STAGES
-            if f"{dataset}/{stage}/{name}" in values}
+    return {
+        stage: values[f"{dataset}/{stage}/{name}"] for stage in CEILING_STAGES if f"{dataset}/{stage}/{name}" in values
+    }
 
 
-def verdicts(results: Mapping[str, Mapping[str, float]], profile: str,
-             directory: Path | None = None) -> list[Verdict]:
+def verdicts(results: Mapping[str, Mapping[str, float]], profile: str, directory: Path | None = None) -> list[Verdict]:
     """Every claim of every chapter, expanded over the datasets this build ran and judged."""
     return [judge(claim, results, profile) for claim in expand(load_claims(directory), results)]

@@ -48,12 +48,21 @@ def _section(section: str) -> str:
 def claims_frame(verdicts: Sequence[Verdict]) -> pd.DataFrame:
     """Every claim on one row: what it says (section, comparison), the paper's figure, ours with its
     interval and facts, and the standing with why."""
-    return pd.DataFrame([{"claim": f"{v.claim.claim} ({_section(v.claim.section)}: {_compared(v)})",
-                          "paper": "" if v.paper is None else f"{v.paper:+.3f}" if v.claim.kind == "difference"
-                          else f"{v.paper:.3f}",
-                          "this build, 95% interval": _ours(v),
-                          "standing": f"{v.standing}: {v.detail}" if v.detail else v.standing}
-                         for v in verdicts])
+    return pd.DataFrame(
+        [
+            {
+                "claim": f"{v.claim.claim} ({_section(v.claim.section)}: {_compared(v)})",
+                "paper": ""
+                if v.paper is None
+                else f"{v.paper:+.3f}"
+                if v.claim.kind == "difference"
+                else f"{v.paper:.3f}",
+                "this build, 95% interval": _ours(v),
+                "standing": f"{v.standing}: {v.detail}" if v.detail else v.standing,
+            }
+            for v in verdicts
+        ]
+    )
 
 
 def by_chapter(verdicts: Sequence[Verdict]) -> dict[str, list[Verdict]]:

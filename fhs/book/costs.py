@@ -18,8 +18,10 @@ def purpose_costs(records: Iterable[Mapping], purpose: str) -> tuple[dict[str, f
     chosen: dict[str, float] = dict.fromkeys(COST_FIELDS, 0)
     for record in records:
         calls = record.get("llm_calls") or []
-        for total, part in ((others, [c for c in calls if c["purpose"] != purpose]),
-                            (chosen, [c for c in calls if c["purpose"] == purpose])):
+        for total, part in (
+            (others, [c for c in calls if c["purpose"] != purpose]),
+            (chosen, [c for c in calls if c["purpose"] == purpose]),
+        ):
             for name, value in record_cost({"llm_calls": part}).items():
                 total[name] += value
     return others, chosen

@@ -91,8 +91,11 @@ def _hash_files(paths: Iterable[Path], root: Path, digest: hashlib._Hash) -> Non
 
 def package_files(root: Path) -> list[Path]:
     """The files of the ``fhs`` package that can change a chapter's output."""
-    return [p for p in (root / "fhs").rglob("*")
-            if p.is_file() and p.suffix in PACKAGE_SUFFIXES and "__pycache__" not in p.parts]
+    return [
+        p
+        for p in (root / "fhs").rglob("*")
+        if p.is_file() and p.suffix in PACKAGE_SUFFIXES and "__pycache__" not in p.parts
+    ]
 
 
 def package_digest(root: Path) -> str:
@@ -105,12 +108,26 @@ def package_digest(root: Path) -> str:
     return digest.hexdigest()
 
 
-def chapter_key(chapter: Chapter, parameters: Mapping[str, Any], *, package: str,
-                kernel: str, data_dir: str, extra: Iterable[str] = ()) -> str:
+def chapter_key(
+    chapter: Chapter,
+    parameters: Mapping[str, Any],
+    *,
+    package: str,
+    kernel: str,
+    data_dir: str,
+    extra: Iterable[str] = (),
+) -> str:
     """The stamp: any change to what a chapter depends on changes this hash."""
     digest = hashlib.sha256()
-    for part in (KEY_VERSION, chapter.stem, package, kernel, data_dir,
-                 json.dumps(parameters, sort_keys=True, default=str), *extra):
+    for part in (
+        KEY_VERSION,
+        chapter.stem,
+        package,
+        kernel,
+        data_dir,
+        json.dumps(parameters, sort_keys=True, default=str),
+        *extra,
+    ):
         digest.update(part.encode())
         digest.update(b"\0")
     digest.update(chapter.source.read_bytes())
@@ -138,18 +155,33 @@ _ARCHIVE_DIGESTS: dict[tuple[str, int, int], str] = {}
 def git_commit(root: Path) -> str:
     """HEAD plus ``-dirty`` when tracked files differ; "unknown" outside a git checkout."""
     try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
-                              text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                               capture_output=True, text=True, check=True).stdout.strip()
+        head = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return head + ("-dirty" if dirty else "")
 
 
-def plan(chapters: list[Chapter], profiles: ProfileFile, profile: str, log: RunLog, *,
-         root: Path, kernel: str, overrides: Mapping[str, Any] | None = None,
-         force: bool = False, declared: Mapping[str, set[str]] | None = None) -> list[Plan]:
+def plan(
+    chapters: list[Chapter],
+    profiles: ProfileFile,
+    profile: str,
+    log: RunLog,
+    *,
+    root: Path,
+    kernel: str,
+    overrides: Mapping[str, Any] | None = None,
+    force: bool = False,
+    declared: Mapping[str, set[str]] | None = None,
+) -> list[Plan]:
     """Decide, for each chapter, its parameters, its key and whether it must run.
 
     ``declared`` maps a chapter to the names in its ``parameters`` cell; only
@@ -173,8 +205,7 @@ def plan(chapters: list[Chapter], profiles: ProfileFile, profile: str, log: RunL
         replay = parameters.get("replay") or (parameters.get("server") or {}).get("replay")
         if replay:  # the archive's content, not only its name, decides the answers
             extra.append(_archive_digest(Path(replay)))
-        key = chapter_key(chapter, parameters, package=package, kernel=kernel,
-                          data_dir=data_dir, extra=extra)
+        key = chapter_key(chapter, parameters, package=package, kernel=kernel, data_dir=data_dir, extra=extra)
         previous = log.entries.get(chapter.stem, {})
         if force:
             reason = "forced"
@@ -223,16 +254,21 @@ def check_kernel(kernel: str) -> str:
     try:
         spec = KernelSpecManager().get_kernel_spec(kernel)
     except NoSuchKernel:
-        raise InputError(f"no Jupyter kernel named {kernel!r}", field="--kernel",
-                         fix=f"{sys.executable} -m ipykernel install --sys-prefix --name {kernel}") from None
+        raise InputError(
+            f"no Jupyter kernel named {kernel!r}",
+            field="--kernel",
+            fix=f"{sys.executable} -m ipykernel install --sys-prefix --name {kernel}",
+        ) from None
     program = spec.argv[0] if spec.argv else ""
     # jupyter_client runs a spec whose program is a bare "python[3[.x]]" with sys.executable
     bare = {"python", f"python{sys.version_info[0]}", "python{}.{}".format(*sys.version_info[:2])}
     if program in bare or Path(program) == Path(sys.executable):
         return sys.executable
-    raise InputError(f"kernel {kernel!r} starts {program}, not this environment's {sys.executable}",
-                     field="--kernel",
-                     fix=f"{sys.executable} -m ipykernel install --sys-prefix --name fhs, then --kernel fhs")
+    raise InputError(
+        f"kernel {kernel!r} starts {program}, not this environment's {sys.executable}",
+        field="--kernel",
+        fix=f"{sys.executable} -m ipykernel install --sys-prefix --name fhs, then --kernel fhs",
+    )
 
 
 class NotebookFailed(RuntimeError):
@@ -270,9 +306,16 @@ def _environment(env: Mapping[str, str] | None) -> Iterator[None]:
         os.environ.update(saved)
 
 
-def execute(plan_item: Plan, *, kernel: str, root: Path, failed_dir: Path,
-            progress_bar: bool = True, timeout: int | None = None,
-            env: Mapping[str, str] | None = None) -> float:
+def execute(
+    plan_item: Plan,
+    *,
+    kernel: str,
+    root: Path,
+    failed_dir: Path,
+    progress_bar: bool = True,
+    timeout: int | None = None,
+    env: Mapping[str, str] | None = None,
+) -> float:
     """Run one chapter with papermill; write its output atomically; return the seconds.
 
     ``env``: the kernel's environment (default: this process's)."""
@@ -283,8 +326,7 @@ def execute(plan_item: Plan, *, kernel: str, root: Path, failed_dir: Path,
     chapter = plan_item.chapter
     notebook = read_source(chapter)
     # a source without a Jupytext header has no kernel metadata, which papermill needs
-    notebook.metadata.setdefault("kernelspec", {"name": kernel, "language": "python",
-                                                "display_name": "Python 3"})
+    notebook.metadata.setdefault("kernelspec", {"name": kernel, "language": "python", "display_name": "Python 3"})
     notebook.metadata.setdefault("language_info", {"name": "python"})
     # the reader sees the parameters that ran (papermill's injected cell), not the defaults
     for cell in notebook.cells:
@@ -300,9 +342,14 @@ def execute(plan_item: Plan, *, kernel: str, root: Path, failed_dir: Path,
     try:
         with _environment(env), _ipc_kernel() as kernel_config:
             papermill.execute_notebook(
-                str(source_ipynb), str(partial), parameters=plan_item.parameters,
-                kernel_name=kernel, progress_bar=progress_bar, cwd=str(root),
-                execution_timeout=timeout, **kernel_config,
+                str(source_ipynb),
+                str(partial),
+                parameters=plan_item.parameters,
+                kernel_name=kernel,
+                progress_bar=progress_bar,
+                cwd=str(root),
+                execution_timeout=timeout,
+                **kernel_config,
             )
     except PapermillExecutionError as error:
         failed_dir.mkdir(parents=True, exist_ok=True)
@@ -347,8 +394,13 @@ def _ipc_kernel() -> Iterator[dict[str, Any]]:
 
 def log_entry(plan_item: Plan, profile: str, seconds: float, root: Path) -> dict[str, Any]:
     """A chapter's line in the run log; the Provenance page prints its parameters, so no absolute path."""
-    return {"key": plan_item.key, "profile": profile, "seconds": round(seconds, 1), "finished": _now(),
-            "parameters": shown_values(plan_item.parameters, root)}
+    return {
+        "key": plan_item.key,
+        "profile": profile,
+        "seconds": round(seconds, 1),
+        "finished": _now(),
+        "parameters": shown_values(plan_item.parameters, root),
+    }
 
 
 NEEDS_TAG = "needs-"
@@ -367,9 +419,8 @@ def hide_absent_prose(path: Path, datasets: list[str]) -> int:
     hidden = 0
     for cell in notebook.cells:
         tags = cell.get("metadata", {}).get("tags", [])
-        needs = [tag[len(NEEDS_TAG):] for tag in tags if tag.startswith(NEEDS_TAG)]
-        if needs and not all(need in datasets for need in needs) \
-                and "remove-cell" not in tags:
+        needs = [tag[len(NEEDS_TAG) :] for tag in tags if tag.startswith(NEEDS_TAG)]
+        if needs and not all(need in datasets for need in needs) and "remove-cell" not in tags:
             cell.metadata["tags"] = [*tags, "remove-cell"]
             hidden += 1
     if hidden:
@@ -396,10 +447,20 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def run(root: Path, profile: str, *, only: Iterable[str] = (), force: bool = False,
-        overrides: Mapping[str, Any] | None = None, kernel: str = "python3",
-        dry_run: bool = False, progress_bar: bool = True, timeout: int | None = None,
-        out=None, profiles_file: Path = PROFILES) -> int:
+def run(
+    root: Path,
+    profile: str,
+    *,
+    only: Iterable[str] = (),
+    force: bool = False,
+    overrides: Mapping[str, Any] | None = None,
+    kernel: str = "python3",
+    dry_run: bool = False,
+    progress_bar: bool = True,
+    timeout: int | None = None,
+    out=None,
+    profiles_file: Path = PROFILES,
+) -> int:
     """Plan and execute the book's chapters for ``profile``; return a process exit status."""
     out = out or sys.stdout
     profiles = load_profiles(profiles_file)
@@ -408,17 +469,24 @@ def run(root: Path, profile: str, *, only: Iterable[str] = (), force: bool = Fal
     only = set(only)
     unknown = only - {c.stem for c in chapters}
     if unknown:
-        raise InputError(f"not a notebook chapter in _toc.yml: {', '.join(sorted(unknown))}",
-                         field="--only", fix=f"choose from {', '.join(c.stem for c in chapters)}")
+        raise InputError(
+            f"not a notebook chapter in _toc.yml: {', '.join(sorted(unknown))}",
+            field="--only",
+            fix=f"choose from {', '.join(c.stem for c in chapters)}",
+        )
     state_dir = root / STATE_DIR
     log = RunLog.load(state_dir / "executions.json")
     declared = {c.stem: declared_parameters(read_source(c)) for c in chapters}
     for chapter in chapters:
         if not declared[chapter.stem]:
-            raise InputError("no cell tagged 'parameters'", path=chapter.source,
-                             fix='add "# %% tags=[\\"parameters\\"]" above the parameter cell')
-    plans = plan(chapters, profiles, profile, log, root=root, kernel=kernel,
-                 overrides=overrides, force=force, declared=declared)
+            raise InputError(
+                "no cell tagged 'parameters'",
+                path=chapter.source,
+                fix='add "# %% tags=[\\"parameters\\"]" above the parameter cell',
+            )
+    plans = plan(
+        chapters, profiles, profile, log, root=root, kernel=kernel, overrides=overrides, force=force, declared=declared
+    )
     if only:  # the named chapters, plus the summary page that reports on them
         plans = [p for p in plans if p.chapter.stem in only or p.chapter.summary]
     todo = [p for p in plans if p.needed]
@@ -434,11 +502,17 @@ def run(root: Path, profile: str, *, only: Iterable[str] = (), force: bool = Fal
     env = kernel_environment(profile, os.environ)
     total = 0.0
     for number, p in enumerate(todo, start=1):
-        print(f"[{number}/{len(todo)}] {p.chapter.stem} -> {p.chapter.output.relative_to(root)}",
-              file=out, flush=True)
+        print(f"[{number}/{len(todo)}] {p.chapter.stem} -> {p.chapter.output.relative_to(root)}", file=out, flush=True)
         try:
-            seconds = execute(p, kernel=kernel, root=root, failed_dir=state_dir / "failed",
-                              progress_bar=progress_bar, timeout=timeout, env=env)
+            seconds = execute(
+                p,
+                kernel=kernel,
+                root=root,
+                failed_dir=state_dir / "failed",
+                progress_bar=progress_bar,
+                timeout=timeout,
+                env=env,
+            )
         except NotebookFailed as error:
             append_timing(state_dir / "timings.tsv", profile, p.chapter.stem, 0.0, "failed")
             log.entries.pop(p.chapter.stem, None)
@@ -450,6 +524,5 @@ def run(root: Path, profile: str, *, only: Iterable[str] = (), force: bool = Fal
         log.save()
         append_timing(state_dir / "timings.tsv", profile, p.chapter.stem, seconds, "ok")
         print(f"      done in {seconds:.1f} s", file=out, flush=True)
-    print(f"executed {len(todo)} chapter(s) in {total:.1f} s; log: {log.path.relative_to(root)}",
-          file=out)
+    print(f"executed {len(todo)} chapter(s) in {total:.1f} s; log: {log.path.relative_to(root)}", file=out)
     return 0

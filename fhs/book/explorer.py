@@ -60,8 +60,11 @@ class LoadedRun:
 def _records_path(run_dir: str | Path) -> Path:
     path = Path(run_dir) / "records.jsonl"
     if not path.is_file():
-        raise InputError("not a run directory (no records.jsonl)", path=run_dir,
-                         fix="pass the --out directory of an `fhs run`, or a chapter's run under runs/<profile>/")
+        raise InputError(
+            "not a run directory (no records.jsonl)",
+            path=run_dir,
+            fix="pass the --out directory of an `fhs run`, or a chapter's run under runs/<profile>/",
+        )
     return path
 
 
@@ -77,8 +80,12 @@ def check_fact_ids(run_dir: str | Path, ids: list[str]) -> None:
 def _unknown(fact_id: str, run_dir: Path, known=()) -> InputError:
     near = [k for k in known if k.endswith(fact_id) or fact_id in k][:3]
     hint = f"; did you mean {', '.join(near)}?" if near else ""
-    return InputError(f"no fact {fact_id!r} in this run{hint}", path=run_dir / "records.jsonl", field="id",
-                      fix=f"the ids are the 'id' field of records.jsonl; list them with `fhs show {run_dir} --list`")
+    return InputError(
+        f"no fact {fact_id!r} in this run{hint}",
+        path=run_dir / "records.jsonl",
+        field="id",
+        fix=f"the ids are the 'id' field of records.jsonl; list them with `fhs show {run_dir} --list`",
+    )
 
 
 def open_run(run_dir: str | Path, data: str | Path | None = None) -> LoadedRun:
@@ -109,6 +116,7 @@ def require_fact(run: LoadedRun, fact_id: str) -> dict:
 
 # ---- the context --------------------------------------------------------------------------
 
+
 def normalize_space(text: str) -> str:
     return " ".join(text.split())
 
@@ -136,15 +144,17 @@ def table_view(fact: Fact) -> dict[str, Any]:
     rows = [split_row(line) for line in fact.context.split("\n")]
     row_header = normalize_space(fact.row_header).casefold()
     hits = [(r, c) for r, cells in enumerate(rows) for c, cell in enumerate(cells) if _contains(cell, fact.value)]
-    labelled = [(r, c) for r, c in hits
-                if rows[r][0].strip() and row_header.endswith(normalize_space(rows[r][0]).casefold())]
+    labelled = [
+        (r, c) for r, c in hits if rows[r][0].strip() and row_header.endswith(normalize_space(rows[r][0]).casefold())
+    ]
     marked = next(iter(labelled or hits), None)
     width = max((len(cells) for cells in rows), default=0)
     return {
         "kind": "table",
-        "rows": [_aligned([{"text": cell, "marked": (r, c) == marked, "span": 1} for c, cell in enumerate(cells)],
-                          width)
-                 for r, cells in enumerate(rows)],
+        "rows": [
+            _aligned([{"text": cell, "marked": (r, c) == marked, "span": 1} for c, cell in enumerate(cells)], width)
+            for r, cells in enumerate(rows)
+        ],
         "found": marked is not None,
         "candidates": len(hits),
     }
@@ -174,7 +184,7 @@ def text_view(fact: Fact) -> dict[str, Any]:
     """The passage split around the mention: a recorded span first, else the value inside its sentence."""
     text, start = fact.context, -1
     span = fact.metadata.get("span") if isinstance(fact.metadata, dict) else None
-    if isinstance(span, list) and len(span) == 2 and text[span[0]:span[1]] == fact.value:
+    if isinstance(span, list) and len(span) == 2 and text[span[0] : span[1]] == fact.value:
         start = span[0]
     else:
         base = text.find(fact.sentence) if fact.sentence else -1
@@ -191,12 +201,19 @@ def context_view(fact: Fact | None) -> dict[str, Any] | None:
     if fact is None:
         return None
     view = table_view(fact) if fact.modality == "table" else text_view(fact)
-    view.update(value=fact.value, row_header=fact.row_header, column_header=fact.column_header,
-                sentence=fact.sentence, datatype=fact.datatype, context_id=fact.context_id)
+    view.update(
+        value=fact.value,
+        row_header=fact.row_header,
+        column_header=fact.column_header,
+        sentence=fact.sentence,
+        datatype=fact.datatype,
+        context_id=fact.context_id,
+    )
     return view
 
 
 # ---- the stages ---------------------------------------------------------------------------
+
 
 def _candidate(cid: str, gold: set[str], taxonomy: Taxonomy | None) -> dict[str, Any]:
     cid = str(cid)
@@ -213,8 +230,9 @@ def _queries(record: dict) -> list[dict[str, Any]]:
     for q in _items(record.get("queries")):
         if isinstance(q, dict):
             index = q.get("hypothesis_index")
-            out.append({**q, "hypothesis_index": index if isinstance(index, int) and not isinstance(index, bool)
-                        else None})
+            out.append(
+                {**q, "hypothesis_index": index if isinstance(index, int) and not isinstance(index, bool) else None}
+            )
         else:
             out.append({"text": str(q), "rendering": "", "hypothesis_index": None})
     return out
@@ -239,22 +257,41 @@ def verifier_panels(verifier: dict, hypotheses: list[dict], gold: set[str], taxo
     supports, fills = _items(verifier.get("support")), _items(verifier.get("fill"))
     panels = []
     for j, verdicts in enumerate(_items(verifier.get("verdicts"))):
-        verdicts, dims = _mapping(verdicts), _mapping(_mapping(hypotheses[j] if j < len(hypotheses) else {})
-                                                      .get("dimensions"))
+        verdicts, dims = (
+            _mapping(verdicts),
+            _mapping(_mapping(hypotheses[j] if j < len(hypotheses) else {}).get("dimensions")),
+        )
         entries = {cid: _mapping(entry) for cid, entry in _mapping(verdicts.get("entries")).items()}
         names = list(dims) or sorted({d for e in entries.values() for d in e})
         support = _mapping(supports[j]) if j < len(supports) else {}
         rows = []
         for cid in window:
             entry = entries.get(cid)
-            rows.append({**_candidate(cid, gold, taxonomy),
-                         "cells": [str((entry or {}).get(d, "not judged")) for d in names],
-                         "judged": entry is not None, "v": _number(support.get(cid))})
-        panels.append({"index": j + 1, "asked": bool(verdicts.get("asked", True)),
-                       "parsed": bool(verdicts.get("parsed", bool(entries))),
-                       "dimensions": [{"name": str(d), "value": dims.get(d, ""),
-                                       "unresolved": str(dims.get(d, "")).upper() == "UNRESOLVED"} for d in names],
-                       "rows": rows, "fill": _number(fills[j]) if j < len(fills) else None})
+            rows.append(
+                {
+                    **_candidate(cid, gold, taxonomy),
+                    "cells": [str((entry or {}).get(d, "not judged")) for d in names],
+                    "judged": entry is not None,
+                    "v": _number(support.get(cid)),
+                }
+            )
+        panels.append(
+            {
+                "index": j + 1,
+                "asked": bool(verdicts.get("asked", True)),
+                "parsed": bool(verdicts.get("parsed", bool(entries))),
+                "dimensions": [
+                    {
+                        "name": str(d),
+                        "value": dims.get(d, ""),
+                        "unresolved": str(dims.get(d, "")).upper() == "UNRESOLVED",
+                    }
+                    for d in names
+                ],
+                "rows": rows,
+                "fill": _number(fills[j]) if j < len(fills) else None,
+            }
+        )
     return panels
 
 
@@ -271,10 +308,19 @@ def decomposition(record: dict, beta: float, gold: set[str], taxonomy, head: int
         found = vbar.get(cid)
         v = found if found is not None else (outside if outside is not None else 0.0)
         s = s_tilde.get(cid)
-        rows.append({**_candidate(cid, gold, taxonomy), "rank": i + 1, "s": s, "vbar": v,
-                     "in_window": cid in vbar, "bonus": beta * v, "total": (s or 0.0) + beta * v,
-                     "recorded": _number(recorded[i]) if i < len(recorded) else None,
-                     "fused_rank": pool_ids.index(cid) + 1 if cid in s_tilde else None})
+        rows.append(
+            {
+                **_candidate(cid, gold, taxonomy),
+                "rank": i + 1,
+                "s": s,
+                "vbar": v,
+                "in_window": cid in vbar,
+                "bonus": beta * v,
+                "total": (s or 0.0) + beta * v,
+                "recorded": _number(recorded[i]) if i < len(recorded) else None,
+                "fused_rank": pool_ids.index(cid) + 1 if cid in s_tilde else None,
+            }
+        )
     return rows
 
 
@@ -285,10 +331,18 @@ def _hypotheses(record: dict) -> list[dict[str, Any]]:
     views = []
     for j, h in enumerate(hypotheses):
         dims = {str(d): v for d, v in _mapping(h.get("dimensions")).items()}
-        views.append({"index": j + 1, "source": h.get("source", ""), "query": h.get("retrieval_query", ""),
-                      "operators": [str(o) for o in _items(h.get("operators"))],
-                      "dimensions": [{"name": d, "value": dims.get(d, ""),
-                                      "unresolved": str(dims.get(d, "")).upper() == "UNRESOLVED"} for d in names]})
+        views.append(
+            {
+                "index": j + 1,
+                "source": h.get("source", ""),
+                "query": h.get("retrieval_query", ""),
+                "operators": [str(o) for o in _items(h.get("operators"))],
+                "dimensions": [
+                    {"name": d, "value": dims.get(d, ""), "unresolved": str(dims.get(d, "")).upper() == "UNRESOLVED"}
+                    for d in names
+                ],
+            }
+        )
     return views
 
 
@@ -301,31 +355,52 @@ def stage_view(run: LoadedRun, fact_id: str, head: int = HEAD) -> dict[str, Any]
     ranking = [str(cid) for cid in _items(record.get("ranking"))]
     pool = _mapping(record.get("pool"))
     view = {
-        "run": run.label, "path": str(run.path), "method": record.get("method", run.config.get("method")),
+        "run": run.label,
+        "path": str(run.path),
+        "method": record.get("method", run.config.get("method")),
         "gold": [_candidate(g, gold, taxonomy) for g in gold_ids],
-        "rank": record.get("rank"), "note": "; ".join(str(n) for n in (record.get("note"), run.note) if n),
+        "rank": record.get("rank"),
+        "note": "; ".join(str(n) for n in (record.get("note"), run.note) if n),
         "hypotheses": _hypotheses(record),
         "queries": _queries(record),
-        "rankings": [{"index": i + 1, "gold_rank": _gold_rank(_items(ids), gold),
-                      "head": [_candidate(str(c), gold, taxonomy) for c in _items(ids)[:head]]}
-                     for i, ids in enumerate(_items(record.get("rankings")))],
-        "pool": None, "panels": [], "decomposition": [], "beta": beta,
-        "final": {"gold_rank": _gold_rank(ranking, gold),
-                  "head": [_candidate(c, gold, taxonomy) for c in ranking[:head]]},
+        "rankings": [
+            {
+                "index": i + 1,
+                "gold_rank": _gold_rank(_items(ids), gold),
+                "head": [_candidate(str(c), gold, taxonomy) for c in _items(ids)[:head]],
+            }
+            for i, ids in enumerate(_items(record.get("rankings")))
+        ],
+        "pool": None,
+        "panels": [],
+        "decomposition": [],
+        "beta": beta,
+        "final": {
+            "gold_rank": _gold_rank(ranking, gold),
+            "head": [_candidate(c, gold, taxonomy) for c in ranking[:head]],
+        },
         "selection": None,
     }
     if pool:
         ids = [str(cid) for cid in _items(pool.get("ids"))]
-        view["pool"] = {"gold_rank": _gold_rank(ids, gold), "size": len(ids), "union": pool.get("union_size"),
-                        "head": [{**_candidate(c, gold, taxonomy), "score": _number(s), "normalized": _number(n)}
-                                 for c, s, n in list(zip(ids, _items(pool.get("scores")),
-                                                         _items(pool.get("normalized"))))[:head]]}
+        view["pool"] = {
+            "gold_rank": _gold_rank(ids, gold),
+            "size": len(ids),
+            "union": pool.get("union_size"),
+            "head": [
+                {**_candidate(c, gold, taxonomy), "score": _number(s), "normalized": _number(n)}
+                for c, s, n in list(zip(ids, _items(pool.get("scores")), _items(pool.get("normalized"))))[:head]
+            ],
+        }
     if _mapping(record.get("verifier")):
         view["panels"] = verifier_panels(record["verifier"], _items(record.get("hypotheses")), gold, taxonomy)
         view["decomposition"] = decomposition(record, beta, gold, taxonomy, head)
     if "selected" in record:
-        view["selection"] = {**_candidate(str(record["selected"]), gold, taxonomy), "correct": record.get("correct"),
-                             "parsed": record.get("selection") is not None}
+        view["selection"] = {
+            **_candidate(str(record["selected"]), gold, taxonomy),
+            "correct": record.get("correct"),
+            "parsed": record.get("selection") is not None,
+        }
     return view
 
 
@@ -336,38 +411,70 @@ def safe_stage_view(run: LoadedRun, fact_id: str, head: int = HEAD) -> dict[str,
     except (AttributeError, KeyError, TypeError, ValueError, IndexError) as error:
         if isinstance(error, InputError):
             raise
-        return {"run": run.label, "path": str(run.path), "method": run.config.get("method"), "gold": [],
-                "rank": None, "note": f"this fact's record cannot be read ({type(error).__name__}: it was edited "
-                                      f"out of the shape fhs run writes); its stages are not shown",
-                "hypotheses": [], "queries": [], "rankings": [], "pool": None, "panels": [], "decomposition": [],
-                "beta": 0.0, "final": {"gold_rank": None, "head": []}, "selection": None}
+        return {
+            "run": run.label,
+            "path": str(run.path),
+            "method": run.config.get("method"),
+            "gold": [],
+            "rank": None,
+            "note": f"this fact's record cannot be read ({type(error).__name__}: it was edited "
+            f"out of the shape fhs run writes); its stages are not shown",
+            "hypotheses": [],
+            "queries": [],
+            "rankings": [],
+            "pool": None,
+            "panels": [],
+            "decomposition": [],
+            "beta": 0.0,
+            "final": {"gold_rank": None, "head": []},
+            "selection": None,
+        }
 
 
 # ---- the page -----------------------------------------------------------------------------
 
+
 def render_page(runs: list[LoadedRun], ids: list[str], title: str = "FHS explorer") -> str:
     """One HTML page: per fact, its context once and one column per run."""
-    environment = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["j2", "html"]),
-                              trim_blocks=True, lstrip_blocks=True)
+    environment = Environment(
+        loader=FileSystemLoader(TEMPLATES),
+        autoescape=select_autoescape(["j2", "html"]),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
     environment.filters["num"] = lambda value, digits=3: "" if _number(value) is None else f"{value:.{digits}f}"
     facts = []
     for fact_id in ids:
         stages = [safe_stage_view(run, fact_id) for run in runs]
         fact = next((run.facts[fact_id] for run in runs if fact_id in run.facts), None)
-        facts.append({"id": fact_id, "modality": runs[0].records[fact_id].get("modality", ""),
-                      "context": context_view(fact), "runs": stages,
-                      "missing_context": next((run.note for run in runs if run.note), "")})
-    return environment.get_template("explorer.html.j2").render(title=title, facts=facts,
-                                                                runs=[run.label for run in runs])
+        facts.append(
+            {
+                "id": fact_id,
+                "modality": runs[0].records[fact_id].get("modality", ""),
+                "context": context_view(fact),
+                "runs": stages,
+                "missing_context": next((run.note for run in runs if run.note), ""),
+            }
+        )
+    return environment.get_template("explorer.html.j2").render(
+        title=title, facts=facts, runs=[run.label for run in runs]
+    )
 
 
-def write_explorer(run_dirs: list[str | Path], ids: list[str], out: str | Path, *,
-                   data: str | Path | None = None, title: str = "FHS explorer") -> Path:
+def write_explorer(
+    run_dirs: list[str | Path],
+    ids: list[str],
+    out: str | Path,
+    *,
+    data: str | Path | None = None,
+    title: str = "FHS explorer",
+) -> Path:
     """Render the page for ``ids`` across ``run_dirs`` (the first is the reference) and write it."""
     runs = [open_run(path, data) for path in run_dirs]
     if not ids:
-        raise InputError("no fact chosen", field="fact",
-                         fix=f"pass --fact ID; list ids with `fhs show {run_dirs[0]} --list`")
+        raise InputError(
+            "no fact chosen", field="fact", fix=f"pass --fact ID; list ids with `fhs show {run_dirs[0]} --list`"
+        )
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(out, render_page(runs, ids, title))

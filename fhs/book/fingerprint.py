@@ -96,5 +96,4 @@ class InputChange:
 
 def changed_inputs(recorded: Mapping[str, str], actual: Mapping[str, str]) -> list[InputChange]:
     """Recorded inputs whose fingerprint differs now; inputs not recorded are not compared."""
-    return [InputChange(name, want, actual.get(name))
-            for name, want in recorded.items() if actual.get(name) != want]
+    return [InputChange(name, want, actual.get(name)) for name, want in recorded.items() if actual.get(name) != want]

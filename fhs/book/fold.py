@@ -26,8 +26,7 @@ class Folded:
     def _repr_html_(self) -> str:
         inner = "".join(to_html(frame, caption) for frame, caption in self.tables)
         notes = "".join(f"<p>{html.escape(note)}</p>" for note in self.notes)
-        return (f'<details class="fhs-folded"><summary>{html.escape(self.summary)}</summary>'
-                f"{notes}{inner}</details>")
+        return f'<details class="fhs-folded"><summary>{html.escape(self.summary)}</summary>{notes}{inner}</details>'
 
     def _repr_markdown_(self) -> str:
         parts = [self.summary, *self.notes]

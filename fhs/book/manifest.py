@@ -19,16 +19,19 @@ from fhs.plan.dry_run import RELOCATOR, PlannedRun
 from fhs.run.profiles import RunProfile
 
 
-def chapter_parameters(stem: str, profile: str, overrides: Mapping[str, Any] | None = None,
-                       registry: Registry = REGISTRY, profiles_file: Path = PROFILES) -> dict[str, Any]:
+def chapter_parameters(
+    stem: str,
+    profile: str,
+    overrides: Mapping[str, Any] | None = None,
+    registry: Registry = REGISTRY,
+    profiles_file: Path = PROFILES,
+) -> dict[str, Any]:
     """What a chapter receives under ``profile``: its defaults, the profile file's values, ``overrides``."""
     defaults = dict(registry.get(stem).defaults)
     profiles = load_profiles(profiles_file)
     given = profiles.parameters(profile, stem) if profile in profiles.profiles else {}
     chosen = merged(defaults, {k: v for k, v in folded(given, defaults).items() if k in defaults})
     return merged(chosen, {k: v for k, v in folded(dict(overrides or {}), defaults).items() if k in defaults})
-
-
 
 
 def flat(parameters: Mapping[str, Any]) -> dict[str, Any]:
@@ -49,7 +52,6 @@ def dataset_parameters(datasets: list[str]) -> dict[str, Any]:
     return given
 
 
-
 def left_out(chapters: list[str] | None = None, registry: Registry = REGISTRY) -> dict[str, str]:
     """The chapters of ``chapters`` (default: all planned) whose extra is not installed: chapter -> extra."""
     from fhs.core.extras import installed
@@ -58,8 +60,12 @@ def left_out(chapters: list[str] | None = None, registry: Registry = REGISTRY) -
     return {c.stem: c.extra for c in registry.planned() if c.extra and c.stem in chosen and not installed(c.extra)}
 
 
-def chapter_runs(profile: RunProfile, chapters: list[str] | None = None, overrides: Mapping[str, Any] | None = None,
-                 registry: Registry = REGISTRY) -> list[PlannedRun]:
+def chapter_runs(
+    profile: RunProfile,
+    chapters: list[str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    registry: Registry = REGISTRY,
+) -> list[PlannedRun]:
     """The runs of ``chapters`` (default: all planned, in book order) under ``profile``."""
     planned = Registry(registry.planned())
     for stem in chapters or ():
@@ -68,10 +74,10 @@ def chapter_runs(profile: RunProfile, chapters: list[str] | None = None, overrid
     runs: list[PlannedRun] = []
     for chapter in planned.chapters:
         if chapter.stem in chosen and chapter.runs is not None:
-            runs += chapter.runs(chapter.stem, profile,
-                                 flat(chapter_parameters(chapter.stem, profile.name, overrides, registry)))
+            runs += chapter.runs(
+                chapter.stem, profile, flat(chapter_parameters(chapter.stem, profile.name, overrides, registry))
+            )
     return runs
-
 
 
 # ----------------------------------------------------------------------------- chapter 8's inputs
@@ -90,8 +96,10 @@ def pcs_inputs() -> tuple[Path, Path, Path]:
     try:
         spec = read_spec_file(write_spec(cache_dir("pcs")))
     except InputError as error:
-        raise InputError(f"building chapter 8's inputs failed: {error}", fix="install the pcs extra "
-                         "(pip install 'fhs[pcs]') or plan without 08_procedures_pcs") from None
+        raise InputError(
+            f"building chapter 8's inputs failed: {error}",
+            fix="install the pcs extra (pip install 'fhs[pcs]') or plan without 08_procedures_pcs",
+        ) from None
     if spec.taxonomy_file is None or spec.facts_file is None:
         raise ValueError("chapter 8's spec names no concept file or no facts file")
     return spec.taxonomy_file, spec.facts_file, Path(spec.domain)
@@ -110,13 +118,24 @@ def load_inputs(dataset: str, data: str | Path | None = None):
 # ----------------------------------------------------------------------------- the plan
 
 
-def plan_profile(profile: str, *, chapters: list[str] | None = None, sample: int = 20,
-                 fraction: float | None = None, throughput=None, data: str | Path | None = None,
-                 progress: bool = True, counter=None,
-                 changes: Mapping[str, Any] | None = None,
-                 overrides: Mapping[str, Any] | None = None,
-                 build_dense: bool = False, server=None, base_url: str | None = None,
-                 calibrate: bool = False, registry: Registry = REGISTRY) -> tuple[dict[str, Any], list]:
+def plan_profile(
+    profile: str,
+    *,
+    chapters: list[str] | None = None,
+    sample: int = 20,
+    fraction: float | None = None,
+    throughput=None,
+    data: str | Path | None = None,
+    progress: bool = True,
+    counter=None,
+    changes: Mapping[str, Any] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    build_dense: bool = False,
+    server=None,
+    base_url: str | None = None,
+    calibrate: bool = False,
+    registry: Registry = REGISTRY,
+) -> tuple[dict[str, Any], list]:
     """``fhs plan``: the profile's chapters dry-run on the simulated model, sized to the profile.
 
     ``fraction`` plans a rehearsal on that share of every LLM sample (``make rehearsal``'s
@@ -150,21 +169,34 @@ def plan_profile(profile: str, *, chapters: list[str] | None = None, sample: int
     planned = [stem for stem in chapters or [c.stem for c in registry.planned()] if stem not in missing]
     if not planned:
         stem, extra = next(iter(missing.items()))
-        raise InputError(f"{stem} needs the {extra} extra, which is not installed", field="chapter",
-                         fix=install_hint(extra))
+        raise InputError(
+            f"{stem} needs the {extra} extra, which is not installed", field="chapter", fix=install_hint(extra)
+        )
     for stem, extra in missing.items():
         warn(f"planning without {stem}: it needs the {extra} extra ({install_hint(extra)})")
     if counter is None:
         try:
             counter = counter_for(chosen.model, base_url)
         except Exception as error:  # noqa: BLE001 - the server's tokenizer is not reachable: say so, once
-            raise InputError(f"the server's tokenizer at {base_url} did not answer ({error})", field="base-url",
-                             fix="start the server first, or leave out --base-url") from None
+            raise InputError(
+                f"the server's tokenizer at {base_url} did not answer ({error})",
+                field="base-url",
+                fix="start the server first, or leave out --base-url",
+            ) from None
     started = time.perf_counter()
     runs = chapter_runs(chosen, planned, overrides, registry)
     stats: dict[str, Any] = {}
-    rows = dry_run(runs, chosen, lambda name: load_inputs(name, data), sample=sample, counter=counter,
-                   data=data, progress=progress, build_dense=build_dense, stats=stats)
+    rows = dry_run(
+        runs,
+        chosen,
+        lambda name: load_inputs(name, data),
+        sample=sample,
+        counter=counter,
+        data=data,
+        progress=progress,
+        build_dense=build_dense,
+        stats=stats,
+    )
     summary = plan_totals(rows, throughput)
     if server is not None:
         from fhs.plan.server import model_time
@@ -176,24 +208,36 @@ def plan_profile(profile: str, *, chapters: list[str] | None = None, sample: int
             if base_url is None:  # the command line refuses --calibrate without --base-url
                 raise ValueError("calibrating measures a server: base_url names none")
 
-            measured, probe = calibrated_server(server, base_url, chosen.model, counter, summary["purposes"],
-                                                summary["total"])
-            summary["measured"] = {**model_time(measured, summary["purposes"], summary["total"],
-                                                stats["prefix_share"]), "probe": probe.detail}
+            measured, probe = calibrated_server(
+                server, base_url, chosen.model, counter, summary["purposes"], summary["total"]
+            )
+            summary["measured"] = {
+                **model_time(measured, summary["purposes"], summary["total"], stats["prefix_share"]),
+                "probe": probe.detail,
+            }
     sampled: dict[str, int] = {}
     for row in rows:
         if row.run.asks_model and row.run.method != RELOCATOR:
             sampled[row.run.dataset] = max(sampled.get(row.run.dataset, 0), row.sampled)
-    plan = {"profile": chosen.name, "description": chosen.description, "seeds": list(chosen.seeds),
-            "fraction": fraction, "changes": dict(changes or {}), "chapters_planned": planned,
-            "left_out": [{"chapter": stem, "extra": extra, "install": install_hint(extra)}
-                         for stem, extra in missing.items()],
-            "sample": sampled, "tokenizer": counter.name, "tokens_exact_on_sample": bool(counter.exact),
-            "tokens_exact_with": None if counter.exact else getattr(counter, "fix", EXACT_FIX),
-            "stand_in_retrievers": sorted({f"{row.run.dataset} {row.run.retriever}" for row in rows if row.stand_in}),
-            **summary,
-            "throughput_text": throughput.describe(),
-            "bench_command": bench_command(summary["purposes"], chosen.model),
-            "rows": [row.to_dict() for row in rows]}
+    plan = {
+        "profile": chosen.name,
+        "description": chosen.description,
+        "seeds": list(chosen.seeds),
+        "fraction": fraction,
+        "changes": dict(changes or {}),
+        "chapters_planned": planned,
+        "left_out": [
+            {"chapter": stem, "extra": extra, "install": install_hint(extra)} for stem, extra in missing.items()
+        ],
+        "sample": sampled,
+        "tokenizer": counter.name,
+        "tokens_exact_on_sample": bool(counter.exact),
+        "tokens_exact_with": None if counter.exact else getattr(counter, "fix", EXACT_FIX),
+        "stand_in_retrievers": sorted({f"{row.run.dataset} {row.run.retriever}" for row in rows if row.stand_in}),
+        **summary,
+        "throughput_text": throughput.describe(),
+        "bench_command": bench_command(summary["purposes"], chosen.model),
+        "rows": [row.to_dict() for row in rows],
+    }
     plan["seconds"] = round(time.perf_counter() - started, 1)
     return plan, rows

@@ -1,11 +1,11 @@
 """Measured builds as data: one JSON record per run, and the book page generated from them.
 
-``python -m dev.cold_book`` writes a record of every cold build it times (``--tests``: of
-the test suite) into ``book/records/``, and ``python -m dev.suite_time`` one of the suite's time per tier. This module checks the records and renders
-the tables of ``book/measurements.md`` from them (``book/_generated/measurements.md``, which the
-committed page includes; the build writes it, the tree never holds it), so the figures
-a reader sees are the ones measured and no page quotes a time, a date or a commit by hand
-(the habit of Anserini's generated regression pages).
+``python -m dev.cold_book`` writes a record of every cold build it times (``--tests``: of the test
+suite) into ``book/records/``, and ``python -m dev.suite_time`` one of the suite's time per tier.
+This module checks the records and renders the tables of ``book/measurements.md`` from them
+(``book/_generated/measurements.md``, which the committed page includes; the build writes it, the
+tree never holds it), so the figures a reader sees are the ones measured and no page quotes a time,
+a date or a commit by hand (the habit of Anserini's generated regression pages).
 
     python -m fhs.book.measurements            # in the checkout: write the page's tables from book/records/*.json
     python -m fhs.book.measurements --check    # exit 1 if the tables are not what the records give
@@ -40,12 +40,25 @@ from typing import Any
 RECORDS = Path("book") / "records"
 PAGE = Path("book") / "_generated" / "measurements.md"  # included by book/measurements.md
 KINDS = ("cold-book", "tests", "suite")
-REQUIRED = {"kind": str, "date": str, "commit": str, "profile": str, "command": str, "machine": dict,
-            "conditions": dict, "steps": list, "totals": dict}
+REQUIRED = {
+    "kind": str,
+    "date": str,
+    "commit": str,
+    "profile": str,
+    "command": str,
+    "machine": dict,
+    "conditions": dict,
+    "steps": list,
+    "totals": dict,
+}
 DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
-STEP_LABELS = {"install": "install (with the one-time llama.cpp compile)", "provenance": "provenance page",
-               "html": "HTML (earlier builds: with the provenance page)",
-               "pytest": "pytest", "book": "make book (chapters not timed apart)"}
+STEP_LABELS = {
+    "install": "install (with the one-time llama.cpp compile)",
+    "provenance": "provenance page",
+    "html": "HTML (earlier builds: with the provenance page)",
+    "pytest": "pytest",
+    "book": "make book (chapters not timed apart)",
+}
 
 
 class RecordError(ValueError):
@@ -54,6 +67,7 @@ class RecordError(ValueError):
 
 def check_record(record: Any, path: Path) -> dict[str, Any]:
     """``record`` if it has every field the page reads, else :class:`RecordError` naming the file and field."""
+
     def fail(field: str, expected: str) -> RecordError:
         return RecordError(f"{path}: field {field!r}: expected {expected}")
 
@@ -67,8 +81,11 @@ def check_record(record: Any, path: Path) -> dict[str, Any]:
     if not DATE.fullmatch(record["date"]):
         raise fail("date", "YYYY-MM-DD")
     for i, step in enumerate(record["steps"]):
-        if not isinstance(step, dict) or not isinstance(step.get("step"), str) \
-                or not isinstance(step.get("seconds"), (int, float)):
+        if (
+            not isinstance(step, dict)
+            or not isinstance(step.get("step"), str)
+            or not isinstance(step.get("seconds"), (int, float))
+        ):
             raise fail(f"steps[{i}]", 'an object with "step" (text) and "seconds" (a number)')
     if not isinstance(record["totals"].get("seconds"), (int, float)):
         raise fail("totals.seconds", "a number")
@@ -84,8 +101,9 @@ def load_records(folder: Path = RECORDS) -> list[dict[str, Any]]:
         except json.JSONDecodeError as error:
             raise RecordError(f"{path}: not valid JSON: {error}") from None
         loaded.append((check_record(record, path), path.name))
-    return [record for record, _ in sorted(loaded, key=lambda item: (item[0]["date"], item[0].get("started", ""),
-                                                                      item[1]))]
+    return [
+        record for record, _ in sorted(loaded, key=lambda item: (item[0]["date"], item[0].get("started", ""), item[1]))
+    ]
 
 
 def record_name(record: Mapping[str, Any]) -> str:
@@ -154,11 +172,34 @@ def builds_table(records: Sequence[Mapping[str, Any]]) -> list[str]:
     rows = []
     for r in records:
         t = r["totals"]
-        rows.append([r["date"], f"`{r['commit']}`", r["profile"], machine_text(r["machine"]), conditions_text(r),
-                     minutes(step_seconds(r, "install")), minutes(t["seconds"]), checks_text(t.get("checks")),
-                     t.get("model_calls", ""), minutes(t.get("model_seconds")), tokens_text(t)])
-    head = ["date", "commit", "profile", "machine", "conditions", "install min", "total min", "closing checks",
-            "model calls", "model min", "prompt / reply tokens"]
+        rows.append(
+            [
+                r["date"],
+                f"`{r['commit']}`",
+                r["profile"],
+                machine_text(r["machine"]),
+                conditions_text(r),
+                minutes(step_seconds(r, "install")),
+                minutes(t["seconds"]),
+                checks_text(t.get("checks")),
+                t.get("model_calls", ""),
+                minutes(t.get("model_seconds")),
+                tokens_text(t),
+            ]
+        )
+    head = [
+        "date",
+        "commit",
+        "profile",
+        "machine",
+        "conditions",
+        "install min",
+        "total min",
+        "closing checks",
+        "model calls",
+        "model min",
+        "prompt / reply tokens",
+    ]
     return _table(head, rows, [False] * 5 + [True, True, False, True, True, True])
 
 
@@ -182,12 +223,15 @@ def steps_table(records: Sequence[Mapping[str, Any]]) -> list[str]:
     if not chosen:
         return []
     steps = sorted(dict.fromkeys(s["step"] for r in chosen for s in r["steps"]), key=step_order)
-    rows = [[STEP_LABELS.get(step, step.replace("_", " "))]
-            + [minutes(step_seconds(r, step)) for r in chosen] for step in steps]
+    rows = [
+        [STEP_LABELS.get(step, step.replace("_", " "))] + [minutes(step_seconds(r, step)) for r in chosen]
+        for step in steps
+    ]
     rows.append(["**total**"] + [f"**{minutes(r['totals']['seconds'])}**" for r in chosen])
     rows.append(["closing checks"] + [checks_text(r["totals"].get("checks")) for r in chosen])
-    head = ["step (minutes)"] + [f"{r['date']} `{r['commit']}`" + (" (slowed)" if r["conditions"].get("slowdown")
-                                                                    else "") for r in chosen]
+    head = ["step (minutes)"] + [
+        f"{r['date']} `{r['commit']}`" + (" (slowed)" if r["conditions"].get("slowdown") else "") for r in chosen
+    ]
     return _table(head, rows, [False] + [True] * len(chosen))
 
 
@@ -195,9 +239,18 @@ def tests_table(records: Sequence[Mapping[str, Any]]) -> list[str]:
     rows = []
     for r in records:
         tests = r["totals"].get("tests") or {}
-        rows.append([r["date"], f"`{r['commit']}`", machine_text(r["machine"]), conditions_text(r),
-                     minutes(step_seconds(r, "install")), minutes(step_seconds(r, "pytest")),
-                     minutes(r["totals"]["seconds"]), ", ".join(f"{n:,} {k}" for k, n in tests.items())])
+        rows.append(
+            [
+                r["date"],
+                f"`{r['commit']}`",
+                machine_text(r["machine"]),
+                conditions_text(r),
+                minutes(step_seconds(r, "install")),
+                minutes(step_seconds(r, "pytest")),
+                minutes(r["totals"]["seconds"]),
+                ", ".join(f"{n:,} {k}" for k, n in tests.items()),
+            ]
+        )
     head = ["date", "commit", "machine", "conditions", "install min", "pytest min", "total min", "tests"]
     return _table(head, rows, [False] * 4 + [True] * 3 + [False])
 
@@ -212,8 +265,16 @@ def suite_table(records: Sequence[Mapping[str, Any]]) -> list[str]:
             step = next((s for s in r["steps"] if s["step"] == tier), None)
             counts = ", ".join(f"{n:,} {k}" for k, n in (step or {}).get("tests", {}).items())
             cells.append("" if step is None else f"{minutes(step['seconds'])} ({counts})")
-        rows.append([r["date"], f"`{r['commit']}`", machine_text(r["machine"]), conditions_text(r), *cells,
-                     minutes(r["totals"]["seconds"])])
+        rows.append(
+            [
+                r["date"],
+                f"`{r['commit']}`",
+                machine_text(r["machine"]),
+                conditions_text(r),
+                *cells,
+                minutes(r["totals"]["seconds"]),
+            ]
+        )
     head = ["date", "commit", "machine", "conditions", *[f"{tier} min (tests)" for tier in tiers], "total min"]
     return _table(head, rows, [False] * (4 + len(tiers)) + [True])
 
@@ -232,18 +293,33 @@ def render(records: Sequence[Mapping[str, Any]]) -> str:
     ]
     table = steps_table(builds)
     if table:
-        lines += ["## Time per step", "",
-                  "Minutes per step of each build that timed its chapters apart (chapters by number).",
-                  "", *table, ""]
+        lines += [
+            "## Time per step",
+            "",
+            "Minutes per step of each build that timed its chapters apart (chapters by number).",
+            "",
+            *table,
+            "",
+        ]
     if tests:
-        lines += ["## The test suite", "",
-                  "`python -m dev.cold_book --tests`: `make test` in a fresh clone with an empty HOME, as `.ci/run` "
-                  "runs it.", "", *tests_table(tests), ""]
+        lines += [
+            "## The test suite",
+            "",
+            "`python -m dev.cold_book --tests`: `make test` in a fresh clone with an empty HOME, as `.ci/run` runs it.",
+            "",
+            *tests_table(tests),
+            "",
+        ]
     if suites:
-        lines += ["## The test suite per tier", "",
-                  "`python -m dev.suite_time`: each tier of `make test` (the markers of `pyproject.toml`) timed "
-                  "apart in a checkout whose environment is installed; `fast` is `-m 'not model and not data'`.",
-                  "", *suite_table(suites), ""]
+        lines += [
+            "## The test suite per tier",
+            "",
+            "`python -m dev.suite_time`: each tier of `make test` (the markers of `pyproject.toml`) timed "
+            "apart in a checkout whose environment is installed; `fast` is `-m 'not model and not data'`.",
+            "",
+            *suite_table(suites),
+            "",
+        ]
     sources = sorted({r["source"] for r in records if r.get("source")})
     if sources:
         lines += ["## Where the records come from", "", *[f"- {s}" for s in sources], ""]
@@ -251,10 +327,11 @@ def render(records: Sequence[Mapping[str, Any]]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m fhs.book.measurements",
-                                     description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m fhs.book.measurements", description=__doc__.split("\n")[0])
     parser.add_argument("--records", default=str(RECORDS), help="the folder of JSON records (default book/records)")
-    parser.add_argument("--page", default=str(PAGE), help="the tables written (default book/_generated/measurements.md)")
+    parser.add_argument(
+        "--page", default=str(PAGE), help="the tables written (default book/_generated/measurements.md)"
+    )
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if the page is out of date")
     args = parser.parse_args(argv)
     try:

@@ -28,8 +28,7 @@ from pathlib import Path
 
 ABSOLUTE = re.compile(r"^\s*(?:https?:)?//", re.IGNORECASE)
 URL_IN_TEXT = re.compile(r"(?:https?:)?//[A-Za-z0-9.-]+\.[A-Za-z]{2,}[^\s\"'<>)]*")
-CSS_LOAD = re.compile(r"""(?:url\(\s*["']?|@import\s+(?:url\(\s*)?["']?)\s*((?:https?:)?//[^"')\s;]+)""",
-                      re.IGNORECASE)
+CSS_LOAD = re.compile(r"""(?:url\(\s*["']?|@import\s+(?:url\(\s*)?["']?)\s*((?:https?:)?//[^"')\s;]+)""", re.IGNORECASE)
 # tag -> attributes that make the browser fetch something
 FETCHING = {
     "script": ("src",),
@@ -44,8 +43,19 @@ FETCHING = {
     "object": ("data",),
     "input": ("src",),
 }
-FETCHING_LINK_RELS = {"stylesheet", "preload", "modulepreload", "prefetch", "preconnect",
-                      "dns-prefetch", "icon", "shortcut", "apple-touch-icon", "manifest", "mask-icon"}
+FETCHING_LINK_RELS = {
+    "stylesheet",
+    "preload",
+    "modulepreload",
+    "prefetch",
+    "preconnect",
+    "dns-prefetch",
+    "icon",
+    "shortcut",
+    "apple-touch-icon",
+    "manifest",
+    "mask-icon",
+}
 
 
 class _PageScanner(HTMLParser):

@@ -45,8 +45,11 @@ def settings(name: str, given: Mapping[str, Any] | None, keys: tuple[str, ...]) 
     given = dict(given or {})
     unknown = sorted(set(given) - set(keys))
     if unknown:
-        raise InputError(f"unknown key(s) {', '.join(map(repr, unknown))} in the chapter parameter {name!r}",
-                         field=name, fix=f"use {', '.join(keys)}")
+        raise InputError(
+            f"unknown key(s) {', '.join(map(repr, unknown))} in the chapter parameter {name!r}",
+            field=name,
+            fix=f"use {', '.join(keys)}",
+        )
     return given
 
 
@@ -76,15 +79,18 @@ class Page:
         fail on a miss, say the time.
 
         Returns nothing, so a ``page.close(...)`` as a cell's last line adds no second copy of the table."""
-        report = check(checked, chapter=self.name, profile=self.profile,
-                       save=not self.protocol_check, inputs=inputs, quiet=True)
+        report = check(
+            checked, chapter=self.name, profile=self.profile, save=not self.protocol_check, inputs=inputs, quiet=True
+        )
         show_report(report)
         if self.protocol_check:
             print(f"PROTOCOL CHECK: {len(checked)} metrics produced; not compared with recorded values.")
         else:
             report.assert_ok()
-        print(f"page time: {time.perf_counter() - self.started:.0f} s (profile {self.profile}; "
-              "the Provenance page lists every chapter's time)")
+        print(
+            f"page time: {time.perf_counter() - self.started:.0f} s (profile {self.profile}; "
+            "the Provenance page lists every chapter's time)"
+        )
 
 
 def show_report(report: CheckReport) -> None:
@@ -102,9 +108,17 @@ def show_report(report: CheckReport) -> None:
         display(report)
 
 
-def open_page(name: str, profile: str, runs_dir: str | Path = "runs", *, server: Mapping[str, Any] | None = None,
-              sample: Mapping[str, Any] | None = None, llm: bool = True,
-              configurations: Mapping[str, str] | None = None, seeds: tuple[int, ...] | None = None) -> Page:
+def open_page(
+    name: str,
+    profile: str,
+    runs_dir: str | Path = "runs",
+    *,
+    server: Mapping[str, Any] | None = None,
+    sample: Mapping[str, Any] | None = None,
+    llm: bool = True,
+    configurations: Mapping[str, str] | None = None,
+    seeds: tuple[int, ...] | None = None,
+) -> Page:
     """The study and seeded choices a chapter's parameters ask for; ``llm=False`` for a page that asks no model.
 
     ``sample['runs']`` keeps the first N of the profile's seeds (None: all of them), or
@@ -116,22 +130,36 @@ def open_page(name: str, profile: str, runs_dir: str | Path = "runs", *, server:
         study.profile = study.profile.with_llm_facts(int(sampled["llm_limit"]))
     if sampled["llm_fraction"] is not None:  # a rehearsal: a share of every LLM sample
         study.profile = replace(study.profile, llm_fraction=float(sampled["llm_fraction"]))
-    page = Page(name, profile, study, interval=dict(resamples=sampled["bootstrap_resamples"], seed=sampled["seed"]),
-                protocol_check=bool(sampled["protocol_check"]))
+    page = Page(
+        name,
+        profile,
+        study,
+        interval=dict(resamples=sampled["bootstrap_resamples"], seed=sampled["seed"]),
+        protocol_check=bool(sampled["protocol_check"]),
+    )
     collect_warnings(log_path(runs_dir, profile, name))  # in a notebook: one line per cell, the rest in the log
     if llm:
         chosen = study.seeds(sampled["runs"]) if seeds is None else tuple(seeds)
         base_url = served.get("base_url")
-        first = ModelChoice.resolve(profile, backend=served.get("backend"), model=served.get("model"),
-                                    base_urls=base_url.split(",") if base_url else None, seed=chosen[0],
-                                    cache=Path(served.get("cache_dir") or DEFAULT_CACHE_DIR) / "responses.sqlite",
-                                    max_in_flight=served.get("max_in_flight"), thinking=served.get("thinking"),
-                                    replay=served.get("replay"), request_timeout=served.get("request_timeout"))
+        first = ModelChoice.resolve(
+            profile,
+            backend=served.get("backend"),
+            model=served.get("model"),
+            base_urls=base_url.split(",") if base_url else None,
+            seed=chosen[0],
+            cache=Path(served.get("cache_dir") or DEFAULT_CACHE_DIR) / "responses.sqlite",
+            max_in_flight=served.get("max_in_flight"),
+            thinking=served.get("thinking"),
+            replay=served.get("replay"),
+            request_timeout=served.get("request_timeout"),
+        )
         page.choices = tuple(replace(first, seed=s) for s in chosen)
     if page.protocol_check:
         model = f" with {page.choice.model}" if page.choices else ""
-        print(f"PROTOCOL CHECK: profile {profile}{model} on a tiny sample; these are not paper numbers and are "
-              "neither compared with nor recorded as this profile's values.")
+        print(
+            f"PROTOCOL CHECK: profile {profile}{model} on a tiny sample; these are not paper numbers and are "
+            "neither compared with nor recorded as this profile's values."
+        )
     return page
 
 

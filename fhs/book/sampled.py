@@ -63,13 +63,17 @@ def ran_line(runs: Iterable[Run], what: str) -> str:
     tokens = sum(cost["tokens_in"] + cost["tokens_out"] for cost in costs)
     seconds = sum(cost.get("recorded_seconds", cost.get("model_seconds", 0.0)) for cost in costs)
     counted = f"{len(distinct)} run" + ("s" if len(distinct) != 1 else "")
-    return (f"{what} ran end to end on {facts} facts per run ({counted}): {calls:,} model calls, "
-            f"{tokens:,} tokens, {seconds / 60:.1f} min of model time when first made. Too few facts to judge "
-            "the paper's comparisons; open for every table.")
+    return (
+        f"{what} ran end to end on {facts} facts per run ({counted}): {calls:,} model calls, "
+        f"{tokens:,} tokens, {seconds / 60:.1f} min of model time when first made. Too few facts to judge "
+        "the paper's comparisons; open for every table."
+    )
 
 
 def lead_line(tables: Sequence[str] = ()) -> str:
     """The sentence under a protocol run's lead that says where the page's other tables went."""
     named = f" ({', '.join(tables)})" if tables else ""
-    return (f"The page's other tables{named} ran on this profile's few facts and sit in one folded block at the "
-            "end of the page; the paper and gpu-sample profiles show them in their sections.")
+    return (
+        f"The page's other tables{named} ran on this profile's few facts and sit in one folded block at the "
+        "end of the page; the paper and gpu-sample profiles show them in their sections."
+    )

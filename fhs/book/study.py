@@ -65,8 +65,7 @@ class Run:
         return list(self.iter_records())
 
     def interval(self, metric: str, rank_key: str = "rank", **kw):
-        return metric_interval(self.summaries if rank_key == "rank" else self.records, metric,
-                               rank_key=rank_key, **kw)
+        return metric_interval(self.summaries if rank_key == "rank" else self.records, metric, rank_key=rank_key, **kw)
 
 
 def over_runs(runs: list[Run], metric: str, rank_key: str = "rank", **kw) -> RunsEstimate:
@@ -97,9 +96,12 @@ class Study:
             name = experiment.spec.name
             known = self._experiments.get(name)
             if known is not None and known.spec != experiment.spec:
-                raise InputError(f"another dataset of this study is already named {name!r}",
-                                 path=experiment.spec.source, field="name",
-                                 fix="give each spec file its own name")
+                raise InputError(
+                    f"another dataset of this study is already named {name!r}",
+                    path=experiment.spec.source,
+                    field="name",
+                    fix="give each spec file its own name",
+                )
             self._experiments[dataset] = self._experiments.setdefault(name, experiment)
         return self._experiments[dataset]
 
@@ -142,8 +144,17 @@ class Study:
         """The named FHS configuration this study uses on ``dataset`` (``paper`` unless set)."""
         return self.configurations.get(dataset, DEFAULT_CONFIG)
 
-    def spec(self, dataset: str, method: str, model: ModelChoice | None = None, *, config: FHSConfig | None = None,
-             tag: str = "", w_cov: float | None = None, retriever: str = DEFAULT_RETRIEVER) -> RunSpec:
+    def spec(
+        self,
+        dataset: str,
+        method: str,
+        model: ModelChoice | None = None,
+        *,
+        config: FHSConfig | None = None,
+        tag: str = "",
+        w_cov: float | None = None,
+        retriever: str = DEFAULT_RETRIEVER,
+    ) -> RunSpec:
         """The run :meth:`run` (no ``model``) or :meth:`run_llm` would execute, for :meth:`run_all`.
 
         With a model, the seed is the model choice's and the selector is on
@@ -153,24 +164,50 @@ class Study:
         FHS settings. A dense or hybrid ``retriever`` uses the profile's
         embedding model and leaves label coverage off unless ``w_cov`` is given.
         """
-        dense_model = DEFAULT_MODEL if retriever == DEFAULT_RETRIEVER else \
-            self.profile.dense_model_for(self.experiment(dataset).taxonomy.name)
-        spec = RunSpec(dataset=self.dataset_name(dataset), method=method, retriever=retriever,
-                       dense_model=dense_model, w_cov=w_cov, tag=tag)
+        dense_model = (
+            DEFAULT_MODEL
+            if retriever == DEFAULT_RETRIEVER
+            else self.profile.dense_model_for(self.experiment(dataset).taxonomy.name)
+        )
+        spec = RunSpec(
+            dataset=self.dataset_name(dataset),
+            method=method,
+            retriever=retriever,
+            dense_model=dense_model,
+            w_cov=w_cov,
+            tag=tag,
+        )
         if model is None:
             return spec
         spec = replace(spec, model=model, seed=model.seed, configuration=self.configuration(dataset), selector=True)
         return spec if config is None else spec.with_config(config, model.profile.fhs_config())
 
-    def run(self, dataset: str, method: str, *, w_cov: float | None = None, tag: str = "",
-            facts: list[Fact] | None = None, retriever: str = DEFAULT_RETRIEVER) -> Run:
+    def run(
+        self,
+        dataset: str,
+        method: str,
+        *,
+        w_cov: float | None = None,
+        tag: str = "",
+        facts: list[Fact] | None = None,
+        retriever: str = DEFAULT_RETRIEVER,
+    ) -> Run:
         """Run (or reload) an LLM-free ``method`` on ``dataset``'s sample under this profile."""
         spec = self.spec(dataset, method, tag=tag, w_cov=w_cov, retriever=retriever)
         return self.run_all([spec], None if facts is None else {spec.dataset: facts})[0]
 
-    def run_llm(self, dataset: str, method: str, model: ModelChoice, *, config: FHSConfig | None = None,
-                tag: str = "", facts: list[Fact] | None = None, w_cov: float | None = None,
-                retriever: str = DEFAULT_RETRIEVER) -> Run:
+    def run_llm(
+        self,
+        dataset: str,
+        method: str,
+        model: ModelChoice,
+        *,
+        config: FHSConfig | None = None,
+        tag: str = "",
+        facts: list[Fact] | None = None,
+        w_cov: float | None = None,
+        retriever: str = DEFAULT_RETRIEVER,
+    ) -> Run:
         """Run an LLM method (or ``direct`` with the shared selector) with ``model`` on the profile's sample.
 
         Records are cached on disk: a larger sample only adds the facts not yet
@@ -179,8 +216,9 @@ class Study:
         spec = self.spec(dataset, method, model, config=config, tag=tag, w_cov=w_cov, retriever=retriever)
         return self.run_all([spec], None if facts is None else {spec.dataset: facts})[0]
 
-    def run_all(self, specs: Sequence[RunSpec], facts: Mapping[str, Sequence[Fact]] | None = None, *,
-                workers: int | None = None) -> list[Run]:
+    def run_all(
+        self, specs: Sequence[RunSpec], facts: Mapping[str, Sequence[Fact]] | None = None, *, workers: int | None = None
+    ) -> list[Run]:
         """Execute many runs together; one :class:`Run` per spec, in order.
 
         ``facts`` gives a dataset's facts (default: the profile's sample, for
@@ -196,8 +234,9 @@ class Study:
         if workers is None:
             workers = max([spec.model.profile.workers for spec in specs if spec.model is not None] or [1])
         runs = [(spec, self.experiment(spec.dataset), facts_of(spec)) for spec in specs]
-        outcomes = run_all(runs, root=self.root / self.profile.name, workers=workers, progress=self.progress,
-                           refused=self.refused)
+        outcomes = run_all(
+            runs, root=self.root / self.profile.name, workers=workers, progress=self.progress, refused=self.refused
+        )
         for spec, outcome in zip(specs, outcomes):
             if spec.model is not None and spec.model.replay is not None:  # a call the archive lacks is an error
                 from fhs.run.archive import replay_failures
@@ -205,15 +244,35 @@ class Study:
                 problem = replay_failures(outcome.metrics, spec.model.replay, outcome.path)
                 if problem is not None:
                     raise problem
-        return [Run(spec.dataset, spec.method, outcome.path, evaluated(outcome.summaries, self.refused),
-                    outcome.metrics, self.refused) for spec, outcome in zip(specs, outcomes)]
+        return [
+            Run(
+                spec.dataset,
+                spec.method,
+                outcome.path,
+                evaluated(outcome.summaries, self.refused),
+                outcome.metrics,
+                self.refused,
+            )
+            for spec, outcome in zip(specs, outcomes)
+        ]
 
 
-def llm_study(profile: str, runs_dir: str | Path, *, llm_limit: int | None = None, backend: str | None = None,
-              model: str | None = None, base_url: str | None = None, cache_dir: str | Path = ".fhs-cache",
-              seed: int = 0, max_in_flight: int | None = None, thinking: bool | None = None,
-              replay: str | Path | None = None, llm_fraction: float | None = None,
-              request_timeout: float | None = None) -> tuple[Study, ModelChoice]:
+def llm_study(
+    profile: str,
+    runs_dir: str | Path,
+    *,
+    llm_limit: int | None = None,
+    backend: str | None = None,
+    model: str | None = None,
+    base_url: str | None = None,
+    cache_dir: str | Path = ".fhs-cache",
+    seed: int = 0,
+    max_in_flight: int | None = None,
+    thinking: bool | None = None,
+    replay: str | Path | None = None,
+    llm_fraction: float | None = None,
+    request_timeout: float | None = None,
+) -> tuple[Study, ModelChoice]:
     """A chapter's study and model from its parameters cell, with the cache chapter 2 uses.
 
     Chapters that share this cache and sample (``runs_dir``/``cache_dir``) share FHS's calls.
@@ -224,9 +283,16 @@ def llm_study(profile: str, runs_dir: str | Path, *, llm_limit: int | None = Non
         study.profile = study.profile.with_llm_facts(int(llm_limit))
     if llm_fraction is not None:  # a rehearsal: a share of every LLM sample
         study.profile = replace(study.profile, llm_fraction=float(llm_fraction))
-    choice = ModelChoice.resolve(profile, backend=backend, model=model,
-                                 base_urls=base_url.split(",") if base_url else None,
-                                 seed=seed, cache=Path(cache_dir) / "responses.sqlite",
-                                 max_in_flight=max_in_flight, thinking=thinking, replay=replay,
-                                 request_timeout=request_timeout)
+    choice = ModelChoice.resolve(
+        profile,
+        backend=backend,
+        model=model,
+        base_urls=base_url.split(",") if base_url else None,
+        seed=seed,
+        cache=Path(cache_dir) / "responses.sqlite",
+        max_in_flight=max_in_flight,
+        thinking=thinking,
+        replay=replay,
+        request_timeout=request_timeout,
+    )
     return study, choice

@@ -49,8 +49,14 @@ class ProfileParameters:
 SERVER_KEYS = ("backend", "model", "base_url", "max_in_flight", "request_timeout", "thinking", "replay", "cache_dir")
 SAMPLE_KEYS = ("llm_limit", "llm_fraction", "runs", "seed", "bootstrap_resamples", "protocol_check")
 MAPPINGS = {"server": SERVER_KEYS, "sample": SAMPLE_KEYS}
-SAMPLE_DEFAULTS: dict[str, Any] = {"llm_limit": None, "llm_fraction": None, "runs": None, "seed": 20260724,
-                                   "bootstrap_resamples": 2000, "protocol_check": False}
+SAMPLE_DEFAULTS: dict[str, Any] = {
+    "llm_limit": None,
+    "llm_fraction": None,
+    "runs": None,
+    "seed": 20260724,
+    "bootstrap_resamples": 2000,
+    "protocol_check": False,
+}
 
 
 def merged(base: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
@@ -122,14 +128,24 @@ def check_chapters(toc_path: Path, stems: Iterable[str]) -> None:
     stems = list(stems)
     if listed != stems:
         missing, extra = [s for s in stems if s not in listed], [s for s in listed if s not in stems]
-        differs = "; ".join(part for part in (missing and f"not listed: {', '.join(missing)}",
-                                              extra and f"not registered: {', '.join(extra)}") if part)
-        raise InputError(f"the chapters differ from fhs/book/registry.py's ({differs or 'another order'})",
-                         path=toc_path, fix="list each registered chapter once, as book/<stem>, in the registry's order")
+        differs = "; ".join(
+            part
+            for part in (
+                missing and f"not listed: {', '.join(missing)}",
+                extra and f"not registered: {', '.join(extra)}",
+            )
+            if part
+        )
+        raise InputError(
+            f"the chapters differ from fhs/book/registry.py's ({differs or 'another order'})",
+            path=toc_path,
+            fix="list each registered chapter once, as book/<stem>, in the registry's order",
+        )
 
 
-def chapters_from_toc(root: Path, toc_name: str = "_toc.yml", notebooks_dir: str = "notebooks",
-                      summaries: Iterable[str] = ()) -> list[Chapter]:
+def chapters_from_toc(
+    root: Path, toc_name: str = "_toc.yml", notebooks_dir: str = "notebooks", summaries: Iterable[str] = ()
+) -> list[Chapter]:
     """The TOC entries that are notebooks: ``book/X`` backed by ``notebooks/X.py``.
 
     An entry with neither a prose page (``book/X.md``) nor a notebook source is an
@@ -144,14 +160,19 @@ def chapters_from_toc(root: Path, toc_name: str = "_toc.yml", notebooks_dir: str
         prose = root / entry_path.parent / f"{stem}.md"
         if source.is_file():
             if prose.is_file():
-                raise InputError(f"both {prose.relative_to(root)} and {source.relative_to(root)} exist",
-                                 path=root / toc_name, fix="keep one source per TOC entry")
+                raise InputError(
+                    f"both {prose.relative_to(root)} and {source.relative_to(root)} exist",
+                    path=root / toc_name,
+                    fix="keep one source per TOC entry",
+                )
             output = root / entry_path.parent / f"{stem}.ipynb"
             chapters.append(Chapter(stem, source, output, summary=stem in summaries))
         elif not prose.is_file():
-            raise InputError(f"TOC entry {entry!r} has no source",
-                             path=root / toc_name,
-                             fix=f"write {prose.relative_to(root)} or {source.relative_to(root)}")
+            raise InputError(
+                f"TOC entry {entry!r} has no source",
+                path=root / toc_name,
+                fix=f"write {prose.relative_to(root)} or {source.relative_to(root)}",
+            )
     return chapters
 
 
@@ -169,8 +190,12 @@ class ProfileFile:
         try:
             return self.profiles[name]
         except KeyError:
-            raise InputError(f"unknown profile {name!r}", path=self.path, field="profiles",
-                             fix=f"choose one of {', '.join(self.profiles)}") from None
+            raise InputError(
+                f"unknown profile {name!r}",
+                path=self.path,
+                field="profiles",
+                fix=f"choose one of {', '.join(self.profiles)}",
+            ) from None
 
     def parameters(self, profile: str, stem: str) -> dict[str, Any]:
         """The profile's parameters with the chapter's overrides for that profile on top."""
@@ -188,10 +213,8 @@ def load_profiles(path: Path) -> ProfileFile:
     profiles: dict[str, ProfileParameters] = {}
     for name, spec in (raw.get("profiles") or {}).items():
         if not isinstance(spec, dict) or not isinstance(spec.get("parameters"), dict):
-            raise InputError("a profile needs a 'parameters' mapping", path=path,
-                             field=f"profiles.{name}.parameters")
-        profiles[str(name)] = ProfileParameters(str(name), str(spec.get("description", "")),
-                                                dict(spec["parameters"]))
+            raise InputError("a profile needs a 'parameters' mapping", path=path, field=f"profiles.{name}.parameters")
+        profiles[str(name)] = ProfileParameters(str(name), str(spec.get("description", "")), dict(spec["parameters"]))
     if not profiles:
         raise InputError("no profiles defined", path=path, field="profiles")
     overrides: dict[str, dict[str, dict[str, Any]]] = {}
@@ -205,11 +228,17 @@ def load_profiles(path: Path) -> ProfileFile:
         per_profile = {}
         for profile, params in (spec.get("parameters") or {}).items():
             if profile not in profiles:
-                raise InputError(f"override for unknown profile {profile!r}", path=path,
-                                 field=f"chapters.{stem}.parameters.{profile}")
+                raise InputError(
+                    f"override for unknown profile {profile!r}",
+                    path=path,
+                    field=f"chapters.{stem}.parameters.{profile}",
+                )
             if not isinstance(params, dict):
-                raise InputError("overrides are a mapping of parameter -> value", path=path,
-                                 field=f"chapters.{stem}.parameters.{profile}")
+                raise InputError(
+                    "overrides are a mapping of parameter -> value",
+                    path=path,
+                    field=f"chapters.{stem}.parameters.{profile}",
+                )
             per_profile[str(profile)] = dict(params)
         overrides[str(stem)] = per_profile
     return ProfileFile(path, profiles, overrides, tuple(summaries))

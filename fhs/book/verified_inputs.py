@@ -46,8 +46,11 @@ def vouched_inputs(config: dict, data, run_dir: Path | None = None) -> tuple[lis
             return facts, taxonomy, ""
         same_facts = _vouched(stamped, "facts", facts_digest, facts)
         same_taxonomy = _vouched(stamped, "taxonomy", taxonomy_digest, taxonomy)
-        notes = [_changed(f"the {part} of dataset {config['dataset']}", part)
-                 for part, same in (("facts", same_facts), ("taxonomy", same_taxonomy)) if not same]
+        notes = [
+            _changed(f"the {part} of dataset {config['dataset']}", part)
+            for part, same in (("facts", same_facts), ("taxonomy", same_taxonomy))
+            if not same
+        ]
         return (facts if same_facts else []), (taxonomy if same_taxonomy else None), "; ".join(notes)
     return [], None, "run-config.json names no dataset or facts file: context not shown"
 
@@ -98,8 +101,10 @@ def _own_files(sources: dict, stamped: dict, data) -> tuple[list[Fact], Taxonomy
     if loaded is not None and taxonomy is None:
         notes.append(_changed(f"the taxonomy {name}", "taxonomy"))
     if "facts" not in stamped:
-        notes.append("run-config.json holds no digest of its facts file (inputs.facts), so nothing vouches "
-                     f"for {facts_path}: context not shown")
+        notes.append(
+            "run-config.json holds no digest of its facts file (inputs.facts), so nothing vouches "
+            f"for {facts_path}: context not shown"
+        )
         return [], taxonomy, "; ".join(notes)
     if not facts_path.is_file():
         return [], taxonomy, "; ".join([*notes, f"the run's facts file {facts_path} is gone: context not shown"])

@@ -24,8 +24,11 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as error:
         print(f"fhs: error: {error}", file=sys.stderr)
         return 2
-    kept = f"; finished facts are kept in {args.out}, run the same command again to continue" \
-        if getattr(args, "out", None) and args.command != "archive" else ""
+    kept = (
+        f"; finished facts are kept in {args.out}, run the same command again to continue"
+        if getattr(args, "out", None) and args.command != "archive"
+        else ""
+    )
     try:
         if args.command == "run":
             cmd_run(args)
@@ -56,7 +59,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fhs: error: {where}{error.strerror or error}{kept}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"fhs: stopped{kept.replace('; finished', ': finished')}" if kept else "fhs: stopped",
-              file=sys.stderr)
+        print(f"fhs: stopped{kept.replace('; finished', ': finished')}" if kept else "fhs: stopped", file=sys.stderr)
         return 130
     return 0

@@ -40,7 +40,7 @@ class InputError(ValueError):
             where.append(f"line {self.line}")
         if self.field:
             where.append(f"field '{self.field}'")
-        text = (": ".join([", ".join(where), self.problem]) if where else self.problem)
+        text = ": ".join([", ".join(where), self.problem]) if where else self.problem
         if self.fix:
             text += f" ({self.fix})"
         return text
@@ -64,8 +64,7 @@ def choose(registry: Mapping[str, T], name: str, what: str) -> T:
     try:
         return registry[name]
     except KeyError:
-        raise InputError(f"unknown {what} {name!r}", field=what,
-                         fix=f"choose one of {', '.join(registry)}") from None
+        raise InputError(f"unknown {what} {name!r}", field=what, fix=f"choose one of {', '.join(registry)}") from None
 
 
 WARNINGS = logging.getLogger("fhs.warnings")  # a handler here takes every warning instead of stderr

@@ -68,6 +68,10 @@ def utf8_error(path: str | os.PathLike):
         data.decode("utf-8")
     except UnicodeDecodeError as error:
         line = data.count(b"\n", 0, error.start) + 1
-        return InputError(f"not UTF-8 text (byte offset {error.start}: {data[error.start:error.start + 1]!r})",
-                          path=path, line=line, fix="save the file as UTF-8")
+        return InputError(
+            f"not UTF-8 text (byte offset {error.start}: {data[error.start : error.start + 1]!r})",
+            path=path,
+            line=line,
+            fix="save the file as UTF-8",
+        )
     return InputError("not UTF-8 text", path=path, fix="save the file as UTF-8")

@@ -29,5 +29,4 @@ def line_problem(text: str, limit: int) -> str | None:
 def markdown_literal(text: str) -> str:
     """``text`` as Markdown that shows exactly these characters: punctuation escaped, control characters
     (a newline would end a table row) shown as spaces."""
-    return "".join("\\" + ch if ch in _ESCAPED else " " if unicodedata.category(ch)[0] == "C" else ch
-                   for ch in text)
+    return "".join("\\" + ch if ch in _ESCAPED else " " if unicodedata.category(ch)[0] == "C" else ch for ch in text)

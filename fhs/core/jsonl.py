@@ -24,9 +24,17 @@ def iter_objects(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
         try:
             record = json.loads(line)
         except json.JSONDecodeError as error:
-            raise InputError(f"not valid JSON ({error.msg} at column {error.colno})", path=path, line=number,
-                             fix="write one JSON object per line") from None
+            raise InputError(
+                f"not valid JSON ({error.msg} at column {error.colno})",
+                path=path,
+                line=number,
+                fix="write one JSON object per line",
+            ) from None
         if not isinstance(record, dict):
-            raise InputError(f"expected a JSON object, got {type(record).__name__}", path=path, line=number,
-                             fix="write one JSON object per line")
+            raise InputError(
+                f"expected a JSON object, got {type(record).__name__}",
+                path=path,
+                line=number,
+                fix="write one JSON object per line",
+            )
         yield number, record

@@ -57,8 +57,9 @@ def tokenize(text: str) -> list[str]:
 @lru_cache(maxsize=1 << 13)
 def _word_tokens(word: str) -> tuple[str, ...]:
     """The normalised tokens of one alphanumeric run: the run itself, then its camel-case parts."""
-    return tuple(token for token in map(normalize_token, [word, *_ALNUM.findall(camel_split(word))])
-                 if token is not None)
+    return tuple(
+        token for token in map(normalize_token, [word, *_ALNUM.findall(camel_split(word))]) if token is not None
+    )
 
 
 def token_set(text: str) -> frozenset[str]:

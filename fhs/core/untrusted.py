@@ -94,8 +94,11 @@ def read_text(path: str | Path) -> str:
         try:
             return data.decode("utf-16")
         except UnicodeDecodeError as error:
-            raise InputError(f"starts with UTF-16's byte order mark but is not UTF-16 text (byte offset "
-                             f"{error.start})", path=path, fix="save the file as UTF-8") from None
+            raise InputError(
+                f"starts with UTF-16's byte order mark but is not UTF-16 text (byte offset {error.start})",
+                path=path,
+                fix="save the file as UTF-8",
+            ) from None
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError:

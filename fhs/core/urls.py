@@ -55,12 +55,14 @@ def server_url(url: object, field: str = "base-url") -> str:
         parts = urlsplit(url.strip())
         parts.port  # noqa: B018 (a port that is not a number, or out of range, raises here)
     except ValueError as error:
-        raise InputError(f"not a valid URL: {shown(public_url(url))} ({error})", field=field,
-                         fix=f"pass {example}") from None
+        raise InputError(
+            f"not a valid URL: {shown(public_url(url))} ({error})", field=field, fix=f"pass {example}"
+        ) from None
     if parts.scheme.lower() not in SCHEMES:
         said = f"its scheme is {parts.scheme!r}" if parts.scheme and parts.netloc else "it has no http:// or https://"
-        raise InputError(f"not an HTTP server URL: {shown(public_url(url))} ({said})", field=field,
-                         fix=f"pass {example}")
+        raise InputError(
+            f"not an HTTP server URL: {shown(public_url(url))} ({said})", field=field, fix=f"pass {example}"
+        )
     if not parts.hostname:
         raise InputError(f"no host in {shown(public_url(url))}", field=field, fix=f"pass {example}")
     return url.strip()

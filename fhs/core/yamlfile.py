@@ -33,19 +33,27 @@ def read_yaml_file(path: str | os.PathLike, *, limit: int = MAX_YAML_BYTES, tree
     with open(path, "rb") as handle:  # at most limit + 1 bytes, whatever the file claims to be
         data = handle.read(limit + 1)
     if len(data) > limit:
-        raise InputError(f"larger than {limit / (1 << 20):g} MiB, far more than such a file holds", path=path,
-                         fix="pass the YAML file meant here")
+        raise InputError(
+            f"larger than {limit / (1 << 20):g} MiB, far more than such a file holds",
+            path=path,
+            fix="pass the YAML file meant here",
+        )
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
         line = data.count(b"\n", 0, error.start) + 1
-        raise InputError(f"not UTF-8 text (byte offset {error.start}: {data[error.start:error.start + 1]!r})",
-                         path=path, line=line, fix="save the file as UTF-8") from None
+        raise InputError(
+            f"not UTF-8 text (byte offset {error.start}: {data[error.start : error.start + 1]!r})",
+            path=path,
+            line=line,
+            fix="save the file as UTF-8",
+        ) from None
     return parse_yaml(text, path=path, tree=tree)
 
 
-def parse_yaml(text: str, *, path: str | os.PathLike | None = None, field: str | None = None,
-               tree: bool = False) -> Any:
+def parse_yaml(
+    text: str, *, path: str | os.PathLike | None = None, field: str | None = None, tree: bool = False
+) -> Any:
     """``text`` parsed with the safe loader and the alias bound (``tree``: also its node tree)."""
     loader = yaml.SafeLoader(text)
     try:
@@ -56,8 +64,12 @@ def parse_yaml(text: str, *, path: str | os.PathLike | None = None, field: str |
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         problem = getattr(error, "problem", None) or str(error).splitlines()[0]
-        raise InputError(f"not valid YAML ({problem})", path=path, field=field,
-                         line=None if mark is None or path is None else mark.line + 1) from None
+        raise InputError(
+            f"not valid YAML ({problem})",
+            path=path,
+            field=field,
+            line=None if mark is None or path is None else mark.line + 1,
+        ) from None
     except RecursionError:
         raise InputError("not usable YAML: nested too deeply", path=path, field=field) from None
     finally:
@@ -84,15 +96,22 @@ def _check_expansion(root: yaml.Node, path, field) -> None:
             # the values this node expands to, beyond every distinct value met so far: a lower bound
             # of what aliases add to the whole document
             if size[key] - distinct > MAX_ALIAS_VALUES:
-                raise InputError(f"not usable YAML: its aliases (*name) would repeat more than "
-                                 f"{MAX_ALIAS_VALUES:,} values", path=path, field=field,
-                                 fix="write the values out, or use fewer aliases")
+                raise InputError(
+                    f"not usable YAML: its aliases (*name) would repeat more than {MAX_ALIAS_VALUES:,} values",
+                    path=path,
+                    field=field,
+                    fix="write the values out, or use fewer aliases",
+                )
             continue
         if key in size:
             continue
         if key in on_path:
-            raise InputError("not usable YAML: an alias refers to a value that contains it", path=path,
-                             field=field, line=node.start_mark.line + 1 if path is not None else None)
+            raise InputError(
+                "not usable YAML: an alias refers to a value that contains it",
+                path=path,
+                field=field,
+                line=node.start_mark.line + 1 if path is not None else None,
+            )
         on_path.add(key)
         distinct += 1
         stack.append((node, True))

@@ -94,7 +94,7 @@ def data_dir(explicit: str | os.PathLike | None = None) -> Path:
         raise InputError(
             f"no data directory: set {ENV_VAR} or pass --data",
             fix=f"e.g. export {ENV_VAR}=../shared/data, or fetch the data with `fhs data fetch`; "
-                "see book/data.md for where each dataset comes from",
+            "see book/data.md for where each dataset comes from",
         )
     path = Path(raw).expanduser()
     if not path.is_dir():

@@ -68,8 +68,12 @@ class Phrase:
         # matching its remaining tokens would also match "without complications".
         raw = re.findall(r"[A-Za-z0-9]+", text)
         whole = all(normalize_token(word) is not None for word in raw)
-        return cls(text=text, pattern=pattern, tokens=frozenset(tokenize(text)) if whole else frozenset(),
-                   words=frozenset(_WORD.findall(text.lower())))
+        return cls(
+            text=text,
+            pattern=pattern,
+            tokens=frozenset(tokenize(text)) if whole else frozenset(),
+            words=frozenset(_WORD.findall(text.lower())),
+        )
 
     def matches(self, lowered: str, tokens: frozenset[str], words: frozenset[str] | None = None) -> bool:
         """Whether the phrase occurs in ``lowered`` (``words``: its letter-and-digit runs, if known)."""
@@ -137,8 +141,13 @@ class Domain:
         profiles are stored once, so an entry costs its key, not a tree of tuples.
         """
         metadata = concept.metadata or {}
-        key = (concept.id, concept.label, concept.definition, concept.datatype,
-               tuple(str(metadata.get(d.from_metadata, "")) for d in self.profile if d.from_metadata))
+        key = (
+            concept.id,
+            concept.label,
+            concept.definition,
+            concept.datatype,
+            tuple(str(metadata.get(d.from_metadata, "")) for d in self.profile if d.from_metadata),
+        )
         known = self._profiles.get(key)
         if known is None:
             if len(self._profiles) >= PROFILES_HELD:
@@ -157,6 +166,7 @@ class Domain:
 
 # ---- loading ------------------------------------------------------------------
 
+
 def available_domains() -> list[str]:
     return sorted(path.stem for path in DOMAINS_DIR.glob("*.yaml"))
 
@@ -167,8 +177,10 @@ def domain_path(name_or_path: str | Path) -> Path:
     if not (path.suffix in (".yaml", ".yml") or path.is_file()):
         path = DOMAINS_DIR / f"{name_or_path}.yaml"
         if not path.is_file():
-            raise InputError(f"unknown domain {str(name_or_path)!r}",
-                             fix=f"use one of {available_domains()} or the path of a domain YAML file")
+            raise InputError(
+                f"unknown domain {str(name_or_path)!r}",
+                fix=f"use one of {available_domains()} or the path of a domain YAML file",
+            )
     return path.resolve()
 
 
@@ -220,8 +232,7 @@ def with_line(error: InputError, tree: yaml.Node | None) -> InputError:
     """The same error, with the line its key path sits on."""
     if error.line is not None or tree is None:
         return error
-    return InputError(error.problem, path=error.path, line=line_of(tree, error.field), field=error.field,
-                      fix=error.fix)
+    return InputError(error.problem, path=error.path, line=line_of(tree, error.field), field=error.field, fix=error.fix)
 
 
 def domain_from_dict(data: Any, *, path: str | Path | None = None) -> Domain:
@@ -237,25 +248,33 @@ def domain_from_dict(data: Any, *, path: str | Path | None = None) -> Domain:
         reader.mapping(item, where)
         name = reader.text(reader.get(item, "name", where), f"{where}.name")
         if not _DIMENSION_NAME.fullmatch(name):
-            raise InputError(f"dimension names are upper-case identifiers, got {shown(name)}", path=path,
-                             field=f"{where}.name")
+            raise InputError(
+                f"dimension names are upper-case identifiers, got {shown(name)}", path=path, field=f"{where}.name"
+            )
         if name in {d.name for d in dimensions}:
             raise InputError(f"duplicate dimension {name!r}", path=path, field=f"{where}.name")
         gloss = reader.text(reader.get(item, "gloss", where), f"{where}.gloss")
         verifier_gloss = reader.text(item.get("verifier_gloss", gloss), f"{where}.verifier_gloss")
-        examples = tuple(reader.text(v, f"{where}.examples[{i}]")
-                         for i, v in enumerate(reader.sequence(item.get("examples", []), f"{where}.examples")))
+        examples = tuple(
+            reader.text(v, f"{where}.examples[{i}]")
+            for i, v in enumerate(reader.sequence(item.get("examples", []), f"{where}.examples"))
+        )
         dimensions.append(Dimension(name, gloss, verifier_gloss, examples))
 
     operators: list[Operator] = []
     for index, item in enumerate(reader.sequence(data.get("operators", []), "operators")):
         where = f"operators[{index}]"
         reader.mapping(item, where)
-        operators.append(Operator(reader.text(reader.get(item, "name", where), f"{where}.name"),
-                                  reader.text(reader.get(item, "gloss", where), f"{where}.gloss")))
+        operators.append(
+            Operator(
+                reader.text(reader.get(item, "name", where), f"{where}.name"),
+                reader.text(reader.get(item, "gloss", where), f"{where}.gloss"),
+            )
+        )
     if not operators or "direct_label" not in {o.name for o in operators}:
-        raise InputError("the operator list must include direct_label (the parser's default)", path=path,
-                         field="operators")
+        raise InputError(
+            "the operator list must include direct_label (the parser's default)", path=path, field="operators"
+        )
 
     profile: list[ProfileDimension] = []
     profile_raw = data.get("profile", {}) or {}

@@ -43,8 +43,9 @@ class DomainReport:
     def lines(self) -> list[str]:
         out = [f"error: {e}" for e in self.errors] + [f"warning: {w}" for w in self.warnings]
         if self.domain is not None:
-            summary = (f"{self.path}: {len(self.domain.dimensions)} dimensions, "
-                       f"{len(self.domain.profile)} profile dimensions")
+            summary = (
+                f"{self.path}: {len(self.domain.dimensions)} dimensions, {len(self.domain.profile)} profile dimensions"
+            )
             if self.profiles is not None:
                 summary += f", {self.profiles} distinct profiles over the taxonomy"
             out.append(summary + (", OK" if self.ok else ""))
@@ -87,17 +88,23 @@ def check_domain(path: str | Path, taxonomy: Taxonomy | None = None) -> DomainRe
         return f"{path}:{line_of(tree, where)}"
 
     if len(domain.dimensions) != DIMENSIONS:
-        report.warnings.append(f"{at('dimensions')}: field 'dimensions': {len(domain.dimensions)} dimensions, not "
-                               f"the paper's {DIMENSIONS}; FHS runs with them, but its factorization is six")
+        report.warnings.append(
+            f"{at('dimensions')}: field 'dimensions': {len(domain.dimensions)} dimensions, not "
+            f"the paper's {DIMENSIONS}; FHS runs with them, but its factorization is six"
+        )
     seen = Counter(d.verifier_gloss.lower() for d in domain.dimensions)
     for index, dimension in enumerate(domain.dimensions):
         where = f"dimensions[{index}]"
         if seen[dimension.verifier_gloss.lower()] > 1:
-            report.errors.append(f"{at(where + '.gloss')}: dimension {dimension.name} has the same verifier gloss "
-                                 f"as another dimension (the verifier could not tell them apart)")
+            report.errors.append(
+                f"{at(where + '.gloss')}: dimension {dimension.name} has the same verifier gloss "
+                f"as another dimension (the verifier could not tell them apart)"
+            )
         if "verifier_gloss" not in data["dimensions"][index]:
-            report.warnings.append(f"{at(where)}: dimension {dimension.name} has no verifier_gloss; "
-                                   f"the verifier reads the generator's gloss")
+            report.warnings.append(
+                f"{at(where)}: dimension {dimension.name} has no verifier_gloss; "
+                f"the verifier reads the generator's gloss"
+            )
         if not dimension.examples:
             report.warnings.append(f"{at(where)}: dimension {dimension.name} has no examples")
     for dim in domain.profile:
@@ -105,7 +112,8 @@ def check_domain(path: str | Path, taxonomy: Taxonomy | None = None) -> DomainRe
         for cat_a, a, cat_b, b in _overlaps(phrases):
             report.warnings.append(
                 f"{at(f'profile.{dim.name}.categories.{cat_b}')}: profile {dim.name}: phrase {b.text!r} of "
-                f"{cat_b} also matches {cat_a}'s {a.text!r}, so such concepts get both categories")
+                f"{cat_b} also matches {cat_a}'s {a.text!r}, so such concepts get both categories"
+            )
     if taxonomy is not None:
         _check_against(report, domain, taxonomy, at)
     return report
@@ -118,8 +126,12 @@ def _check_against(report: DomainReport, domain: Domain, taxonomy: Taxonomy, at)
         used = Counter(category for profile in profiles for category in profile[position][1])
         for name, _ in dim.categories:
             if not used[name]:
-                report.warnings.append(f"{at(f'profile.{dim.name}.categories.{name}')}: profile {dim.name}: "
-                                       f"category {name} matches no concept of {taxonomy.name}")
+                report.warnings.append(
+                    f"{at(f'profile.{dim.name}.categories.{name}')}: profile {dim.name}: "
+                    f"category {name} matches no concept of {taxonomy.name}"
+                )
         if dim.from_metadata and not any(dim.from_metadata in concept.metadata for concept in taxonomy):
-            report.warnings.append(f"{at(f'profile.{dim.name}.from_metadata')}: profile {dim.name}: no concept of "
-                                   f"{taxonomy.name} has metadata {dim.from_metadata!r}")
+            report.warnings.append(
+                f"{at(f'profile.{dim.name}.from_metadata')}: profile {dim.name}: no concept of "
+                f"{taxonomy.name} has metadata {dim.from_metadata!r}"
+            )

@@ -90,8 +90,9 @@ def located_lines(fact: Fact, field_chars: int | None = None) -> list[str]:
     return lines
 
 
-def evidence_block(fact: Fact, context_chars: int = CONTEXT_CHARS, field_chars: int | None = None,
-                   order: str = "shared-first") -> str:
+def evidence_block(
+    fact: Fact, context_chars: int = CONTEXT_CHARS, field_chars: int | None = None, order: str = "shared-first"
+) -> str:
     """The evidence every prompt shows.
 
     ``shared-first``: the source context, then (after a blank line) the located

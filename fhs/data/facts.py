@@ -82,8 +82,15 @@ _FIELDS = tuple(f.name for f in fields(Fact))
 _REQUIRED = ("id", "context_id", "modality", "value", "datatype", "context", "gold")
 _OPTIONAL = ("row_header", "column_header", "sentence", "metadata")
 # what a field is called elsewhere, where spelling alone suggests another field ('mention' looks like 'sentence')
-_MEANT = {"mention": "value", "mention_text": "value", "span": "value", "code": "gold", "codes": "gold",
-          "concept": "gold", "concepts": "gold"}
+_MEANT = {
+    "mention": "value",
+    "mention_text": "value",
+    "span": "value",
+    "code": "gold",
+    "codes": "gold",
+    "concept": "gold",
+    "concepts": "gold",
+}
 
 
 def fact_from_dict(record: Mapping[str, Any], *, path: str | Path | None = None, line: int | None = None) -> Fact:
@@ -91,38 +98,65 @@ def fact_from_dict(record: Mapping[str, Any], *, path: str | Path | None = None,
     unknown = [name for name in record if name not in _REQUIRED + _OPTIONAL]
     if unknown:
         name = str(unknown[0])
-        close = [_MEANT[name.casefold()]] if name.casefold() in _MEANT else \
-            difflib.get_close_matches(name, _REQUIRED + _OPTIONAL, n=1, cutoff=0.5)
+        close = (
+            [_MEANT[name.casefold()]]
+            if name.casefold() in _MEANT
+            else difflib.get_close_matches(name, _REQUIRED + _OPTIONAL, n=1, cutoff=0.5)
+        )
         hint = f"did you mean '{close[0]}'? " if close else ""
-        raise InputError("unknown field", path=path, line=line, field=name,
-                         fix=f"{hint}fields are {', '.join(_REQUIRED + _OPTIONAL)}; put anything else under metadata")
+        raise InputError(
+            "unknown field",
+            path=path,
+            line=line,
+            field=name,
+            fix=f"{hint}fields are {', '.join(_REQUIRED + _OPTIONAL)}; put anything else under metadata",
+        )
     for name in _REQUIRED:
         if name not in record:
-            raise InputError("missing required field", path=path, line=line, field=name,
-                             fix=f"each fact needs {', '.join(_REQUIRED)}")
+            raise InputError(
+                "missing required field",
+                path=path,
+                line=line,
+                field=name,
+                fix=f"each fact needs {', '.join(_REQUIRED)}",
+            )
     if record["modality"] not in MODALITIES:
-        raise InputError(f"expected one of {MODALITIES}, got {record['modality']!r}",
-                         path=path, line=line, field="modality")
+        raise InputError(
+            f"expected one of {MODALITIES}, got {record['modality']!r}", path=path, line=line, field="modality"
+        )
     gold = record["gold"]
     if isinstance(gold, str):
         gold = [gold]
     if not isinstance(gold, list) or not all(isinstance(g, str) and g.strip() for g in gold):
-        raise InputError("expected a list of concept ids, none of them empty or blank", path=path, line=line,
-                         field="gold", fix="a blank id would match every concept under gold_match 'prefix'")
+        raise InputError(
+            "expected a list of concept ids, none of them empty or blank",
+            path=path,
+            line=line,
+            field="gold",
+            fix="a blank id would match every concept under gold_match 'prefix'",
+        )
     for name in ("id", "context_id", "value", "datatype", "context", "row_header", "column_header", "sentence"):
         if name in record and not isinstance(record[name], (str, int, float)):
-            raise InputError(f"expected a string, got {type(record[name]).__name__}",
-                             path=path, line=line, field=name)
+            raise InputError(f"expected a string, got {type(record[name]).__name__}", path=path, line=line, field=name)
     if not str(record["value"]).strip() and not str(record["context"]).strip():
-        raise InputError("value and context are both empty, so there is nothing to locate", path=path, line=line,
-                         field="value", fix="give the cell value or mention text, and the visible context")
+        raise InputError(
+            "value and context are both empty, so there is nothing to locate",
+            path=path,
+            line=line,
+            field="value",
+            fix="give the cell value or mention text, and the visible context",
+        )
     metadata = record.get("metadata") or {}
     if not isinstance(metadata, dict):
         raise InputError("expected an object", path=path, line=line, field="metadata")
     if metadata.get("gold_match", "exact") not in GOLD_MATCHES:
-        raise InputError(f"expected one of {GOLD_MATCHES}, got {metadata['gold_match']!r}", path=path, line=line,
-                         field="metadata.gold_match",
-                         fix="prefix: any taxonomy id that starts with a gold id counts; exact: ids must be equal")
+        raise InputError(
+            f"expected one of {GOLD_MATCHES}, got {metadata['gold_match']!r}",
+            path=path,
+            line=line,
+            field="metadata.gold_match",
+            fix="prefix: any taxonomy id that starts with a gold id counts; exact: ids must be equal",
+        )
     return Fact(
         id=str(record["id"]),
         context_id=str(record["context_id"]),

@@ -76,10 +76,17 @@ class Backend:
     def client(self, settings: ClientSettings) -> LLM:
         """The client a run asks: the engine, behind the response cache where there is one."""
         if self.gold is not None:
-            raise InputError(f"the {self.name} model answers from a dataset's gold: it is built with the "
-                             "dataset (Experiment.llm_context), not on its own", field="backend")
-        engine = self.open(settings.model, base_urls=list(settings.base_urls) or None, thinking=settings.thinking,
-                           **self.options(settings))
+            raise InputError(
+                f"the {self.name} model answers from a dataset's gold: it is built with the "
+                "dataset (Experiment.llm_context), not on its own",
+                field="backend",
+            )
+        engine = self.open(
+            settings.model,
+            base_urls=list(settings.base_urls) or None,
+            thinking=settings.thinking,
+            **self.options(settings),
+        )
         return cached(engine, settings.cache_path, settings.replay_unparsed) if self.cached else engine
 
 
@@ -106,26 +113,42 @@ def server_urls(base_urls: Sequence[str] | None) -> list[str]:
 
 # --- openai: an OpenAI-compatible server (vLLM, llama.cpp's server, ...)
 
-def _open_openai(model: str, *, base_urls: Sequence[str] | None = None, thinking: bool | None = None,
-                 cache_dir: object = None, **kw: Any) -> LLM:
+
+def _open_openai(
+    model: str,
+    *,
+    base_urls: Sequence[str] | None = None,
+    thinking: bool | None = None,
+    cache_dir: object = None,
+    **kw: Any,
+) -> LLM:
     from fhs.llm.openai import OpenAIBackend
 
     return OpenAIBackend(server_urls(base_urls), model, thinking=thinking, **kw)
 
 
 def _openai_options(settings: ClientSettings) -> dict[str, Any]:
-    named = {"structured": settings.structured, "any_server": settings.any_server or None,
-             "max_in_flight": settings.max_in_flight, "timeout": settings.request_timeout,
-             "give_up_s": settings.give_up_after, "backoff_s": settings.retry_backoff}
+    named = {
+        "structured": settings.structured,
+        "any_server": settings.any_server or None,
+        "max_in_flight": settings.max_in_flight,
+        "timeout": settings.request_timeout,
+        "give_up_s": settings.give_up_after,
+        "backoff_s": settings.retry_backoff,
+    }
     return {key: value for key, value in named.items() if value is not None}
 
 
 def _openai_identity(settings: ClientSettings) -> Identity:
     from fhs.llm.openai import openai_identity
 
-    kind, name, provenance = openai_identity(settings.model, server_urls(settings.base_urls),
-                                             structured=settings.structured or "json_schema",
-                                             thinking=settings.thinking, any_server=settings.any_server)
+    kind, name, provenance = openai_identity(
+        settings.model,
+        server_urls(settings.base_urls),
+        structured=settings.structured or "json_schema",
+        thinking=settings.thinking,
+        any_server=settings.any_server,
+    )
     return kind, settings.model, name, provenance
 
 
@@ -141,8 +164,15 @@ def _openai_check(settings: ClientSettings) -> ClientSettings:
 
 # --- llama_cpp: a GGUF file in this process
 
-def _open_llama(model: str, *, base_urls: object = None, thinking: object = None,
-                cache_dir: str | os.PathLike | None = None, **kw: Any) -> LLM:
+
+def _open_llama(
+    model: str,
+    *,
+    base_urls: object = None,
+    thinking: object = None,
+    cache_dir: str | os.PathLike | None = None,
+    **kw: Any,
+) -> LLM:
     from fhs.llm.llama_cpp import LlamaCppBackend
     from fhs.llm.models import MODELS, model_path
 
@@ -191,8 +221,10 @@ def _gguf_digest(path: Path | None) -> str:
 
 # --- vllm: the vLLM engine in this process
 
-def _open_vllm(model: str, *, base_urls: object = None, thinking: bool | None = None, cache_dir: object = None,
-               **kw: Any) -> LLM:
+
+def _open_vllm(
+    model: str, *, base_urls: object = None, thinking: bool | None = None, cache_dir: object = None, **kw: Any
+) -> LLM:
     from fhs.llm.vllm import VLLMBackend
 
     return VLLMBackend(model, enable_thinking=bool(thinking), **kw)
@@ -203,6 +235,7 @@ def _vllm_identity(settings: ClientSettings) -> Identity:
 
 
 # --- oracle: every stage answered from the facts' gold (the oracle model)
+
 
 def _oracle_model() -> Any:
     """The oracle model's module, imported in this one place."""
@@ -215,9 +248,12 @@ def _oracle_check(settings: ClientSettings) -> ClientSettings:
     """Noise checked and written one way, so equal noise is one run folder; an archive is another source."""
     noise = str(_oracle_model().OracleNoise.parse(settings.oracle_noise))
     if settings.replay is not None:
-        raise InputError(f"--backend {ORACLE} answers from the facts' gold and --replay from an archive: "
-                         "a run takes its answers from one of them", field="replay",
-                         fix=f"leave out --replay to run the oracle, or --backend {ORACLE} to replay the archive")
+        raise InputError(
+            f"--backend {ORACLE} answers from the facts' gold and --replay from an archive: "
+            "a run takes its answers from one of them",
+            field="replay",
+            fix=f"leave out --replay to run the oracle, or --backend {ORACLE} to replay the archive",
+        )
     return replace(settings, oracle_noise=noise)
 
 
@@ -228,6 +264,7 @@ def _oracle_gold(settings: ClientSettings, facts: Any, taxonomy: Any, domain: An
 
 def _no_engine(why: str) -> Callable[..., LLM]:
     """An ``open`` for a backend with no engine of its own (``make_llm`` offers only ``ENGINES``)."""
+
     def refuse(*args: Any, **kw: Any) -> LLM:
         raise InputError(why, field="backend")
 
@@ -238,20 +275,52 @@ def _oracle_identity(settings: ClientSettings) -> Identity:
     return ORACLE, ORACLE, ORACLE, ""
 
 
-BACKENDS: Mapping[str, Backend] = {backend.name: backend for backend in (
-    Backend("openai", "an OpenAI-compatible server at --base-url", _open_openai, _openai_identity,
-            options=_openai_options, check=_openai_check, servers=True, paper_by_default=True, sends_thinking=True,
-            fingerprint=lambda s: {"model": s.model, "base_urls": [public_url(u) for u in s.base_urls]}),
-    Backend("llama_cpp", "a GGUF file through llama.cpp, in this process", _open_llama, _llama_identity,
-            options=lambda s: {"n_threads": 2}, fingerprint=_llama_fingerprint, model_file=_llama_file,
-            cpu_engine=True),
-    Backend("vllm", "the vLLM engine, in this process", _open_vllm, _vllm_identity, paper_by_default=True,
-            sends_thinking=True),
-    Backend(ORACLE, "no model: every stage answered from the facts' gold",
-            _no_engine(f"the {ORACLE} model is built with the dataset whose gold it answers from"), _oracle_identity,
-            check=_oracle_check, fingerprint=lambda s: {"model": ORACLE}, paper_by_default=True,
-            gold=_oracle_gold, cached=False),
-)}
+BACKENDS: Mapping[str, Backend] = {
+    backend.name: backend
+    for backend in (
+        Backend(
+            "openai",
+            "an OpenAI-compatible server at --base-url",
+            _open_openai,
+            _openai_identity,
+            options=_openai_options,
+            check=_openai_check,
+            servers=True,
+            paper_by_default=True,
+            sends_thinking=True,
+            fingerprint=lambda s: {"model": s.model, "base_urls": [public_url(u) for u in s.base_urls]},
+        ),
+        Backend(
+            "llama_cpp",
+            "a GGUF file through llama.cpp, in this process",
+            _open_llama,
+            _llama_identity,
+            options=lambda s: {"n_threads": 2},
+            fingerprint=_llama_fingerprint,
+            model_file=_llama_file,
+            cpu_engine=True,
+        ),
+        Backend(
+            "vllm",
+            "the vLLM engine, in this process",
+            _open_vllm,
+            _vllm_identity,
+            paper_by_default=True,
+            sends_thinking=True,
+        ),
+        Backend(
+            ORACLE,
+            "no model: every stage answered from the facts' gold",
+            _no_engine(f"the {ORACLE} model is built with the dataset whose gold it answers from"),
+            _oracle_identity,
+            check=_oracle_check,
+            fingerprint=lambda s: {"model": ORACLE},
+            paper_by_default=True,
+            gold=_oracle_gold,
+            cached=False,
+        ),
+    )
+}
 ENGINES = tuple(name for name, backend in BACKENDS.items() if backend.gold is None)  # what make_llm builds
 
 
@@ -271,9 +340,13 @@ class ReplayBackend(Backend):
         return _replay_open(settings)
 
 
-REPLAY = ReplayBackend("replay", "every answer from an `fhs archive` file (--replay): no server is asked",
-                       _no_engine("a replay answers from an archive: pass --replay ARCHIVE with the run's backend"),
-                       lambda s: backend_named(s.backend).identity(s), cached=False)
+REPLAY = ReplayBackend(
+    "replay",
+    "every answer from an `fhs archive` file (--replay): no server is asked",
+    _no_engine("a replay answers from an archive: pass --replay ARCHIVE with the run's backend"),
+    lambda s: backend_named(s.backend).identity(s),
+    cached=False,
+)
 
 
 def backend_named(name: str) -> Backend:
@@ -289,9 +362,23 @@ def backend_named(name: str) -> Backend:
 
 def backend_for(settings: ClientSettings) -> Backend:
     """The backend that answers a run: the archive's replay where one is given, else the one named."""
-    return REPLAY if settings.replay is not None and backend_named(settings.backend).gold is None else (
-        backend_named(settings.backend))
+    return (
+        REPLAY
+        if settings.replay is not None and backend_named(settings.backend).gold is None
+        else (backend_named(settings.backend))
+    )
 
 
-__all__ = ["BACKENDS", "ENGINES", "ORACLE", "REPLAY", "Backend", "ClientSettings", "Identity", "backend_for",
-           "backend_named", "cached", "server_urls"]
+__all__ = [
+    "BACKENDS",
+    "ENGINES",
+    "ORACLE",
+    "REPLAY",
+    "Backend",
+    "ClientSettings",
+    "Identity",
+    "backend_for",
+    "backend_named",
+    "cached",
+    "server_urls",
+]

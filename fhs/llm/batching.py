@@ -91,8 +91,9 @@ class BatchCollector(Generic[In, Out]):
             try:
                 outputs = list(self._run([item for _, _, item in batch]))
                 if len(outputs) != len(batch):
-                    raise BackendError(f"{self.name}: the engine returned {len(outputs)} answers "
-                                       f"for {len(batch)} requests")
+                    raise BackendError(
+                        f"{self.name}: the engine returned {len(outputs)} answers for {len(batch)} requests"
+                    )
             except BaseException as error:  # noqa: BLE001 - handed to the callers, who raise it
                 for job, _, _ in batch:
                     job.fail(error)

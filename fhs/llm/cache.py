@@ -38,8 +38,10 @@ _UNPARSED_SQL = "CREATE TABLE IF NOT EXISTS unparsed (key TEXT PRIMARY KEY, mark
 _FINISH_SQL = "CREATE TABLE IF NOT EXISTS finish (key TEXT PRIMARY KEY, reason TEXT NOT NULL)"
 # Every (kind, model, provenance) that stored answers here: the parts of a key that are not the
 # request, so that an archive of this cache (fhs/run/archive.py) can be replayed without the server.
-_IDENTITIES_SQL = ("CREATE TABLE IF NOT EXISTS identities (kind TEXT NOT NULL, model TEXT NOT NULL, "
-                   "provenance TEXT NOT NULL, PRIMARY KEY (kind, model, provenance))")
+_IDENTITIES_SQL = (
+    "CREATE TABLE IF NOT EXISTS identities (kind TEXT NOT NULL, model TEXT NOT NULL, "
+    "provenance TEXT NOT NULL, PRIMARY KEY (kind, model, provenance))"
+)
 
 
 @dataclass(frozen=True)
@@ -54,8 +56,9 @@ class CacheStats:
     by_model: dict[str, int]
 
 
-def cache_error(error: sqlite3.DatabaseError, path: Path, what: str = "response cache",
-                lost: str = "its answers are asked again") -> Exception:
+def cache_error(
+    error: sqlite3.DatabaseError, path: Path, what: str = "response cache", lost: str = "its answers are asked again"
+) -> Exception:
     """What an SQLite error on a cache file means, as one line with the right advice: a read-only
     file or folder, a damaged file, a full disk (an OSError), or another process's lock."""
     text = str(error).lower()
@@ -63,17 +66,31 @@ def cache_error(error: sqlite3.DatabaseError, path: Path, what: str = "response 
         return OSError(errno.ENOSPC, f"No space left on device (writing the {what})", str(path))
     if "readonly" in text or "read-only" in text or "unable to open" in text or "permission" in text:
         folder = path.parent
-        where = f"its folder {folder} is" if not os.access(folder, os.W_OK) else \
-            "the file is" if path.exists() and not os.access(path, os.W_OK) else "the file or its folder is"
-        return InputError(f"cannot write the {what}: {where} read-only ({error})", path=path,
-                          fix="make it writable, or pass another --cache; a copy of this file keeps what it holds")
+        where = (
+            f"its folder {folder} is"
+            if not os.access(folder, os.W_OK)
+            else "the file is"
+            if path.exists() and not os.access(path, os.W_OK)
+            else "the file or its folder is"
+        )
+        return InputError(
+            f"cannot write the {what}: {where} read-only ({error})",
+            path=path,
+            fix="make it writable, or pass another --cache; a copy of this file keeps what it holds",
+        )
     if "locked" in text or "busy" in text:
-        return InputError(f"the {what} is busy ({error}): another process is writing it", path=path,
-                          fix="wait for the other run to finish, or pass another --cache")
+        return InputError(
+            f"the {what} is busy ({error}): another process is writing it",
+            path=path,
+            fix="wait for the other run to finish, or pass another --cache",
+        )
     if "malformed" in text or "corrupt" in text:
-        return InputError(f"the {what} is damaged ({error})", path=path,
-                          fix=f"move it aside to start a new one ({lost}), or keep what it holds with "
-                              f"`sqlite3 FILE .recover | sqlite3 NEW.sqlite` and use NEW.sqlite in its place")
+        return InputError(
+            f"the {what} is damaged ({error})",
+            path=path,
+            fix=f"move it aside to start a new one ({lost}), or keep what it holds with "
+            f"`sqlite3 FILE .recover | sqlite3 NEW.sqlite` and use NEW.sqlite in its place",
+        )
     return InputError(f"not a usable {what} ({error})", path=path, fix="move the file aside, or pass another --cache")
 
 
@@ -118,9 +135,11 @@ class ResponseCache:
         missing = [name for name in _COLUMNS if name not in columns]
         if missing:
             self._db.close()
-            raise InputError(f"a response cache of another layout (its table 'responses' has no column "
-                             f"{', '.join(missing)})", path=self.path,
-                             fix="delete the file or pass another --cache; it was not written by this version")
+            raise InputError(
+                f"a response cache of another layout (its table 'responses' has no column {', '.join(missing)})",
+                path=self.path,
+                fix="delete the file or pass another --cache; it was not written by this version",
+            )
 
     @_guarded
     def get_many(self, keys: Sequence[str], *, unparsed: bool = True) -> dict[str, Response]:
@@ -138,10 +157,19 @@ class ResponseCache:
             rows = self._db.execute(
                 f"SELECT key, text, tokens_in, tokens_out, seconds, model, "
                 f"(SELECT reason FROM finish WHERE finish.key = responses.key) "
-                f"FROM responses WHERE key IN ({marks}){skip}", chunk)
+                f"FROM responses WHERE key IN ({marks}){skip}",
+                chunk,
+            )
             for key, text, tokens_in, tokens_out, seconds, model, reason in rows:
-                found[key] = Response(text=text, tokens_in=tokens_in, tokens_out=tokens_out,
-                                      seconds=seconds, cached=True, model=model, finish_reason=reason)
+                found[key] = Response(
+                    text=text,
+                    tokens_in=tokens_in,
+                    tokens_out=tokens_out,
+                    seconds=seconds,
+                    cached=True,
+                    model=model,
+                    finish_reason=reason,
+                )
         return found
 
     @_guarded
@@ -157,15 +185,18 @@ class ResponseCache:
         with self._lock, self._db:
             self._db.executemany(
                 f"INSERT OR REPLACE INTO responses ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})",
-                [(key, kind, model, purpose, _kept_text(r.text), r.tokens_in, r.tokens_out, r.seconds, now)
-                 for key, kind, model, purpose, r in entries])
+                [
+                    (key, kind, model, purpose, _kept_text(r.text), r.tokens_in, r.tokens_out, r.seconds, now)
+                    for key, kind, model, purpose, r in entries
+                ],
+            )
             # a new answer is innocent until its stage says otherwise
             self._db.executemany("DELETE FROM unparsed WHERE key = ?", [(e[0],) for e in entries])
             self._db.executemany("DELETE FROM finish WHERE key = ?", [(e[0],) for e in entries])
-            self._db.executemany("INSERT INTO finish VALUES (?, ?)",
-                                 [(e[0], e[4].finish_reason) for e in entries if e[4].finish_reason])
-            self._db.executemany("INSERT INTO unparsed VALUES (?, ?)",
-                                 [(e[0], now) for e in entries if unusable(e[4])])
+            self._db.executemany(
+                "INSERT INTO finish VALUES (?, ?)", [(e[0], e[4].finish_reason) for e in entries if e[4].finish_reason]
+            )
+            self._db.executemany("INSERT INTO unparsed VALUES (?, ?)", [(e[0], now) for e in entries if unusable(e[4])])
 
     @_guarded
     def note_identity(self, kind: str, model: str, provenance: str) -> None:
@@ -182,8 +213,9 @@ class ResponseCache:
     @_guarded
     def unparsed_count(self) -> int:
         with self._lock:
-            return int(self._db.execute(
-                "SELECT COUNT(*) FROM unparsed WHERE key IN (SELECT key FROM responses)").fetchone()[0])
+            return int(
+                self._db.execute("SELECT COUNT(*) FROM unparsed WHERE key IN (SELECT key FROM responses)").fetchone()[0]
+            )
 
     @_guarded
     def __len__(self) -> int:
@@ -196,17 +228,26 @@ class ResponseCache:
     def stats(self) -> CacheStats:
         total = self._db.execute(
             "SELECT COUNT(*), COALESCE(SUM(tokens_in),0), COALESCE(SUM(tokens_out),0), "
-            "COALESCE(SUM(seconds),0) FROM responses").fetchone()
+            "COALESCE(SUM(seconds),0) FROM responses"
+        ).fetchone()
         by_purpose = {
             purpose or "other": {"entries": n, "tokens_in": tin, "tokens_out": tout, "seconds": sec}
             for purpose, n, tin, tout, sec in self._db.execute(
                 "SELECT purpose, COUNT(*), SUM(tokens_in), SUM(tokens_out), SUM(seconds) "
-                "FROM responses GROUP BY purpose ORDER BY purpose")
+                "FROM responses GROUP BY purpose ORDER BY purpose"
+            )
         }
-        by_model = dict(self._db.execute(
-            "SELECT model, COUNT(*) FROM responses GROUP BY model ORDER BY model").fetchall())
-        return CacheStats(entries=int(total[0]), tokens_in=int(total[1]), tokens_out=int(total[2]),
-                          seconds=float(total[3]), by_purpose=by_purpose, by_model=by_model)
+        by_model = dict(
+            self._db.execute("SELECT model, COUNT(*) FROM responses GROUP BY model ORDER BY model").fetchall()
+        )
+        return CacheStats(
+            entries=int(total[0]),
+            tokens_in=int(total[1]),
+            tokens_out=int(total[2]),
+            seconds=float(total[3]),
+            by_purpose=by_purpose,
+            by_model=by_model,
+        )
 
     def close(self) -> None:
         self._db.close()
@@ -241,8 +282,15 @@ class CachedLLM:
     send what a sequential run would (the later one is served, as from the cache).
     """
 
-    def __init__(self, backend: Any, cache: ResponseCache, *, batch_size: int = 64,
-                 stats: CallStats | None = None, replay_unparsed: bool = False) -> None:
+    def __init__(
+        self,
+        backend: Any,
+        cache: ResponseCache,
+        *,
+        batch_size: int = 64,
+        stats: CallStats | None = None,
+        replay_unparsed: bool = False,
+    ) -> None:
         self.backend = backend
         self.cache = cache
         self.batch_size = max(1, batch_size)
@@ -294,8 +342,9 @@ class CachedLLM:
                 answers = self.backend.complete(batch)
                 if len(answers) != len(batch):
                     raise BackendError(f"{self.name} returned {len(answers)} answers for {len(batch)} requests")
-                self.cache.put_many([(k, self.kind, self.model, r.purpose, a)
-                                     for k, r, a in zip(chunk, batch, answers)])
+                self.cache.put_many(
+                    [(k, self.kind, self.model, r.purpose, a) for k, r, a in zip(chunk, batch, answers)]
+                )
                 made.update((k, replace(a, cached=False)) for k, a in zip(chunk, answers))
                 self._land({k: lead[k] for k in chunk}, made)
         finally:
@@ -303,8 +352,9 @@ class CachedLLM:
         for key, flight in follow.items():
             answer = flight.wait()
             # served as the cache would have served it; if the other caller's request failed, ask ourselves
-            found[key] = replace(answer, cached=True) if answer is not None else \
-                self._serve([requests[first_index[key]]])[0]
+            found[key] = (
+                replace(answer, cached=True) if answer is not None else self._serve([requests[first_index[key]]])[0]
+            )
         results = []
         for index, key in enumerate(keys):
             answer = made.get(key) or found[key]

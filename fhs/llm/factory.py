@@ -43,16 +43,28 @@ def make_llm(
     return cached(engine, cache_path, replay_unparsed)
 
 
-def backend_identity(backend: str, model: str, *, base_urls: Sequence[str] | None = None,
-                     structured: str | None = None, thinking: bool | None = None,
-                     any_server: bool = False) -> tuple[str, str, str, str]:
+def backend_identity(
+    backend: str,
+    model: str,
+    *,
+    base_urls: Sequence[str] | None = None,
+    structured: str | None = None,
+    thinking: bool | None = None,
+    any_server: bool = False,
+) -> tuple[str, str, str, str]:
     """``(kind, model, name, provenance)`` of the cached client ``make_llm`` would build, without building it.
 
     A replay (``fhs.llm.replay``) computes the keys a run's answers were stored
     under, on a machine that has neither the server nor the engine nor the weights.
     """
-    settings = ClientSettings(backend, model, base_urls=tuple(base_urls or ()), structured=structured,
-                              thinking=thinking, any_server=any_server)
+    settings = ClientSettings(
+        backend,
+        model,
+        base_urls=tuple(base_urls or ()),
+        structured=structured,
+        thinking=thinking,
+        any_server=any_server,
+    )
     return _engine(backend).identity(settings)
 
 

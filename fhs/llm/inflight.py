@@ -66,10 +66,13 @@ def check_in_flight(limit: object, servers: int = 1) -> int:
     cap = in_flight_cap(servers)
     if limit > cap:
         per = f" for each of {servers} servers" if servers > 1 else ""
-        raise InputError(f"{limit:,} requests in flight{per} is more than this machine can hold: at most {cap:,} "
-                         f"(each holds a connection, an open file: the hard open-file limit less {FILES_KEPT} "
-                         f"kept for files, and never over {MAX_IN_FLIGHT:,})", field="max-in-flight",
-                         fix=f"pass --max-in-flight {cap} or less, matched to the server's --max-num-seqs")
+        raise InputError(
+            f"{limit:,} requests in flight{per} is more than this machine can hold: at most {cap:,} "
+            f"(each holds a connection, an open file: the hard open-file limit less {FILES_KEPT} "
+            f"kept for files, and never over {MAX_IN_FLIGHT:,})",
+            field="max-in-flight",
+            fix=f"pass --max-in-flight {cap} or less, matched to the server's --max-num-seqs",
+        )
     _raise_soft_limit(limit * max(1, servers) + FILES_KEPT)
     return limit
 

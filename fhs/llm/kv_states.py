@@ -52,8 +52,9 @@ class PromptStates:
     far less than evaluating that many tokens). ``restored`` counts restores.
     """
 
-    def __init__(self, llama: Any, llama_cpp: Any, capacity: int = 16, min_gain: int = 32,
-                 max_bytes: int = 512 << 20) -> None:
+    def __init__(
+        self, llama: Any, llama_cpp: Any, capacity: int = 16, min_gain: int = 32, max_bytes: int = 512 << 20
+    ) -> None:
         self.llama = llama
         self.api = llama_cpp
         self.capacity = capacity

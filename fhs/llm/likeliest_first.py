@@ -47,8 +47,9 @@ _TOKEN_DATA = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float3
 Enough = Callable[[np.ndarray, float], bool]  # (allowed tokens' logits, lowest logit asked about) -> decided?
 
 
-def likeliest_first(llama_cpp: Any, grammar: Any, enough: Enough, candidates: int = CANDIDATES,
-                    counts: dict[str, int] | None = None):
+def likeliest_first(
+    llama_cpp: Any, grammar: Any, enough: Enough, candidates: int = CANDIDATES, counts: dict[str, int] | None = None
+):
     """The apply function of the step before ``grammar`` (a ``llama_sampler *``): see the module docstring.
     ``counts`` tallies the tokens sampled from the narrowed array and from the whole one."""
     counts = {} if counts is None else counts
@@ -66,11 +67,14 @@ def likeliest_first(llama_cpp: Any, grammar: Any, enough: Enough, candidates: in
         subset = data[np.flatnonzero(logits >= floor)]  # a copy, in the array's (token-id) order
         view = llama_cpp.llama_token_data_array(
             data=subset.ctypes.data_as(ctypes.POINTER(llama_cpp.llama_token_data)),
-            size=len(subset), selected=-1, sorted=False)
+            size=len(subset),
+            selected=-1,
+            sorted=False,
+        )
         llama_cpp.llama_sampler_apply(grammar, ctypes.byref(view))
         allowed = subset[np.isfinite(subset["logit"])]
         if len(allowed) and enough(allowed["logit"], floor):
-            data[:len(allowed)] = allowed
+            data[: len(allowed)] = allowed
             array.size = len(allowed)
             counts["narrowed"] = counts.get("narrowed", 0) + 1
         else:
@@ -109,8 +113,9 @@ def _enough_rule(kwargs: dict[str, Any]) -> Enough | None:
     return enough
 
 
-def install(llm: Any, llama_cpp: Any, internals: Any, candidates: int = CANDIDATES,
-            counts: dict[str, int] | None = None) -> None:
+def install(
+    llm: Any, llama_cpp: Any, internals: Any, candidates: int = CANDIDATES, counts: dict[str, int] | None = None
+) -> None:
     """Make ``llm`` (a ``llama_cpp.Llama``) build its grammar chains with the likeliest-first step."""
     build = llm._init_sampler
 
@@ -118,8 +123,12 @@ def install(llm: Any, llama_cpp: Any, internals: Any, candidates: int = CANDIDAT
         chain = build(**kwargs)
         enough = _enough_rule(kwargs)
         if enough is not None:
-            _insert_before_grammar(chain, llama_cpp, internals,
-                                   lambda grammar: likeliest_first(llama_cpp, grammar, enough, candidates, counts))
+            _insert_before_grammar(
+                chain,
+                llama_cpp,
+                internals,
+                lambda grammar: likeliest_first(llama_cpp, grammar, enough, candidates, counts),
+            )
         return chain
 
     llm._init_sampler = init_sampler
@@ -130,8 +139,10 @@ def _insert_before_grammar(chain: Any, llama_cpp: Any, internals: Any, make_step
     handle = chain.sampler
     if chain.custom_samplers:  # a custom sampler has no name to read; leave such chains alone
         return
-    names = [llama_cpp.llama_sampler_name(llama_cpp.llama_sampler_chain_get(handle, i))
-             for i in range(llama_cpp.llama_sampler_chain_n(handle))]
+    names = [
+        llama_cpp.llama_sampler_name(llama_cpp.llama_sampler_chain_get(handle, i))
+        for i in range(llama_cpp.llama_sampler_chain_n(handle))
+    ]
     if b"grammar" not in names:
         return
     at = names.index(b"grammar")

@@ -128,19 +128,24 @@ class LlamaCppBackend:
         self._lock = threading.Lock()
         path = Path(model_path)
         if not path.is_file():
-            raise InputError("model file not found", path=path,
-                             fix=f"use one of {', '.join(sorted(MODELS))} or an existing .gguf path")
+            raise InputError(
+                "model file not found",
+                path=path,
+                fix=f"use one of {', '.join(sorted(MODELS))} or an existing .gguf path",
+            )
         llama_cpp = _import_llama_cpp()
         self._llama_cpp = llama_cpp
         started = time.perf_counter()
         llama_kwargs.setdefault("n_ubatch", N_UBATCH)
-        self._llm = llama_cpp.Llama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads,
-                                    seed=seed, verbose=verbose, **llama_kwargs)
+        self._llm = llama_cpp.Llama(
+            model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, seed=seed, verbose=verbose, **llama_kwargs
+        )
         self.load_seconds = time.perf_counter() - started
         self.sampled: dict[str, int] = {}  # tokens sampled from a narrowed array or the whole one
         if likeliest_first:
-            install_likeliest_first(self._llm, llama_cpp, importlib.import_module("llama_cpp._internals"),
-                                    counts=self.sampled)
+            install_likeliest_first(
+                self._llm, llama_cpp, importlib.import_module("llama_cpp._internals"), counts=self.sampled
+            )
         self.model_path = path
         self.n_ctx = n_ctx
         self.model = model_name or path.name
@@ -166,8 +171,7 @@ class LlamaCppBackend:
     def grammar(self, schema: Mapping[str, Any]) -> Any:
         key = json.dumps(as_json_types(schema), sort_keys=True)
         if key not in self._grammars:
-            self._grammars[key] = self._llama_cpp.LlamaGrammar.from_string(
-                json_schema_grammar(schema), verbose=False)
+            self._grammars[key] = self._llama_cpp.LlamaGrammar.from_string(json_schema_grammar(schema), verbose=False)
         return self._grammars[key]
 
     def complete(self, requests: Sequence[Request]) -> list[Response]:

@@ -118,9 +118,7 @@ def assemble(parts: list[Path], target: Path, sha256: str, fix: str) -> Path:
                 path=target,
                 fix=fix,
             )
-    files.write_text_atomic(
-        _marker_for(target), json.dumps({"sha256": sha256, **_stat_signature(target)})
-    )
+    files.write_text_atomic(_marker_for(target), json.dumps({"sha256": sha256, **_stat_signature(target)}))
     return target
 
 
@@ -237,10 +235,17 @@ MODELS: dict[str, ModelInfo] = {
 # measures by how much); its answers differ, so the cpu profile keeps the shipped file
 # (`-p model=qwen2.5-0.5b-q4_0` runs a chapter on it).
 MODELS["qwen2.5-0.5b-q4_0"] = replace(
-    MODELS["qwen2.5-0.5b"], name="qwen2.5-0.5b-q4_0", quantization="Q4_0", sha256=None,
-    note=("qwen2.5-0.5b's hash-checked Q4_K_M file re-quantized to Q4_0 by llama.cpp on first "
-          "use (llama_model_quantize, allow_requantize), into $FHS_CACHE/models beside it"),
-    locate=lambda cache: requantized(qwen05_path(cache), "Q4_0", cache))
+    MODELS["qwen2.5-0.5b"],
+    name="qwen2.5-0.5b-q4_0",
+    quantization="Q4_0",
+    sha256=None,
+    note=(
+        "qwen2.5-0.5b's hash-checked Q4_K_M file re-quantized to Q4_0 by llama.cpp on first "
+        "use (llama_model_quantize, allow_requantize), into $FHS_CACHE/models beside it"
+    ),
+    locate=lambda cache: requantized(qwen05_path(cache), "Q4_0", cache),
+)
+
 
 def model_path(name_or_path: str, cache_dir: str | os.PathLike | None = None) -> Path:
     """A registry name (``MODELS``) or a path to a ``.gguf`` file -> the local GGUF path."""

@@ -43,8 +43,9 @@ def check_seconds(value: object, field: str) -> float:
     """``value`` as seconds if it is a finite number above 0 and at most ``MAX_WAIT_S``, else a one-line InputError."""
     number = value if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
     if not (math.isfinite(number) and 0 < number <= MAX_WAIT_S):
-        raise InputError(f"must be a number of seconds above 0 and at most {MAX_WAIT_S:,.0f} (a week), "
-                         f"got {value!r}", field=field)
+        raise InputError(
+            f"must be a number of seconds above 0 and at most {MAX_WAIT_S:,.0f} (a week), got {value!r}", field=field
+        )
     return float(number)
 
 
@@ -106,14 +107,20 @@ class OpenAIBackend:
         if isinstance(base_urls, str):
             base_urls = [base_urls]
         if not base_urls:
-            raise InputError("no server URL given", field="base_urls",
-                             fix="pass e.g. ['http://127.0.0.1:8000']")
+            raise InputError("no server URL given", field="base_urls", fix="pass e.g. ['http://127.0.0.1:8000']")
         if structured not in STRUCTURED_MODES:
-            raise InputError(f"unknown structured mode '{structured}'", field="structured",
-                             fix=f"use one of {', '.join(STRUCTURED_MODES)}")
+            raise InputError(
+                f"unknown structured mode '{structured}'",
+                field="structured",
+                fix=f"use one of {', '.join(STRUCTURED_MODES)}",
+            )
         check_in_flight(max_in_flight, len(base_urls))
-        for name, value in (("timeout", timeout), ("give_up_s", give_up_s), ("backoff_s", backoff_s),
-                            ("max_backoff_s", max_backoff_s)):
+        for name, value in (
+            ("timeout", timeout),
+            ("give_up_s", give_up_s),
+            ("backoff_s", backoff_s),
+            ("max_backoff_s", max_backoff_s),
+        ):
             check_seconds(value, name)
         # the URLs connected to keep any user info (httpx sends it as basic auth); what is shown or
         # recorded is the public form (fhs.core.urls)
@@ -136,8 +143,9 @@ class OpenAIBackend:
         self._last_success: float | None = None  # time.monotonic() of the latest successful answer
         self._answered = False  # whether any server of this backend ever sent an HTTP answer
         self._jitter = random.Random()
-        self.kind, self.name, self.provenance = openai_identity(model, self.base_urls, structured=structured,
-                                                                thinking=thinking, any_server=any_server)
+        self.kind, self.name, self.provenance = openai_identity(
+            model, self.base_urls, structured=structured, thinking=thinking, any_server=any_server
+        )
         self._round_robin = itertools.count()
         self._round_robin_lock = threading.Lock()
         self._grammar_texts: dict[str, str] = {}
@@ -205,8 +213,11 @@ class OpenAIBackend:
             limits = httpx.Limits(max_connections=None, max_keepalive_connections=CONNECTIONS_PER_CLIENT)
             # A proxy from the environment must not intercept a server on this machine.
             local = all(_is_loopback(u) for u in self.base_urls)
-            self._client.append(httpx.AsyncClient(timeout=httpx.Timeout(self.timeout), headers=headers,
-                                                  limits=limits, trust_env=not local))
+            self._client.append(
+                httpx.AsyncClient(
+                    timeout=httpx.Timeout(self.timeout), headers=headers, limits=limits, trust_env=not local
+                )
+            )
             return self._client[-1]
         return self._client[turn]
 
@@ -245,8 +256,9 @@ class OpenAIBackend:
                 finally:
                     gate.release()
             except _GiveUpReached:  # the give-up time came with this attempt still unanswered
-                last_problem = "; then ".join(filter(None, [last_problem,
-                                                            "a request still unanswered at the give-up time"]))
+                last_problem = "; then ".join(
+                    filter(None, [last_problem, "a request still unanswered at the give-up time"])
+                )
                 unreachable = False
             except asyncio.TimeoutError:  # retried like a reset: a hung or trickling connection
                 last_problem = f"no complete answer within the {self.timeout:g} s deadline of one request"
@@ -262,24 +274,32 @@ class OpenAIBackend:
                     return self._response(shown, reply, seconds)
                 if reply.status_code not in _RETRY_STATUS:
                     raise RequestRefused(
-                        f"{shown} refused the request with HTTP {reply.status_code}: {self._scrub(reply.excerpt(300))}")
+                        f"{shown} refused the request with HTTP {reply.status_code}: {self._scrub(reply.excerpt(300))}"
+                    )
                 last_problem = f"HTTP {reply.status_code}: {self._scrub(reply.excerpt(200))}"
                 unreachable = False
                 retry_after = _retry_after(reply.headers.get("retry-after"))
             where = ", ".join(tried)
-            if self.max_retries is not None and tries > self.max_retries or \
-                    unreachable and not self._answered and tries >= UNREACHABLE_TRIES:
+            if (
+                self.max_retries is not None
+                and tries > self.max_retries
+                or unreachable
+                and not self._answered
+                and tries >= UNREACHABLE_TRIES
+            ):
                 raise self._failed(where, tries, last_problem, unreachable)
             quiet = time.monotonic() - max(began, self._last_success or began)
             if quiet >= self.give_up_s:
                 raise BackendError(
                     f"no successful answer from the model server at {where} for {quiet:,.0f} s, the give-up time "
                     f"(the last problem: {last_problem}): it is down, stuck or overloaded; check its log, or "
-                    f"allow longer with --give-up-after SECONDS (or a longer --request-timeout)")
+                    f"allow longer with --give-up-after SECONDS (or a longer --request-timeout)"
+                )
             # the server's own Retry-After where it gives one; else exponential backoff, jittered so that
             # requests refused together do not all come back together
-            wait = retry_after or min(self.backoff_s * 2 ** min(tries - 1, 30), self.max_backoff_s) * \
-                (0.5 + self._jitter.random() / 2)
+            wait = retry_after or min(self.backoff_s * 2 ** min(tries - 1, 30), self.max_backoff_s) * (
+                0.5 + self._jitter.random() / 2
+            )
             await asyncio.sleep(min(wait, self.give_up_s - quiet))
 
     async def _attempt(self, post: Any, began: float) -> _Reply:
@@ -339,8 +359,10 @@ class OpenAIBackend:
             return _Reply(reply.status_code, reply.headers, b"".join(chunks))
 
     def _too_large(self, url: str, how: str) -> RequestRefused:
-        return RequestRefused(f"{self._shown[url]} sent a reply over the limit of {MAX_REPLY_BYTES:,} bytes on one "
-                              f"answer ({how}): no stage reads a reply that long; check the server's max_tokens")
+        return RequestRefused(
+            f"{self._shown[url]} sent a reply over the limit of {MAX_REPLY_BYTES:,} bytes on one "
+            f"answer ({how}): no stage reads a reply that long; check the server's max_tokens"
+        )
 
     def _response(self, url: str, reply: _Reply, seconds: float) -> Response:
         """The answer in ``reply`` (``url`` as shown); a reply that holds no answer text is refused, never cached."""
@@ -351,8 +373,10 @@ class OpenAIBackend:
             content = message.get("content")
             text = content_text(content)
         except RecursionError:
-            raise BackendError(f"{url} answered with JSON nested deeper than this client parses: "
-                               f"not a chat completion; check the server") from None
+            raise BackendError(
+                f"{url} answered with JSON nested deeper than this client parses: "
+                f"not a chat completion; check the server"
+            ) from None
         except (ValueError, KeyError, IndexError, TypeError, AttributeError) as error:
             raise BackendError(
                 f"{url} answered with something that is not a chat completion "
@@ -362,17 +386,20 @@ class OpenAIBackend:
         finish = choice.get("finish_reason") if isinstance(choice, Mapping) else None
         answered = data.get("model")
         if isinstance(answered, str) and answered and not same_model(self.model, answered):
-            raise BackendError(f"{url} answered with model {shown_name(answered)}, not the model asked, "
-                               f"{shown_name(self.model)}: its answers would be kept under the wrong name; "
-                               f"pass --model {shown_name(answered)} if that is the model meant, or serve "
-                               f"{shown_name(self.model)} there")
+            raise BackendError(
+                f"{url} answered with model {shown_name(answered)}, not the model asked, "
+                f"{shown_name(self.model)}: its answers would be kept under the wrong name; "
+                f"pass --model {shown_name(answered)} if that is the model meant, or serve "
+                f"{shown_name(self.model)} there"
+            )
         if content is None or (isinstance(content, list) and not text):
-            said = "tool calls" if message.get("tool_calls") else \
-                "a refusal" if message.get("refusal") else "no text"
-            raise UnusableReply(f"{url} answered with {said} instead of the message's text "
-                                f"(content {shown_name(content) if content is not None else 'null'}, "
-                                f"finish_reason {shown_name(finish)}): not an answer, so it is not kept; "
-                                f"check the server's chat template and tool settings")
+            said = "tool calls" if message.get("tool_calls") else "a refusal" if message.get("refusal") else "no text"
+            raise UnusableReply(
+                f"{url} answered with {said} instead of the message's text "
+                f"(content {shown_name(content) if content is not None else 'null'}, "
+                f"finish_reason {shown_name(finish)}): not an answer, so it is not kept; "
+                f"check the server's chat template and tool settings"
+            )
         return Response(
             text=text,
             tokens_in=_token_count(usage, "prompt_tokens", url),
@@ -420,7 +447,7 @@ def same_model(asked: str, answered: str) -> bool:
     (``gpt-4o`` answered as ``gpt-4o-2024-08-06``), as OpenAI's API names them."""
     if answered == asked:
         return True
-    return answered.startswith(asked) and _SNAPSHOT.fullmatch(answered[len(asked):]) is not None
+    return answered.startswith(asked) and _SNAPSHOT.fullmatch(answered[len(asked) :]) is not None
 
 
 def shown_name(value: Any) -> str:
@@ -437,8 +464,14 @@ def _jsonable(value: Any) -> bool:
     return True
 
 
-def openai_identity(model: str, base_urls: Sequence[str], *, structured: str = "json_schema",
-                    thinking: bool | None = None, any_server: bool = False) -> tuple[str, str, str]:
+def openai_identity(
+    model: str,
+    base_urls: Sequence[str],
+    *,
+    structured: str = "json_schema",
+    thinking: bool | None = None,
+    any_server: bool = False,
+) -> tuple[str, str, str]:
     """``(kind, name, provenance)``: what the response cache keys this backend's answers by.
 
     How the schema is enforced, and thinking on, change the answer, so they are part of
@@ -496,9 +529,11 @@ def content_text(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "".join(str(part.get("text") or "") if isinstance(part, Mapping) else str(part)
-                       for part in content
-                       if not isinstance(part, Mapping) or part.get("type", "text") in ("text", "output_text"))
+        return "".join(
+            str(part.get("text") or "") if isinstance(part, Mapping) else str(part)
+            for part in content
+            if not isinstance(part, Mapping) or part.get("type", "text") in ("text", "output_text")
+        )
     raise TypeError(f"content is a {type(content).__name__}")
 
 
@@ -510,8 +545,13 @@ def _token_count(usage: Mapping[str, Any], name: str, url: str) -> int:
     value = usage.get(name)
     if value is None:
         return 0
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-            or value < 0 or value != int(value):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value < 0
+        or value != int(value)
+    ):
         if url not in _WARNED_USAGE:
             _WARNED_USAGE.add(url)
             warn(f"{url} reported usage.{name} = {value!r}, not a token count; token counts from it are unknown (0)")

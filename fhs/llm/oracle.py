@@ -65,8 +65,11 @@ class OracleNoise:
         for name in ("hypotheses", "verdicts"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
-                raise InputError(f"oracle noise {name} must be a probability from 0 to 1, got {value!r}",
-                                 field="oracle-noise", fix="e.g. --oracle-noise hypotheses=0.25,verdicts=0.1")
+                raise InputError(
+                    f"oracle noise {name} must be a probability from 0 to 1, got {value!r}",
+                    field="oracle-noise",
+                    fix="e.g. --oracle-noise hypotheses=0.25,verdicts=0.1",
+                )
             object.__setattr__(self, name, float(value))
 
     @classmethod
@@ -79,16 +82,19 @@ class OracleNoise:
             name, _, value = part.partition("=")
             name = name.strip()
             if name not in ("hypotheses", "verdicts") or not value.strip():
-                raise InputError(f"not an oracle noise setting: {part.strip()!r}", field="oracle-noise",
-                                 fix="use hypotheses=P,verdicts=Q with probabilities from 0 to 1")
+                raise InputError(
+                    f"not an oracle noise setting: {part.strip()!r}",
+                    field="oracle-noise",
+                    fix="use hypotheses=P,verdicts=Q with probabilities from 0 to 1",
+                )
             if name in given:
-                raise InputError(f"oracle noise {name} is given twice", field="oracle-noise",
-                                 fix=f"give {name}=P once")
+                raise InputError(f"oracle noise {name} is given twice", field="oracle-noise", fix=f"give {name}=P once")
             try:
                 given[name] = float(value)
             except ValueError:
-                raise InputError(f"oracle noise {name} must be a number, got {value.strip()!r}",
-                                 field="oracle-noise") from None
+                raise InputError(
+                    f"oracle noise {name} must be a number, got {value.strip()!r}", field="oracle-noise"
+                ) from None
         return cls(**given)
 
     def __str__(self) -> str:
@@ -115,8 +121,9 @@ class OracleModel:
     # so a run over many facts may split them between processes (fhs.run.runner.run_processes)
     fork_safe = True
 
-    def __init__(self, facts: Iterable[Fact], taxonomy: Taxonomy, domain: Domain,
-                 noise: OracleNoise = OracleNoise()) -> None:
+    def __init__(
+        self, facts: Iterable[Fact], taxonomy: Taxonomy, domain: Domain, noise: OracleNoise = OracleNoise()
+    ) -> None:
         self.facts = {fact.id: fact for fact in facts}
         self.taxonomy, self.domain, self.noise = taxonomy, domain, noise
         self.model = BACKEND
@@ -130,8 +137,11 @@ class OracleModel:
     def fact_of(self, request: Request) -> Fact:
         fact = self.facts.get(request.fact_id)
         if fact is None:
-            raise InputError(f"the oracle was not given fact {request.fact_id!r}", field="backend",
-                             fix="build the oracle over the facts of the run (fhs.run.inputs)")
+            raise InputError(
+                f"the oracle was not given fact {request.fact_id!r}",
+                field="backend",
+                fix="build the oracle over the facts of the run (fhs.run.inputs)",
+            )
         return fact
 
     def gold_of(self, request: Request) -> tuple[Fact, Concept | None]:
@@ -224,16 +234,25 @@ class OracleModel:
             return self.verdicts(request, rng)
         if request.purpose == SELECTOR:
             return self.selection(request)
-        raise InputError(f"the oracle answers only FHS's stages ({', '.join(STAGES)}), not {request.purpose!r}",
-                         field="backend", fix="use --backend oracle with --method fhs, structured or direct")
+        raise InputError(
+            f"the oracle answers only FHS's stages ({', '.join(STAGES)}), not {request.purpose!r}",
+            field="backend",
+            fix="use --backend oracle with --method fhs, structured or direct",
+        )
 
     def complete(self, requests: Sequence[Request]) -> list[Response]:
-        return [Response(text=json.dumps(self.answer(r), ensure_ascii=False), model=self.model, finish_reason="stop")
-                for r in requests]
+        return [
+            Response(text=json.dumps(self.answer(r), ensure_ascii=False), model=self.model, finish_reason="stop")
+            for r in requests
+        ]
 
 
-def oracle_for(facts: Iterable[Fact], taxonomy: Taxonomy, domain: Domain,
-               noise: OracleNoise | Mapping[str, float] | str | None = None) -> OracleModel:
+def oracle_for(
+    facts: Iterable[Fact],
+    taxonomy: Taxonomy,
+    domain: Domain,
+    noise: OracleNoise | Mapping[str, float] | str | None = None,
+) -> OracleModel:
     """The oracle over a run's facts, with ``noise`` given as an :class:`OracleNoise`, a mapping or its text."""
     if noise is None or isinstance(noise, str):
         noise = OracleNoise.parse(noise)

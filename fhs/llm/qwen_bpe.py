@@ -58,7 +58,8 @@ def _pre_tokenizer() -> re.Pattern:
     letter, number = _class("L"), _class("N")
     return re.compile(
         rf"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n{letter}{number}]?[{letter}]+"
-        rf"|[{number}]| ?[^\s{letter}{number}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+        rf"|[{number}]| ?[^\s{letter}{number}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+    )
 
 
 class QwenBPE:

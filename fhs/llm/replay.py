@@ -77,8 +77,9 @@ def open_archive(path: str | Path) -> sqlite3.Connection:
         db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False)
         row = db.execute("SELECT value FROM meta WHERE name = 'format'").fetchone()
     except sqlite3.DatabaseError as error:
-        raise InputError(f"not an fhs archive ({error})", path=path,
-                         fix="pass a file written by `fhs archive`") from None
+        raise InputError(
+            f"not an fhs archive ({error})", path=path, fix="pass a file written by `fhs archive`"
+        ) from None
     if not row or row[0] != ARCHIVE_FORMAT:
         db.close()
         raise InputError("not an fhs archive", path=path, fix="pass a file written by `fhs archive`")
@@ -114,18 +115,24 @@ def _verified(db: sqlite3.Connection, path: Path) -> str:
     version = meta.get("version")
     if version != str(ARCHIVE_VERSION):
         older = version is not None and str(version).isdigit() and int(version) < ARCHIVE_VERSION
-        raise InputError(f"an fhs archive of format version {str(version)[:20]!r}, not {ARCHIVE_VERSION}"
-                         + (" (it carries no digest of its content, so it cannot be checked)" if older else ""),
-                         path=path, fix="make it again with this version's `fhs archive`" if older else _REMAKE)
+        raise InputError(
+            f"an fhs archive of format version {str(version)[:20]!r}, not {ARCHIVE_VERSION}"
+            + (" (it carries no digest of its content, so it cannot be checked)" if older else ""),
+            path=path,
+            fix="make it again with this version's `fhs archive`" if older else _REMAKE,
+        )
     _check_tables(db, path)
     carried = meta.get("digest")
     if not isinstance(carried, str) or not carried:
         raise InputError("the archive carries no digest of its content", path=path, fix=_REMAKE)
     computed = content_digest(db)
     if computed != carried:
-        raise InputError(f"the archive's content does not match the digest it carries (sha256 {carried[:16]}..., "
-                         f"computed {computed[:16]}...): it was changed after `fhs archive` wrote it",
-                         path=path, fix=_REMAKE)
+        raise InputError(
+            f"the archive's content does not match the digest it carries (sha256 {carried[:16]}..., "
+            f"computed {computed[:16]}...): it was changed after `fhs archive` wrote it",
+            path=path,
+            fix=_REMAKE,
+        )
     _check_values(db, path)
     with _VERIFIED_LOCK:
         _VERIFIED[identity] = computed
@@ -139,31 +146,51 @@ def _check_tables(db: sqlite3.Connection, path: Path) -> None:
             raise InputError(f"not a usable fhs archive: it has no table '{table}'", path=path, fix=_REMAKE)
         missing = [c for c in wanted if c not in columns]
         if missing:
-            raise InputError(f"not a usable fhs archive: its table '{table}' has no column {', '.join(missing)}",
-                             path=path, fix=_REMAKE)
+            raise InputError(
+                f"not a usable fhs archive: its table '{table}' has no column {', '.join(missing)}",
+                path=path,
+                fix=_REMAKE,
+            )
 
 
 def _check_values(db: sqlite3.Connection, path: Path) -> None:
     """Every value a replay reads has its column's type: one line naming the table, row and column if not."""
-    checks = {"key": "text", "kind": "text", "model": "text", "purpose": "text", "text": "text",
-              "tokens_in": "count", "tokens_out": "count", "seconds": "number"}
+    checks = {
+        "key": "text",
+        "kind": "text",
+        "model": "text",
+        "purpose": "text",
+        "text": "text",
+        "tokens_in": "count",
+        "tokens_out": "count",
+        "seconds": "number",
+    }
     condition = " OR ".join(_wrong(column, kind) for column, kind in checks.items())
     row = db.execute(f"SELECT {', '.join(checks)} FROM responses WHERE {condition} LIMIT 1").fetchone()
     if row is not None:
         column, kind = next((c, k) for (c, k), value in zip(checks.items(), row) if not _fits(value, k))
-        raise InputError(f"not a usable fhs archive: in table 'responses', the answer under key {str(row[0])[:24]!r} "
-                         f"has {column} = {str(row[list(checks).index(column)])[:24]!r}, not {_KINDS[kind]}",
-                         path=path, fix=_REMAKE)
-    for table, columns in (("identities", ("kind", "model", "provenance")), ("finish", ("key", "reason")),
-                           ("ledger_only", ("fact",)), ("verdicts", ("scope", "fact", "hypothesis", "candidate"))):
+        raise InputError(
+            f"not a usable fhs archive: in table 'responses', the answer under key {str(row[0])[:24]!r} "
+            f"has {column} = {str(row[list(checks).index(column)])[:24]!r}, not {_KINDS[kind]}",
+            path=path,
+            fix=_REMAKE,
+        )
+    for table, columns in (
+        ("identities", ("kind", "model", "provenance")),
+        ("finish", ("key", "reason")),
+        ("ledger_only", ("fact",)),
+        ("verdicts", ("scope", "fact", "hypothesis", "candidate")),
+    ):
         condition = " OR ".join(_wrong(column, "text") for column in columns)
         if db.execute(f"SELECT 1 FROM {table} WHERE {condition} LIMIT 1").fetchone() is not None:
-            raise InputError(f"not a usable fhs archive: table '{table}' holds a value that is not text", path=path,
-                             fix=_REMAKE)
+            raise InputError(
+                f"not a usable fhs archive: table '{table}' holds a value that is not text", path=path, fix=_REMAKE
+            )
     for name, records, config, metrics in db.execute("SELECT name, records, run_config, metrics FROM runs"):
         if not isinstance(name, str) or not isinstance(records, bytes):
-            raise InputError("not a usable fhs archive: table 'runs' holds a run without a name or records",
-                             path=path, fix=_REMAKE)
+            raise InputError(
+                "not a usable fhs archive: table 'runs' holds a run without a name or records", path=path, fix=_REMAKE
+            )
         for column, text in (("run_config", config), ("metrics", metrics)):
             if text is None:
                 continue
@@ -172,8 +199,11 @@ def _check_values(db: sqlite3.Connection, path: Path) -> None:
             except (ValueError, RecursionError):
                 value = None
             if not isinstance(value, dict):
-                raise InputError(f"not a usable fhs archive: the {column} of run {name[:200]} is not a JSON object",
-                                 path=path, fix=_REMAKE)
+                raise InputError(
+                    f"not a usable fhs archive: the {column} of run {name[:200]} is not a JSON object",
+                    path=path,
+                    fix=_REMAKE,
+                )
 
 
 _KINDS = {"text": "text", "count": "a whole number of at least 0", "number": "a number"}
@@ -238,18 +268,29 @@ class ReplayLLM:
         self._lock = threading.Lock()
         self.kind, self.model, self.name, self.provenance = kind, model, name, provenance
         own = Identity(kind, model, provenance)
-        archived = [Identity(*row) for row in self._db.execute(
-            "SELECT kind, model, provenance FROM identities ORDER BY kind, model, provenance")]
+        archived = [
+            Identity(*row)
+            for row in self._db.execute(
+                "SELECT kind, model, provenance FROM identities ORDER BY kind, model, provenance"
+            )
+        ]
         if archived and not any((i.kind, i.model) == (kind, model) for i in archived):
             held = ", ".join(sorted({f"{i.kind}:{i.model}" for i in archived}))
-            raise InputError(f"the archive holds answers of {held}, not of {kind}:{model}", path=self.archive,
-                             fix="replay with the archived run's --backend, --model, --schema-transport and --thinking")
+            raise InputError(
+                f"the archive holds answers of {held}, not of {kind}:{model}",
+                path=self.archive,
+                fix="replay with the archived run's --backend, --model, --schema-transport and --thinking",
+            )
         # the same model and request kind from another server URL: the archive's own answers
         self._identities = [own, *(i for i in archived if i != own and (i.kind, i.model) == (kind, model))]
         self.stats = CallStats()
         self.context_tokens = _archived_context(self._db)
-        self._has_finish = self._db.execute(  # archives written before finish reasons were kept have none
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'finish'").fetchone() is not None
+        self._has_finish = (
+            self._db.execute(  # archives written before finish reasons were kept have none
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'finish'"
+            ).fetchone()
+            is not None
+        )
 
     def _find(self, request: Request) -> tuple[str, Response] | None:
         for identity in self._identities:
@@ -258,14 +299,23 @@ class ReplayLLM:
                 cursor = self._db.execute("SELECT * FROM responses WHERE key = ?", (key,))
                 row = cursor.fetchone()
                 description = cursor.description
-                reason = self._db.execute("SELECT reason FROM finish WHERE key = ?", (key,)).fetchone() \
-                    if self._has_finish else None
+                reason = (
+                    self._db.execute("SELECT reason FROM finish WHERE key = ?", (key,)).fetchone()
+                    if self._has_finish
+                    else None
+                )
             if row is not None:
                 entry = dict(zip((c[0] for c in description), row))
                 finish = reason[0] if reason else None
-                return key, Response(text=entry["text"], tokens_in=entry["tokens_in"],
-                                     tokens_out=entry["tokens_out"], seconds=entry["seconds"], cached=True,
-                                     model=entry["model"], finish_reason=finish if isinstance(finish, str) else None)
+                return key, Response(
+                    text=entry["text"],
+                    tokens_in=entry["tokens_in"],
+                    tokens_out=entry["tokens_out"],
+                    seconds=entry["seconds"],
+                    cached=True,
+                    model=entry["model"],
+                    finish_reason=finish if isinstance(finish, str) else None,
+                )
         return None
 
     def key(self, request: Request) -> str:
@@ -284,7 +334,8 @@ class ReplayLLM:
             if found is None:
                 raise ReplayMissing(
                     f"{REPLAY_PREFIX}the {request.purpose or 'model'} call (sample {request.sample_index}, attempt "
-                    f"{request.attempt}) is not in the archive {self.archive}: a replay never asks a server")
+                    f"{request.attempt}) is not in the archive {self.archive}: a replay never asks a server"
+                )
             served.append(found[1])
         with self._lock:
             for request, response in zip(requests, served):

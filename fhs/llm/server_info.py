@@ -42,8 +42,7 @@ def context_length_of(listing: Mapping[str, Any], model: str) -> int | None:
 MAX_LISTING_BYTES = 1 << 20  # a /v1/models reply longer than this is not read (a listing is a few KB)
 
 
-def served_context_length(base_url: str, model: str, *, api_key: str | None = None,
-                          timeout: float = 5.0) -> int | None:
+def served_context_length(base_url: str, model: str, *, api_key: str | None = None, timeout: float = 5.0) -> int | None:
     """``max_model_len`` of ``model`` on the server at ``base_url``; None if it is unreachable or does not say.
 
     A listing that is too long or nested too deep to read says nothing (with one warning).
@@ -64,13 +63,17 @@ def served_context_length(base_url: str, model: str, *, api_key: str | None = No
             for chunk in reply.iter_bytes():
                 body += chunk
                 if len(body) > MAX_LISTING_BYTES:
-                    warn(f"{public_url(url)} sent a model listing over {MAX_LISTING_BYTES:,} bytes: not read, "
-                         f"so the profile's context length is used")
+                    warn(
+                        f"{public_url(url)} sent a model listing over {MAX_LISTING_BYTES:,} bytes: not read, "
+                        f"so the profile's context length is used"
+                    )
                     return None
         return context_length_of(json.loads(bytes(body)), model)
     except RecursionError:
-        warn(f"{public_url(url)} sent a model listing nested deeper than this client parses: not read, "
-             f"so the profile's context length is used")
+        warn(
+            f"{public_url(url)} sent a model listing nested deeper than this client parses: not read, "
+            f"so the profile's context length is used"
+        )
         return None
     except (httpx.HTTPError, ValueError):
         return None

@@ -107,8 +107,10 @@ class QwenVocab:
         finally:
             self._free.put(vocab)
         if n < 0:
-            raise RuntimeError(f"{self.name}: {len(data)} bytes gave more than {size} tokens, which a byte-level "
-                               "vocabulary cannot; is the GGUF the Qwen vocabulary?")
+            raise RuntimeError(
+                f"{self.name}: {len(data)} bytes gave more than {size} tokens, which a byte-level "
+                "vocabulary cannot; is the GGUF the Qwen vocabulary?"
+            )
         return buffer, n
 
 
@@ -168,8 +170,10 @@ class ModelTokens:
     def __init__(self, model: str) -> None:
         from tokenizers import Tokenizer  # the dense extra's
 
-        home = Path(os.environ.get("HF_HUB_CACHE") or Path(os.environ.get("HF_HOME") or
-                                                               Path.home() / ".cache" / "huggingface") / "hub")
+        home = Path(
+            os.environ.get("HF_HUB_CACHE")
+            or Path(os.environ.get("HF_HOME") or Path.home() / ".cache" / "huggingface") / "hub"
+        )
         found = sorted((home / f"models--{model.replace('/', '--')}" / "snapshots").glob("*/tokenizer.json"))
         if not found:
             raise FileNotFoundError(f"no tokenizer.json of {model} under {home}")

@@ -60,8 +60,9 @@ class VLLMBackend:
     divided evenly.
     """
 
-    def __init__(self, model: str, *, enable_thinking: bool = False, batch_size: int = DEFAULT_BATCH_SIZE,
-                 **engine_args: Any) -> None:
+    def __init__(
+        self, model: str, *, enable_thinking: bool = False, batch_size: int = DEFAULT_BATCH_SIZE, **engine_args: Any
+    ) -> None:
         vllm = _import_vllm()
         self._vllm = vllm
         self._sampling = importlib.import_module("vllm.sampling_params")
@@ -70,7 +71,8 @@ class VLLMBackend:
         self.model = model
         self.enable_thinking = bool(enable_thinking)
         self._collector: BatchCollector[Request, Response] = BatchCollector(
-            self._complete, batch_size, name=f"fhs-vllm:{model}")
+            self._complete, batch_size, name=f"fhs-vllm:{model}"
+        )
         self.kind = "vllm-thinking" if self.enable_thinking else "vllm"
         self.name = f"vllm:{model}"
 

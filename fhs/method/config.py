@@ -63,11 +63,18 @@ DEFAULT_CONFIG = "paper"
 NAMED_CONFIGS: dict[str, NamedConfig] = {
     named.name: named
     for named in (
-        NamedConfig("paper", "the paper's deployed FHS (Section 4, Appendix B): profile-diverse window, "
-                             "support over resolved dimensions, mean fill", {}),
-        NamedConfig("codiesp-authors", "the authors' CodiEsp runs: plain top-10 window by fused rank, "
-                                       "support = supports / all six dimensions, zero fill",
-                    {"window": "rank", "k_v": 10, "scoring": "strict", "fill": "zero"}),
+        NamedConfig(
+            "paper",
+            "the paper's deployed FHS (Section 4, Appendix B): profile-diverse window, "
+            "support over resolved dimensions, mean fill",
+            {},
+        ),
+        NamedConfig(
+            "codiesp-authors",
+            "the authors' CodiEsp runs: plain top-10 window by fused rank, "
+            "support = supports / all six dimensions, zero fill",
+            {"window": "rank", "k_v": 10, "scoring": "strict", "fill": "zero"},
+        ),
     )
 }
 
@@ -148,17 +155,29 @@ class FHSConfig:
         check("selector_layout", SELECTOR_LAYOUTS)
         object.__setattr__(self, "renderings", tuple(self.renderings))
         if not self.renderings or any(r not in RENDERINGS for r in self.renderings):
-            raise ValueError(f"FHSConfig.renderings must be a non-empty subset of {RENDERINGS}, "
-                             f"got {self.renderings!r}")
-        for name in ("num_hypotheses", "k", "kappa", "k_v", "scan", "selector_candidates",
-                     "generator_prompt_tokens", "verifier_prompt_tokens", "selector_prompt_tokens"):
+            raise ValueError(
+                f"FHSConfig.renderings must be a non-empty subset of {RENDERINGS}, got {self.renderings!r}"
+            )
+        for name in (
+            "num_hypotheses",
+            "k",
+            "kappa",
+            "k_v",
+            "scan",
+            "selector_candidates",
+            "generator_prompt_tokens",
+            "verifier_prompt_tokens",
+            "selector_prompt_tokens",
+        ):
             if isinstance(getattr(self, name), bool) or not isinstance(getattr(self, name), numbers.Integral):
                 raise ValueError(f"FHSConfig.{name} must be a whole number, got {getattr(self, name)!r}")
             if getattr(self, name) < 1:
                 raise ValueError(f"FHSConfig.{name} must be at least 1, got {getattr(self, name)!r}")
         if self.only_hypothesis is not None and not 0 <= self.only_hypothesis < self.num_hypotheses:
-            raise ValueError(f"FHSConfig.only_hypothesis must be a sample index below num_hypotheses "
-                             f"({self.num_hypotheses}), got {self.only_hypothesis!r}")
+            raise ValueError(
+                f"FHSConfig.only_hypothesis must be a sample index below num_hypotheses "
+                f"({self.num_hypotheses}), got {self.only_hypothesis!r}"
+            )
         if self.context_tokens is not None and self.context_tokens < 1:
             raise ValueError(f"FHSConfig.context_tokens must be at least 1 or None, got {self.context_tokens!r}")
         if isinstance(self.beta, bool) or not isinstance(self.beta, numbers.Real) or not math.isfinite(self.beta):

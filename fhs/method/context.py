@@ -45,23 +45,30 @@ class MethodContext:
 
     def require_llm(self, method: str) -> tuple[LLM, Domain]:
         if self.llm is None or self.domain is None:
-            raise InputError(f"method {method!r} needs a language model", field="backend",
-                             fix="pass --backend and --model, or a --profile that names them")
+            raise InputError(
+                f"method {method!r} needs a language model",
+                field="backend",
+                fix="pass --backend and --model, or a --profile that names them",
+            )
         return self.llm, self.domain
 
     def require_domain(self, method: str) -> Domain:
         """The domain a prompt is written from: building a request needs it, not a model."""
         if self.domain is None:
-            raise InputError(f"method {method!r} needs a domain", field="domain",
-                             fix="give the dataset a domain file (a spec's `domain:`)")
+            raise InputError(
+                f"method {method!r} needs a domain",
+                field="domain",
+                fix="give the dataset a domain file (a spec's `domain:`)",
+            )
         return self.domain
 
 
 Method = Callable[[Fact, MethodContext], dict]
 
 
-def call_record(request: Request, response: Response, parsed: bool, llm: LLM | None = None, *,
-                cache: LLM | None = None) -> dict[str, Any]:
+def call_record(
+    request: Request, response: Response, parsed: bool, llm: LLM | None = None, *, cache: LLM | None = None
+) -> dict[str, Any]:
     """A call's line in the record; an unparseable answer is also marked in ``llm``'s response cache.
 
     The stage that parsed the answer is the only one that knows it was unusable,
@@ -103,5 +110,6 @@ def with_selector(fact: Fact, ctx: MethodContext, record: dict) -> dict:
     record["selection"] = selection.to_dict() if selection is not None else None
     record["selected"] = selected_ids[0]
     record["llm_calls"] = record.get("llm_calls", []) + [
-        call_record(req, resp, selection is not None, ctx.llm) for req, resp in calls]
+        call_record(req, resp, selection is not None, ctx.llm) for req, resp in calls
+    ]
     return record

@@ -27,5 +27,4 @@ def direct_located(fact: Fact, ctx: MethodContext) -> dict:
     """
     query = located_query(fact)
     ranking = ctx.retriever.search(query, fact.datatype)
-    return with_selector(fact, ctx, {"queries": [query], "ranking": list(ranking.ids),
-                                     "located": bool(location(fact))})
+    return with_selector(fact, ctx, {"queries": [query], "ranking": list(ranking.ids), "located": bool(location(fact))})

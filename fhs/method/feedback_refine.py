@@ -22,8 +22,16 @@ def feedback_request(fact: Fact, ctx: MethodContext, previous: str, last: Query)
     shown = feedback_candidates(fact, last.ranking.ids, ctx.taxonomy)
     lines = candidate_lines(shown, ctx.taxonomy, ctx.config.definition_chars) or "(nothing was retrieved)"
     domain = ctx.require_domain(PURPOSE)
-    request = rewrite_request("refine_feedback", fact, domain, ctx.config, purpose=PURPOSE,
-                              fields=("assessment", "query"), previous=previous, candidate_lines=lines)
+    request = rewrite_request(
+        "refine_feedback",
+        fact,
+        domain,
+        ctx.config,
+        purpose=PURPOSE,
+        fields=("assessment", "query"),
+        previous=previous,
+        candidate_lines=lines,
+    )
     return request, {"shown_candidates": shown}
 
 

@@ -86,14 +86,17 @@ def verify_pool(
         "calls": [judged[j].call for j in asks if judged[j].call is not None],
         "record": {
             "window": window.to_dict(),
-            "verdicts": [{
-                "asked": j in judged,
-                "parsed": bool(found),
-                "from_ledger": len(judged.get(j, unasked).known),
-                "malformed": judged.get(j, unasked).malformed,
-                "truncated": judged.get(j, unasked).cut,
-                "entries": {cid: v.to_dict() for cid, v in found.items()},
-            } for j, found in enumerate(verdicts)],
+            "verdicts": [
+                {
+                    "asked": j in judged,
+                    "parsed": bool(found),
+                    "from_ledger": len(judged.get(j, unasked).known),
+                    "malformed": judged.get(j, unasked).malformed,
+                    "truncated": judged.get(j, unasked).cut,
+                    "entries": {cid: v.to_dict() for cid, v in found.items()},
+                }
+                for j, found in enumerate(verdicts)
+            ],
             "support": [{cid: v[cid] for cid in window.ids} for v in scored.support],
             "fill": scored.fills,
             "judged": scored.judged,
@@ -113,14 +116,21 @@ def ask_verifier(verification: Verification, known: Mapping[int, Mapping[str, En
     names = v.domain.dimension_names
     sub_windows = {j: unjudged_window(v.window, known.get(j, {})) for j in v.asks}
     pending = [j for j in v.asks if sub_windows[j].ids]
-    requests = [verifier_request(v.fact, v.hypotheses[j], sub_windows[j], v.taxonomy, v.domain, v.config)
-                for j in pending]
+    requests = [
+        verifier_request(v.fact, v.hypotheses[j], sub_windows[j], v.taxonomy, v.domain, v.config) for j in pending
+    ]
     responses = v.llm.complete(requests) if requests else []
     judged = {j: Judged(known=dict(known.get(j, {}))) for j in v.asks}
     for j, request, response in zip(pending, requests, responses):
         fresh, malformed = read_verdicts(response.text, sub_windows[j].ids, names)
-        judged[j] = replace(judged[j], asked=sub_windows[j].ids, fresh=fresh, malformed=malformed,
-                            cut=response.cut_short, call=call_record(request, response, bool(fresh), v.llm))
+        judged[j] = replace(
+            judged[j],
+            asked=sub_windows[j].ids,
+            fresh=fresh,
+            malformed=malformed,
+            cut=response.cut_short,
+            call=call_record(request, response, bool(fresh), v.llm),
+        )
     return judged
 
 
@@ -159,13 +169,21 @@ def run_fhs_fact(
     if hypotheses is None:
         hypotheses, generated = generate_hypotheses(fact, llm, config, domain)
         names, operators = domain.dimension_names, domain.operator_names
-        calls += [call_record(req, resp, parse_hypothesis(resp.text, names, operators) is not None, llm)
-                  for req, resp in generated]
+        calls += [
+            call_record(req, resp, parse_hypothesis(resp.text, names, operators) is not None, llm)
+            for req, resp in generated
+        ]
     hypotheses = keep_hypothesis(fact, list(hypotheses), config, domain)
     queries = [q for j, h in enumerate(hypotheses) for q in queries_for(fact, h, config, j)]
     rankings = retrieve(fact, queries, retriever)
-    pool = fuse(rankings, kappa=config.kappa, k=config.k, method=config.fusion,
-                normalize=config.normalize, normalize_over=config.normalize_over)
+    pool = fuse(
+        rankings,
+        kappa=config.kappa,
+        k=config.k,
+        method=config.fusion,
+        normalize=config.normalize,
+        normalize_over=config.normalize_over,
+    )
 
     verifier_record = None
     if config.verify and len(pool):

@@ -67,8 +67,11 @@ class SeqConfig:
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> SeqConfig:
         """From a method context's options: ``seq_max_rounds``, ``seq_fill``, ``seq_final``."""
-        return cls(max_rounds=int(options.get("seq_max_rounds", 4)), fill=options.get("seq_fill"),
-                   final=str(options.get("seq_final", "verifier")))
+        return cls(
+            max_rounds=int(options.get("seq_max_rounds", 4)),
+            fill=options.get("seq_fill"),
+            final=str(options.get("seq_final", "verifier")),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -82,8 +85,10 @@ def run_fhs_seq(fact: Fact, ctx: MethodContext, seq: SeqConfig | None = None) ->
     names = domain.dimension_names
 
     hypotheses, generated = generate_hypotheses(fact, llm, config, domain)
-    calls = [call_record(req, resp, parse_hypothesis(resp.text, names, domain.operator_names) is not None,
-                         cache=llm) for req, resp in generated]
+    calls = [
+        call_record(req, resp, parse_hypothesis(resp.text, names, domain.operator_names) is not None, cache=llm)
+        for req, resp in generated
+    ]
     queries = [q for j, h in enumerate(hypotheses) for q in queries_for(fact, h, config, j)]
     rankings = retrieve(fact, queries, ctx.retriever)
     current = 0  # the hypothesis the next revision starts from
@@ -91,11 +96,20 @@ def run_fhs_seq(fact: Fact, ctx: MethodContext, seq: SeqConfig | None = None) ->
     stop_reason = None
     revision_record = None
     while True:
-        pool = fuse(rankings, kappa=config.kappa, k=config.k, method=config.fusion,
-                    normalize=config.normalize, normalize_over=config.normalize_over)
+        pool = fuse(
+            rankings,
+            kappa=config.kappa,
+            k=config.k,
+            method=config.fusion,
+            normalize=config.normalize,
+            normalize_over=config.normalize_over,
+        )
         if not len(pool):
-            rounds.append(_round_record(hypotheses, queries, rankings, pool, None, pool.as_ranking(), None, None,
-                                        revision_record, current))
+            rounds.append(
+                _round_record(
+                    hypotheses, queries, rankings, pool, None, pool.as_ranking(), None, None, revision_record, current
+                )
+            )
             stop_reason = "empty_pool"
             break
         verified = verify_pool(fact, hypotheses, pool, llm, ctx.taxonomy, domain, config)
@@ -104,16 +118,29 @@ def run_fhs_seq(fact: Fact, ctx: MethodContext, seq: SeqConfig | None = None) ->
         window_ids = verified["window"].ids
         tallies = tally(entries, window_ids, names)
         target = choose_dimension(tallies, names)
-        rounds.append(_round_record(hypotheses, queries, rankings, pool, verified, verified["ranking"],
-                                    tallies, target, revision_record, current))
+        rounds.append(
+            _round_record(
+                hypotheses,
+                queries,
+                rankings,
+                pool,
+                verified,
+                verified["ranking"],
+                tallies,
+                target,
+                revision_record,
+                current,
+            )
+        )
         if target is None:
             stop_reason = "no_unsupported_dimension"
             break
         if len(rounds) >= seq.max_rounds:
             stop_reason = "max_rounds"
             break
-        request = revision_request(fact, hypotheses[current], target, tallies[target], window_ids, entries,
-                                   ctx.taxonomy, domain, config)
+        request = revision_request(
+            fact, hypotheses[current], target, tallies[target], window_ids, entries, ctx.taxonomy, domain, config
+        )
         response = llm.complete([request])[0]
         revision = read_revision("" if response.cut_short else response.text, hypotheses[current], target, domain)
         calls.append(call_record(request, response, revision.hypothesis is not None, cache=llm))
@@ -145,8 +172,9 @@ def run_fhs_seq(fact: Fact, ctx: MethodContext, seq: SeqConfig | None = None) ->
     return with_selector(fact, ctx, record)
 
 
-def _round_record(hypotheses, queries, rankings, pool, verified, final, tallies, target, revision,
-                  current) -> dict[str, Any]:
+def _round_record(
+    hypotheses, queries, rankings, pool, verified, final, tallies, target, revision, current
+) -> dict[str, Any]:
     """One round: what was in the pool, what the verifier said, what the loop chose next.
 
     ``hypotheses``/``queries``/``rankings`` count how many of the episode's

@@ -35,8 +35,16 @@ from fhs.method.prompting import (
 
 UNRESOLVED = "UNRESOLVED"
 DEFAULT_DIMENSIONS = ("FAMILY", "ROLE", "EVENT", "QUALIFIER", "SCOPE", "TEMPORAL")
-DEFAULT_OPERATORS = ("direct_label", "row_column", "relative_time", "roll_forward",
-                     "dimensional", "aggregation", "rate", "schedule")
+DEFAULT_OPERATORS = (
+    "direct_label",
+    "row_column",
+    "relative_time",
+    "roll_forward",
+    "dimensional",
+    "aggregation",
+    "rate",
+    "schedule",
+)
 PURPOSE = "hypothesis"
 CONTEXT_LADDER = (12_000, 8_000, 5_000, 2_500)
 
@@ -102,6 +110,7 @@ class RenderedQuery:
 
 # ---- parsing ------------------------------------------------------------------
 
+
 def parse_hypothesis(
     text: str,
     dimensions: Sequence[str] = DEFAULT_DIMENSIONS,
@@ -160,6 +169,7 @@ def fallback_hypothesis(fact: Fact, dimensions: Sequence[str] = DEFAULT_DIMENSIO
 
 # ---- rendering ----------------------------------------------------------------
 
+
 def render_label(hypothesis: Hypothesis) -> str:
     """The label-style query body: resolved values in canonical order, tokenized like index labels.
 
@@ -176,8 +186,9 @@ def render_definition(hypothesis: Hypothesis) -> str:
     return " ".join(value for _, value in hypothesis.dimensions if not is_unresolved(value))
 
 
-def queries_for(fact: Fact, hypothesis: Hypothesis, config: FHSConfig,
-                hypothesis_index: int = 0) -> list[RenderedQuery]:
+def queries_for(
+    fact: Fact, hypothesis: Hypothesis, config: FHSConfig, hypothesis_index: int = 0
+) -> list[RenderedQuery]:
     """The queries one hypothesis issues, with the prefix and modality rules applied.
 
     Tables: definition form, then label form if it is non-empty. Text: the
@@ -203,6 +214,7 @@ def queries_for(fact: Fact, hypothesis: Hypothesis, config: FHSConfig,
 
 # ---- the generator prompt -----------------------------------------------------
 
+
 def hypothesis_schema(domain: Domain) -> dict[str, Any]:
     """JSON schema of a generator reply, for backends that support structured output."""
     names = list(domain.dimension_names)
@@ -223,12 +235,12 @@ def hypothesis_schema(domain: Domain) -> dict[str, Any]:
     }
 
 
-def generator_prompt(fact: Fact, domain: Domain, context_chars: int, field_chars: int | None = None,
-                     order: str = DEFAULT_ORDER) -> str:
+def generator_prompt(
+    fact: Fact, domain: Domain, context_chars: int, field_chars: int | None = None, order: str = DEFAULT_ORDER
+) -> str:
     """The user message: the task, the dimensions with one-line glosses and the rules, then the evidence."""
     dimension_lines = "\n".join(
-        f"- {d.name}: {d.gloss}" + (f" (e.g. {'; '.join(d.examples)})" if d.examples else "")
-        for d in domain.dimensions
+        f"- {d.name}: {d.gloss}" + (f" (e.g. {'; '.join(d.examples)})" if d.examples else "") for d in domain.dimensions
     )
     operator_lines = "\n".join(f"   - {o.name}: {o.gloss}" for o in domain.operators)
     skeleton = ", ".join(f'"{name}": "..."' for name in domain.dimension_names)
@@ -253,9 +265,12 @@ def fit_generator_prompt(fact: Fact, config: FHSConfig, domain: Domain) -> Fitte
     ladder += last_resort(config.context_chars, labels=False)
     return fit_to_budget(
         lambda context_chars, field_chars=None: fact_messages(
-            generator_prompt(fact, domain, context_chars, field_chars, order), order),
-        ladder, Budget(config.generator_prompt_tokens, config.max_tokens_hypothesis, config.context_tokens),
-        what=f"fact {fact.id}: the {PURPOSE} prompt")
+            generator_prompt(fact, domain, context_chars, field_chars, order), order
+        ),
+        ladder,
+        Budget(config.generator_prompt_tokens, config.max_tokens_hypothesis, config.context_tokens),
+        what=f"fact {fact.id}: the {PURPOSE} prompt",
+    )
 
 
 def hypothesis_requests(fact: Fact, config: FHSConfig, domain: Domain) -> list[Request]:
@@ -263,15 +278,25 @@ def hypothesis_requests(fact: Fact, config: FHSConfig, domain: Domain) -> list[R
     fitted = fit_generator_prompt(fact, config, domain)
     schema = hypothesis_schema(domain) if config.json_schema else None
     return [
-        Request(messages=fitted.messages, temperature=config.temperature, top_p=config.top_p,
-                max_tokens=config.max_tokens_hypothesis, seed=config.seed, sample_index=j,
-                schema=schema, purpose=PURPOSE, shortened=fitted.shortened, fact_id=fact.id)
+        Request(
+            messages=fitted.messages,
+            temperature=config.temperature,
+            top_p=config.top_p,
+            max_tokens=config.max_tokens_hypothesis,
+            seed=config.seed,
+            sample_index=j,
+            schema=schema,
+            purpose=PURPOSE,
+            shortened=fitted.shortened,
+            fact_id=fact.id,
+        )
         for j in range(config.num_hypotheses)
     ]
 
 
-def generate_hypotheses(fact: Fact, llm: LLM, config: FHSConfig,
-                        domain: Domain) -> tuple[list[Hypothesis], list[tuple[Request, Response]]]:
+def generate_hypotheses(
+    fact: Fact, llm: LLM, config: FHSConfig, domain: Domain
+) -> tuple[list[Hypothesis], list[tuple[Request, Response]]]:
     """Sample J hypotheses (one batch), retry each failed sample once, drop what still fails.
 
     A sample fails when its reply does not parse or was cut at ``max_tokens``.
@@ -311,17 +336,20 @@ def _parser(domain: Domain):
     return lambda text: parse_hypothesis(text, names, operators)
 
 
-def hypotheses_from_records(records: Sequence[Mapping[str, Any]],
-                            dimensions: Sequence[str] = DEFAULT_DIMENSIONS) -> list[Hypothesis]:
+def hypotheses_from_records(
+    records: Sequence[Mapping[str, Any]], dimensions: Sequence[str] = DEFAULT_DIMENSIONS
+) -> list[Hypothesis]:
     """Rebuild hypotheses from ``Hypothesis.to_dict`` records (to replay a logged run)."""
     result = []
     for record in records:
         dims = record.get("dimensions", {})
-        result.append(Hypothesis(
-            dimensions=tuple((name, _value_text(dims.get(name))) for name in dimensions),
-            retrieval_query=str(record.get("retrieval_query", "")),
-            operators=tuple(record.get("operators", ("direct_label",))),
-            source=str(record.get("source", "model")),
-            sample_index=int(record.get("sample_index", 0)),
-        ))
+        result.append(
+            Hypothesis(
+                dimensions=tuple((name, _value_text(dims.get(name))) for name in dimensions),
+                retrieval_query=str(record.get("retrieval_query", "")),
+                operators=tuple(record.get("operators", ("direct_label",))),
+                source=str(record.get("source", "model")),
+                sample_index=int(record.get("sample_index", 0)),
+            )
+        )
     return result

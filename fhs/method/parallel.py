@@ -35,18 +35,31 @@ def parallel_requests(fact: Fact, domain: Domain, config: FHSConfig, *, instruct
     glue = " " if config.prompt_order == "evidence-first" else ""
     requests = []
     for j in range(samples):
-        variation = (glue + render("freetext_instructed", sample=str(j + 1), samples=str(samples)).strip()
-                     if instructed else "")
-        requests.append(rewrite_request("freetext", fact, domain, config, purpose=PURPOSE, fields=FIELDS,
-                                        temperature=config.temperature, sample_index=j, variation=variation))
+        variation = (
+            glue + render("freetext_instructed", sample=str(j + 1), samples=str(samples)).strip() if instructed else ""
+        )
+        requests.append(
+            rewrite_request(
+                "freetext",
+                fact,
+                domain,
+                config,
+                purpose=PURPOSE,
+                fields=FIELDS,
+                temperature=config.temperature,
+                sample_index=j,
+                variation=variation,
+            )
+        )
     return requests
 
 
 def run_parallel(fact: Fact, ctx: MethodContext, *, instructed: bool, method: str) -> dict:
     llm, domain = ctx.require_llm(method)
     calls = Calls()
-    replies = calls.ask(llm, parallel_requests(fact, domain, ctx.config, instructed=instructed), FIELDS,
-                        required="query")
+    replies = calls.ask(
+        llm, parallel_requests(fact, domain, ctx.config, instructed=instructed), FIELDS, required="query"
+    )
     rounds = []
     for j, values in enumerate(replies):
         query = search_query(fact, reading(values), ctx.retriever)

@@ -28,8 +28,17 @@ NO_READINGS = "(none yet)"
 def diverse_request(fact: Fact, domain: Domain, config: FHSConfig, earlier: Sequence[str], j: int) -> Request:
     """Call j: the evidence and the earlier readings, numbered; sampled like FHS's hypotheses."""
     shown = "\n".join(f"{i}. {text}" for i, text in enumerate(earlier, start=1)) or NO_READINGS
-    return rewrite_request("diverse", fact, domain, config, purpose=PURPOSE, fields=FIELDS,
-                           temperature=config.temperature, sample_index=j, earlier=shown)
+    return rewrite_request(
+        "diverse",
+        fact,
+        domain,
+        config,
+        purpose=PURPOSE,
+        fields=FIELDS,
+        temperature=config.temperature,
+        sample_index=j,
+        earlier=shown,
+    )
 
 
 def parallel_diverse(fact: Fact, ctx: MethodContext) -> dict:
@@ -49,13 +58,23 @@ def parallel_diverse(fact: Fact, ctx: MethodContext) -> dict:
         if values is None:
             queries = [search_query(fact, "", ctx.retriever)]
         else:
-            queries = [search_query(fact, values[name], ctx.retriever)
-                       for name in ("label_query", "definition_query") if values[name]]
+            queries = [
+                search_query(fact, values[name], ctx.retriever)
+                for name in ("label_query", "definition_query")
+                if values[name]
+            ]
             earlier.append(values["grounding"] or values["definition_query"] or values["label_query"])
         pool = fuse_rankings([q.ranking for q in queries], ctx.config)
         fused.append(pool.as_ranking())
-        hypotheses.append({"sample": j, "shown_readings": shown, **(values or {}),
-                           "source": "model" if values else "fallback",
-                           "queries": [q.to_dict() for q in queries], "fused": list(pool.ids)})
+        hypotheses.append(
+            {
+                "sample": j,
+                "shown_readings": shown,
+                **(values or {}),
+                "source": "model" if values else "fallback",
+                "queries": [q.to_dict() for q in queries],
+                "fused": list(pool.ids),
+            }
+        )
     pool = fuse_rankings(fused, ctx.config)
     return with_selector(fact, ctx, final_record(pool, calls, rounds=hypotheses))

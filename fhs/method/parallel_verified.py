@@ -50,8 +50,13 @@ def description_reading(description: str, dimensions: Sequence[str], sample_inde
     description apart (its key is a hash of the dimension values).
     """
     text = " ".join(description.split())
-    return Hypothesis(dimensions=tuple((name, text) for name in dimensions), retrieval_query=text,
-                      operators=(), source=DESCRIPTION_SOURCE, sample_index=sample_index)
+    return Hypothesis(
+        dimensions=tuple((name, text) for name in dimensions),
+        retrieval_query=text,
+        operators=(),
+        source=DESCRIPTION_SOURCE,
+        sample_index=sample_index,
+    )
 
 
 def parallel_verified(fact: Fact, ctx: MethodContext) -> dict:
@@ -67,8 +72,14 @@ def parallel_verified(fact: Fact, ctx: MethodContext) -> dict:
         rankings.append(query.ranking)
         if values is not None:
             readings.append(description_reading(reading(values), domain.dimension_names, j))
-    pool = fuse(rankings, kappa=config.kappa, k=config.k, method=config.fusion,
-                normalize=config.normalize, normalize_over=config.normalize_over)
+    pool = fuse(
+        rankings,
+        kappa=config.kappa,
+        k=config.k,
+        method=config.fusion,
+        normalize=config.normalize,
+        normalize_over=config.normalize_over,
+    )
     verifier_record, verifier_calls = None, []
     final = pool.as_ranking()
     if config.verify and readings and len(pool):

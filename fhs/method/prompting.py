@@ -70,6 +70,7 @@ def fact_messages(user: str, order: str = DEFAULT_ORDER) -> tuple[Message, Messa
 
 # ---- budgets --------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Budget:
     """How many prompt tokens one request may take.
@@ -91,8 +92,10 @@ class Budget:
 
     def describe(self) -> str:
         if self.window is not None and self.window - self.max_tokens < self.stage_tokens:
-            return (f"{self.limit:,} tokens (the model's {self.window:,}-token context less "
-                    f"{self.max_tokens:,} for the reply)")
+            return (
+                f"{self.limit:,} tokens (the model's {self.window:,}-token context less "
+                f"{self.max_tokens:,} for the reply)"
+            )
         return f"the stage's budget of {self.stage_tokens:,} tokens"
 
 
@@ -159,8 +162,14 @@ class _Utf8Bytes:
 _BYTES = _Utf8Bytes()
 
 
-def fit_to_budget(build: Callable[..., Sequence[Message]], ladder: Sequence[Mapping[str, Any]], budget: Budget,
-                  *, what: str, counter: TokenCounter | None = None) -> Fitted:
+def fit_to_budget(
+    build: Callable[..., Sequence[Message]],
+    ladder: Sequence[Mapping[str, Any]],
+    budget: Budget,
+    *,
+    what: str,
+    counter: TokenCounter | None = None,
+) -> Fitted:
     """The messages of the first rung of ``ladder`` whose token count fits ``budget``.
 
     ``build(**rung)`` returns the chat messages; they are counted with the
@@ -181,16 +190,20 @@ def fit_to_budget(build: Callable[..., Sequence[Message]], ladder: Sequence[Mapp
         tokens = count_messages(counter, messages)
         if tokens <= budget.limit:
             return Fitted(messages, index, setting, tokens, budget.limit, len(rungs))
-    raise PromptTooLong(f"{what}: {tokens:,} prompt tokens even at the shortest of {len(rungs)} budget rungs "
-                        f"({rungs[-1]}); the limit is {budget.describe()}. Raise the server's --max-model-len "
-                        "or the stage's *_prompt_tokens, or show fewer candidates")
+    raise PromptTooLong(
+        f"{what}: {tokens:,} prompt tokens even at the shortest of {len(rungs)} budget rungs "
+        f"({rungs[-1]}); the limit is {budget.describe()}. Raise the server's --max-model-len "
+        "or the stage's *_prompt_tokens, or show fewer candidates"
+    )
 
 
 # Rungs tried after a stage's own ladder, for a fact whose value, headers or candidates are
 # themselves too long: they cut every field, not only the context. A prompt that fitted
 # one of the earlier rungs never reaches these, so it stays byte for byte what it was.
-LAST_RESORT = ({"context_chars": 2_500, "field_chars": 1_000, "label_chars": 400},
-               {"context_chars": 1_000, "field_chars": 200, "label_chars": 120})
+LAST_RESORT = (
+    {"context_chars": 2_500, "field_chars": 1_000, "label_chars": 400},
+    {"context_chars": 1_000, "field_chars": 200, "label_chars": 120},
+)
 
 
 def context_ladder(context_chars: int, steps: Sequence[int] = (12_000, 8_000, 5_000, 2_500)) -> list[dict[str, int]]:
@@ -201,8 +214,15 @@ def context_ladder(context_chars: int, steps: Sequence[int] = (12_000, 8_000, 5_
 def last_resort(context_chars: int, *, labels: bool, **more: Any) -> list[dict[str, Any]]:
     """``LAST_RESORT`` with its context never longer than the configured one (and ``label_chars``
     only for prompts that list candidates), plus ``more`` on each rung."""
-    return [{"context_chars": min(rung["context_chars"], context_chars), "field_chars": rung["field_chars"],
-             **({"label_chars": rung["label_chars"]} if labels else {}), **more} for rung in LAST_RESORT]
+    return [
+        {
+            "context_chars": min(rung["context_chars"], context_chars),
+            "field_chars": rung["field_chars"],
+            **({"label_chars": rung["label_chars"]} if labels else {}),
+            **more,
+        }
+        for rung in LAST_RESORT
+    ]
 
 
 def clip(text: str, limit: int) -> str:

@@ -33,8 +33,9 @@ NO_READING = "(no usable reading yet: the search used the raw evidence)"
 NextRequest = Callable[[Fact, MethodContext, str, Query], tuple[Request, dict[str, Any]]]
 
 
-def refine(fact: Fact, ctx: MethodContext, *, method: str, next_request: NextRequest,
-           note: str, rounds: int = ROUNDS) -> dict:
+def refine(
+    fact: Fact, ctx: MethodContext, *, method: str, next_request: NextRequest, note: str, rounds: int = ROUNDS
+) -> dict:
     """Run the rounds; ``note`` names the field beside ``query`` (``critique`` or ``assessment``)."""
     llm, domain = ctx.require_llm(method)
     calls = Calls()

@@ -54,8 +54,9 @@ class Tally:
         return {"support": self.support, "against": self.against, "abstain": self.abstain}
 
 
-def tally(entries: Mapping[str, Mapping[str, str]], window_ids: Sequence[str],
-          dimensions: Sequence[str]) -> dict[str, Tally]:
+def tally(
+    entries: Mapping[str, Mapping[str, str]], window_ids: Sequence[str], dimensions: Sequence[str]
+) -> dict[str, Tally]:
     """Count each dimension's verdicts over the window candidates.
 
     ``entries`` is one hypothesis's verifier record, ``{candidate_id: {dimension:
@@ -82,10 +83,20 @@ def choose_dimension(tallies: Mapping[str, Tally], dimensions: Sequence[str]) ->
 
 # ---- the revision call ------------------------------------------------------------
 
-def revision_prompt(fact: Fact, hypothesis: Hypothesis, target: str, target_tally: Tally,
-                    window_ids: Sequence[str], entries: Mapping[str, Mapping[str, str]],
-                    taxonomy: Taxonomy | None, domain: Domain, context_chars: int,
-                    field_chars: int | None = None, order: str = DEFAULT_ORDER) -> str:
+
+def revision_prompt(
+    fact: Fact,
+    hypothesis: Hypothesis,
+    target: str,
+    target_tally: Tally,
+    window_ids: Sequence[str],
+    entries: Mapping[str, Mapping[str, str]],
+    taxonomy: Taxonomy | None,
+    domain: Domain,
+    context_chars: int,
+    field_chars: int | None = None,
+    order: str = DEFAULT_ORDER,
+) -> str:
     """The task and rules, the evidence, then the interpretation, target, tally and verdicts (what differs)."""
     gloss = next(d.verifier_gloss or d.gloss for d in domain.dimensions if d.name == target)
     lines = []
@@ -102,30 +113,59 @@ def revision_prompt(fact: Fact, hypothesis: Hypothesis, target: str, target_tall
         taxonomy=domain.taxonomy,
         target=target,
         target_gloss=gloss,
-        tally_line=(f"{target_tally.support} support, {target_tally.against} contradict, "
-                    f"{target_tally.abstain} unresolved over {len(window_ids)} candidates"),
+        tally_line=(
+            f"{target_tally.support} support, {target_tally.against} contradict, "
+            f"{target_tally.abstain} unresolved over {len(window_ids)} candidates"
+        ),
         candidate_lines="\n".join(lines),
         query_guidance=domain.query_guidance,
         dimension_skeleton=", ".join(f'"{name}": "..."' for name in domain.dimension_names),
     )
 
 
-def revision_request(fact: Fact, hypothesis: Hypothesis, target: str, target_tally: Tally,
-                     window_ids: Sequence[str], entries: Mapping[str, Mapping[str, str]],
-                     taxonomy: Taxonomy | None, domain: Domain, config: FHSConfig) -> Request:
+def revision_request(
+    fact: Fact,
+    hypothesis: Hypothesis,
+    target: str,
+    target_tally: Tally,
+    window_ids: Sequence[str],
+    entries: Mapping[str, Mapping[str, str]],
+    taxonomy: Taxonomy | None,
+    domain: Domain,
+    config: FHSConfig,
+) -> Request:
     """One greedy (T = 0) call asking for the hypothesis revised on ``target`` alone."""
     order = config.prompt_order
     ladder = context_ladder(config.context_chars, CONTEXT_LADDER) + last_resort(config.context_chars, labels=False)
     fitted = fit_to_budget(
-        lambda context_chars, field_chars=None: fact_messages(revision_prompt(
-            fact, hypothesis, target, target_tally, window_ids, entries, taxonomy, domain, context_chars,
-            field_chars, order), order),
-        ladder, Budget(config.generator_prompt_tokens, config.max_tokens_hypothesis, config.context_tokens),
-        what=f"fact {fact.id}: the {PURPOSE} prompt")
+        lambda context_chars, field_chars=None: fact_messages(
+            revision_prompt(
+                fact,
+                hypothesis,
+                target,
+                target_tally,
+                window_ids,
+                entries,
+                taxonomy,
+                domain,
+                context_chars,
+                field_chars,
+                order,
+            ),
+            order,
+        ),
+        ladder,
+        Budget(config.generator_prompt_tokens, config.max_tokens_hypothesis, config.context_tokens),
+        what=f"fact {fact.id}: the {PURPOSE} prompt",
+    )
     return Request(
         messages=fitted.messages,
-        temperature=0.0, top_p=1.0, max_tokens=config.max_tokens_hypothesis, seed=config.seed,
-        schema=hypothesis_schema(domain) if config.json_schema else None, purpose=PURPOSE,
+        temperature=0.0,
+        top_p=1.0,
+        max_tokens=config.max_tokens_hypothesis,
+        seed=config.seed,
+        schema=hypothesis_schema(domain) if config.json_schema else None,
+        purpose=PURPOSE,
         shortened=fitted.shortened,
     )
 
@@ -151,12 +191,11 @@ class Revision:
 
 def enforce_target_only(current: Hypothesis, revised: Hypothesis, target: str) -> Revision:
     """Keep the revision's target value and query; every other dimension and the operators come from ``current``."""
-    restored = tuple(name for name, value in current.dimensions
-                     if name != target and revised.value(name) != value)
-    dimensions = tuple((name, revised.value(name) if name == target else value)
-                       for name, value in current.dimensions)
-    hypothesis = dataclasses.replace(current, dimensions=dimensions, retrieval_query=revised.retrieval_query,
-                                     source="revision")
+    restored = tuple(name for name, value in current.dimensions if name != target and revised.value(name) != value)
+    dimensions = tuple((name, revised.value(name) if name == target else value) for name, value in current.dimensions)
+    hypothesis = dataclasses.replace(
+        current, dimensions=dimensions, retrieval_query=revised.retrieval_query, source="revision"
+    )
     return Revision(hypothesis, target, restored, revised.value(target) != current.value(target))
 
 

@@ -46,13 +46,26 @@ def domain_fields(domain: Domain) -> dict[str, str]:
 def text_schema(required: Sequence[str], optional: Sequence[str] = ()) -> dict[str, Any]:
     """A JSON object of string fields, for backends that constrain decoding to a schema."""
     names = [*required, *optional]
-    return {"type": "object", "properties": {name: {"type": "string"} for name in names},
-            "required": list(names), "additionalProperties": False}
+    return {
+        "type": "object",
+        "properties": {name: {"type": "string"} for name in names},
+        "required": list(names),
+        "additionalProperties": False,
+    }
 
 
-def rewrite_request(template: str, fact: Fact, domain: Domain, config: FHSConfig, *, purpose: str,
-                    fields: Sequence[str], temperature: float = 0.0, sample_index: int = 0,
-                    **values: str) -> Request:
+def rewrite_request(
+    template: str,
+    fact: Fact,
+    domain: Domain,
+    config: FHSConfig,
+    *,
+    purpose: str,
+    fields: Sequence[str],
+    temperature: float = 0.0,
+    sample_index: int = 0,
+    **values: str,
+) -> Request:
     """One rewriting call: ``template`` filled with the domain wording, the evidence and ``values``.
 
     The context shrinks along the ladder (then the fields, last resort) until the
@@ -64,16 +77,33 @@ def rewrite_request(template: str, fact: Fact, domain: Domain, config: FHSConfig
     ladder = context_ladder(config.context_chars, CONTEXT_LADDER) + last_resort(config.context_chars, labels=False)
     system = Message("system", render("rewrite_system", order=order))
     fitted = fit_to_budget(
-        lambda context_chars, field_chars=None: (system, Message("user", render(
-            template, order=order, evidence=evidence_block(fact, context_chars, field_chars, order),
-            **domain_fields(domain), **values))),
-        ladder, Budget(config.generator_prompt_tokens, config.max_tokens_hypothesis, config.context_tokens),
-        what=f"fact {fact.id}: the {purpose} prompt")
+        lambda context_chars, field_chars=None: (
+            system,
+            Message(
+                "user",
+                render(
+                    template,
+                    order=order,
+                    evidence=evidence_block(fact, context_chars, field_chars, order),
+                    **domain_fields(domain),
+                    **values,
+                ),
+            ),
+        ),
+        ladder,
+        Budget(config.generator_prompt_tokens, config.max_tokens_hypothesis, config.context_tokens),
+        what=f"fact {fact.id}: the {purpose} prompt",
+    )
     return Request(
         messages=fitted.messages,
-        temperature=temperature, top_p=1.0 if temperature == 0 else config.top_p,
-        max_tokens=config.max_tokens_hypothesis, seed=config.seed, sample_index=sample_index,
-        schema=text_schema(fields) if config.json_schema else None, purpose=purpose, shortened=fitted.shortened,
+        temperature=temperature,
+        top_p=1.0 if temperature == 0 else config.top_p,
+        max_tokens=config.max_tokens_hypothesis,
+        seed=config.seed,
+        sample_index=sample_index,
+        schema=text_schema(fields) if config.json_schema else None,
+        purpose=purpose,
+        shortened=fitted.shortened,
     )
 
 
@@ -117,8 +147,9 @@ def search_query(fact: Fact, body: str, retriever: Any) -> Query:
 
 def fuse_rankings(rankings: Sequence[Ranking], config: FHSConfig) -> FusedPool:
     """Summed RRF over the rankings, truncated to K (the baselines' fusion, Appendix C.1)."""
-    return fuse(rankings, kappa=config.kappa, k=config.k, method="sum", normalize=True,
-                normalize_over=config.normalize_over)
+    return fuse(
+        rankings, kappa=config.kappa, k=config.k, method="sum", normalize=True, normalize_over=config.normalize_over
+    )
 
 
 @dataclass
@@ -128,8 +159,9 @@ class Calls:
     records: list[dict[str, Any]] = field(default_factory=list)
     parse_failures: int = 0
 
-    def ask(self, llm: LLM, requests: Sequence[Request], fields: Sequence[str],
-            required: str | None = None) -> list[dict[str, str] | None]:
+    def ask(
+        self, llm: LLM, requests: Sequence[Request], fields: Sequence[str], required: str | None = None
+    ) -> list[dict[str, str] | None]:
         """Send one batch; each reply parsed into ``fields`` (None when unreadable or ``required`` is empty)."""
         responses: list[Response] = llm.complete(list(requests)) if requests else []
         parsed = []
@@ -145,12 +177,18 @@ class Calls:
 
 def final_record(pool: FusedPool, calls: Calls, **parts: Any) -> dict[str, Any]:
     """The stage record every rewriting baseline returns (before the selector)."""
-    return {**parts, "pool": pool.to_dict(), "ranking": list(pool.ids), "llm_calls": calls.records,
-            "parse_failures": calls.parse_failures}
+    return {
+        **parts,
+        "pool": pool.to_dict(),
+        "ranking": list(pool.ids),
+        "llm_calls": calls.records,
+        "parse_failures": calls.parse_failures,
+    }
 
 
-def feedback_candidates(fact: Fact, ids: Iterable[str], taxonomy: Taxonomy | None,
-                        n: int = FEEDBACK_CANDIDATES) -> list[str]:
+def feedback_candidates(
+    fact: Fact, ids: Iterable[str], taxonomy: Taxonomy | None, n: int = FEEDBACK_CANDIDATES
+) -> list[str]:
     """The first ``n`` of a ranking, candidates of the fact's datatype first (each group in rank order)."""
     ids = list(ids)
 
@@ -161,8 +199,9 @@ def feedback_candidates(fact: Fact, ids: Iterable[str], taxonomy: Taxonomy | Non
 
 
 def candidate_lines(ids: Sequence[str], taxonomy: Taxonomy | None, definition_chars: int) -> str:
-    return "\n".join(candidate_line(i, concept_or_stub(taxonomy, cid), definition_chars)
-                     for i, cid in enumerate(ids, start=1))
+    return "\n".join(
+        candidate_line(i, concept_or_stub(taxonomy, cid), definition_chars) for i, cid in enumerate(ids, start=1)
+    )
 
 
 def reading(values: Mapping[str, str] | None, name: str = "query") -> str:

@@ -54,18 +54,35 @@ ANSWER_SHAPES = {
 }
 
 
-def selector_prompt(fact: Fact, ids: Sequence[str], taxonomy: Taxonomy | None, domain: Domain,
-                    context_chars: int = 12_000, definition_chars: int = 320, max_ranked: int = 20,
-                    field_chars: int | None = None, label_chars: int | None = None,
-                    compact: bool = True, order: str = DEFAULT_ORDER, layout: str = "ranked") -> str:
+def selector_prompt(
+    fact: Fact,
+    ids: Sequence[str],
+    taxonomy: Taxonomy | None,
+    domain: Domain,
+    context_chars: int = 12_000,
+    definition_chars: int = 320,
+    max_ranked: int = 20,
+    field_chars: int | None = None,
+    label_chars: int | None = None,
+    compact: bool = True,
+    order: str = DEFAULT_ORDER,
+    layout: str = "ranked",
+) -> str:
     """The task and answer shape, the evidence, then the numbered candidates (the part that differs);
     with ``layout="by-id"`` the candidates in id order, then the method's order as their numbers."""
     listed = shown_order(ids, layout)
-    lines = "\n".join(candidate_line(i, concept_or_stub(taxonomy, cid), definition_chars, label_chars)
-                      for i, cid in enumerate(listed, start=1))
-    fields = {"evidence_kind": domain.evidence, "evidence": evidence_block(fact, context_chars, field_chars, order),
-              "taxonomy": domain.taxonomy, "candidate_lines": lines, "max_ranked": str(max_ranked),
-              "answer_shape": ANSWER_SHAPES[compact]}
+    lines = "\n".join(
+        candidate_line(i, concept_or_stub(taxonomy, cid), definition_chars, label_chars)
+        for i, cid in enumerate(listed, start=1)
+    )
+    fields = {
+        "evidence_kind": domain.evidence,
+        "evidence": evidence_block(fact, context_chars, field_chars, order),
+        "taxonomy": domain.taxonomy,
+        "candidate_lines": lines,
+        "max_ranked": str(max_ranked),
+        "answer_shape": ANSWER_SHAPES[compact],
+    }
     if layout == "ranked":
         return render("selector", order=order, **fields)
     number = {cid: i for i, cid in reversed(list(enumerate(listed, start=1)))}
@@ -97,25 +114,51 @@ def selector_schema(n: int, max_ranked: int = 20, compact: bool = True) -> dict[
     return {"type": "object", "properties": properties, "required": ["selected_index", "ranked_indices"]}
 
 
-def selector_request(fact: Fact, ids: Sequence[str], taxonomy: Taxonomy | None, domain: Domain,
-                     config: FHSConfig) -> tuple[Request, Fitted]:
+def selector_request(
+    fact: Fact, ids: Sequence[str], taxonomy: Taxonomy | None, domain: Domain, config: FHSConfig
+) -> tuple[Request, Fitted]:
     """The greedy selector call over the head of ``ids``; also returns how its prompt was fitted."""
     shown = list(ids[: config.selector_candidates])
-    ladder = [{"context_chars": min(c, config.context_chars), "definition_chars": min(d, config.definition_chars)}
-              for c, d in SHRINK_LADDER] + last_resort(config.context_chars, labels=True, definition_chars=0)
+    ladder = [
+        {"context_chars": min(c, config.context_chars), "definition_chars": min(d, config.definition_chars)}
+        for c, d in SHRINK_LADDER
+    ] + last_resort(config.context_chars, labels=True, definition_chars=0)
     order, layout = config.prompt_order, config.selector_layout
     fitted = fit_to_budget(
-        lambda context_chars, definition_chars, field_chars=None, label_chars=None: fact_messages(selector_prompt(
-            fact, shown, taxonomy, domain, context_chars, definition_chars, config.selector_max_ranked,
-            field_chars, label_chars, config.compact_outputs, order, layout), order),
-        ladder, Budget(config.selector_prompt_tokens, config.max_tokens_selector, config.context_tokens),
-        what=f"fact {fact.id}: the {PURPOSE} prompt over {len(shown)} candidates")
+        lambda context_chars, definition_chars, field_chars=None, label_chars=None: fact_messages(
+            selector_prompt(
+                fact,
+                shown,
+                taxonomy,
+                domain,
+                context_chars,
+                definition_chars,
+                config.selector_max_ranked,
+                field_chars,
+                label_chars,
+                config.compact_outputs,
+                order,
+                layout,
+            ),
+            order,
+        ),
+        ladder,
+        Budget(config.selector_prompt_tokens, config.max_tokens_selector, config.context_tokens),
+        what=f"fact {fact.id}: the {PURPOSE} prompt over {len(shown)} candidates",
+    )
     request = Request(
         messages=fitted.messages,
-        temperature=0.0, top_p=1.0, max_tokens=config.max_tokens_selector, seed=config.seed,
+        temperature=0.0,
+        top_p=1.0,
+        max_tokens=config.max_tokens_selector,
+        seed=config.seed,
         schema=selector_schema(len(shown), config.selector_max_ranked, config.compact_outputs)
-        if config.json_schema else None,
-        purpose=PURPOSE, shortened=fitted.shortened, fact_id=fact.id, shown=tuple(shown_order(shown, layout)),
+        if config.json_schema
+        else None,
+        purpose=PURPOSE,
+        shortened=fitted.shortened,
+        fact_id=fact.id,
+        shown=tuple(shown_order(shown, layout)),
     )
     return request, fitted
 
@@ -171,14 +214,20 @@ def apply_selection(ids: Sequence[str], selection: Selection | None) -> list[str
     return front + [cid for cid in ids if cid not in taken]
 
 
-def select(fact: Fact, ids: Sequence[str], llm: LLM, taxonomy: Taxonomy | None, domain: Domain,
-           config: FHSConfig) -> tuple[list[str], Selection | None, list[tuple[Request, Response]]]:
+def select(
+    fact: Fact, ids: Sequence[str], llm: LLM, taxonomy: Taxonomy | None, domain: Domain, config: FHSConfig
+) -> tuple[list[str], Selection | None, list[tuple[Request, Response]]]:
     """Run the selector on a method's final order; returns (reordered ids, selection, calls)."""
     if not ids:
         return [], None, []
     request, _ = selector_request(fact, ids, taxonomy, domain, config)
     (response,) = llm.complete([request])
-    selection = None if response.cut_short else parse_selection(  # a cut answer: the method's order stands
-        response.text, request.shown, config.selector_max_ranked)
+    selection = (
+        None
+        if response.cut_short
+        else parse_selection(  # a cut answer: the method's order stands
+            response.text, request.shown, config.selector_max_ranked
+        )
+    )
     selection = to_method_order(selection, request.shown, ids[: config.selector_candidates])
     return apply_selection(ids, selection), selection, [(request, response)]

@@ -20,8 +20,9 @@ PURPOSE = "self-refine"
 def critique_request(fact: Fact, ctx: MethodContext, previous: str, last: Query) -> tuple[Request, dict]:
     """A later round: the evidence and the previous reading, nothing retrieved."""
     domain = ctx.require_domain(PURPOSE)
-    return rewrite_request("refine_critique", fact, domain, ctx.config, purpose=PURPOSE,
-                           fields=("critique", "query"), previous=previous), {}
+    return rewrite_request(
+        "refine_critique", fact, domain, ctx.config, purpose=PURPOSE, fields=("critique", "query"), previous=previous
+    ), {}
 
 
 def self_refine(fact: Fact, ctx: MethodContext) -> dict:

@@ -63,20 +63,38 @@ PURPOSE = "verifier"
 DESCRIPTION_SOURCE = "description"
 
 # Every template a verifier request is rendered from (fhs/method/prompts/): the verdict ledger keys by them.
-VERIFIER_TEMPLATES = ("system", "verifier", "verifier_rules", "verifier_answer", "verifier_rules_compact",
-                      "verifier_answer_compact", "verifier_description")
+VERIFIER_TEMPLATES = (
+    "system",
+    "verifier",
+    "verifier_rules",
+    "verifier_answer",
+    "verifier_rules_compact",
+    "verifier_answer_compact",
+    "verifier_description",
+)
 VERDICT_LABELS = ("support", "contradict", "unresolved")
 # The compact answer: one letter per dimension, in the domain's order (book/deviations.md).
 CODE_LETTERS = ("S", "C", "A")
 _CODE_VALUES: dict[str, bool | None] = {"S": True, "C": False, "A": None, "U": None}
 _SUPPORT = {"support", "supports", "supported", "yes", "true"}
-_CONTRADICT = {"contradict", "contradicts", "contradicted", "contradiction", "no support", "no_support",
-               "not supported", "unsupported", "no", "false"}
+_CONTRADICT = {
+    "contradict",
+    "contradicts",
+    "contradicted",
+    "contradiction",
+    "no support",
+    "no_support",
+    "not supported",
+    "unsupported",
+    "no",
+    "false",
+}
 _ID_KEYS = ("id", "concept_id", "concept", "tag", "candidate", "candidate_id")
 _RANK_KEYS = ("rank", "index", "candidate_index")
 
 
 # ---- the window -----------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Window:
@@ -104,8 +122,14 @@ def concept_or_stub(taxonomy: Taxonomy | None, concept_id: str) -> Concept:
     return concept if concept is not None else Concept(id=concept_id, label=concept_id)
 
 
-def build_window(pool: FusedPool | Sequence[str], taxonomy: Taxonomy | None, domain: Domain,
-                 k_v: int = 10, scan: int = 60, variant: str = "profile") -> Window:
+def build_window(
+    pool: FusedPool | Sequence[str],
+    taxonomy: Taxonomy | None,
+    domain: Domain,
+    k_v: int = 10,
+    scan: int = 60,
+    variant: str = "profile",
+) -> Window:
     """Choose the verifier window from the fused order (module docstring has the rule)."""
     ids = list(pool.ids if isinstance(pool, FusedPool) else pool)
     if variant not in ("profile", "rank"):
@@ -138,6 +162,7 @@ def build_window(pool: FusedPool | Sequence[str], taxonomy: Taxonomy | None, dom
 
 # ---- the prompt -------------------------------------------------------------------
 
+
 def candidate_line(number: int, concept: Concept, definition_chars: int, label_chars: int | None = None) -> str:
     """``[number] id / datatype / label / definition`` with the definition (and, last resort, the label) cut."""
     label = concept.label or concept.id
@@ -168,14 +193,20 @@ def verifier_schema(domain: Domain, window_ids: Sequence[str], compact: bool = T
             return {"type": "string", "pattern": f"^[{''.join(CODE_LETTERS)}]{{{len(names)}}}$"}
         return {
             "type": "object",
-            "properties": {"id": {"type": "string", "enum": [cid]},
-                           **{name: {"type": "string", "enum": list(VERDICT_LABELS)} for name in names}},
+            "properties": {
+                "id": {"type": "string", "enum": [cid]},
+                **{name: {"type": "string", "enum": list(VERDICT_LABELS)} for name in names},
+            },
             "required": ["id", *names],
         }
 
     # Position i judges the i-th window candidate: only verdicts are generated.
-    verdicts = {"type": "array", "prefixItems": [entry(cid) for cid in window_ids],
-                "minItems": len(window_ids), "maxItems": len(window_ids)}
+    verdicts = {
+        "type": "array",
+        "prefixItems": [entry(cid) for cid in window_ids],
+        "minItems": len(window_ids),
+        "maxItems": len(window_ids),
+    }
     return {"type": "object", "properties": {"verdicts": verdicts}, "required": ["verdicts"]}
 
 
@@ -191,9 +222,18 @@ def interpretation_lines(hypothesis: Hypothesis, names: Sequence[str]) -> str:
     return "\n".join(f"{name}: {hypothesis.value(name)}" for name in names)
 
 
-def verifier_prompt(fact: Fact, hypothesis: Hypothesis, candidates: Sequence[Concept], domain: Domain,
-                    context_chars: int, definition_chars: int, field_chars: int | None = None,
-                    label_chars: int | None = None, compact: bool = True, order: str = DEFAULT_ORDER) -> str:
+def verifier_prompt(
+    fact: Fact,
+    hypothesis: Hypothesis,
+    candidates: Sequence[Concept],
+    domain: Domain,
+    context_chars: int,
+    definition_chars: int,
+    field_chars: int | None = None,
+    label_chars: int | None = None,
+    compact: bool = True,
+    order: str = DEFAULT_ORDER,
+) -> str:
     """Instructions, evidence, then the candidates (shared by the J calls), the hypothesis last."""
     names = domain.dimension_names
     if compact:
@@ -201,8 +241,11 @@ def verifier_prompt(fact: Fact, hypothesis: Hypothesis, candidates: Sequence[Con
         answer = render("verifier_answer_compact", order=order, dimension_order=", ".join(names))
     else:
         rules = render("verifier_rules", order=order)
-        answer = render("verifier_answer", order=order, verdict_skeleton=", ".join(
-            f'"{name}": "support|contradict|unresolved"' for name in names))
+        answer = render(
+            "verifier_answer",
+            order=order,
+            verdict_skeleton=", ".join(f'"{name}": "support|contradict|unresolved"' for name in names),
+        )
     return render(
         "verifier",
         order=order,
@@ -211,8 +254,9 @@ def verifier_prompt(fact: Fact, hypothesis: Hypothesis, candidates: Sequence[Con
         hypothesis_lines=interpretation_lines(hypothesis, names),
         dimension_lines="\n".join(f"- {d.name}: {d.verifier_gloss}" for d in domain.dimensions),
         taxonomy=domain.taxonomy,
-        candidate_lines="\n".join(candidate_line(i, c, definition_chars, label_chars)
-                                   for i, c in enumerate(candidates, start=1)),
+        candidate_lines="\n".join(
+            candidate_line(i, c, definition_chars, label_chars) for i, c in enumerate(candidates, start=1)
+        ),
         verdict_rules=rules.strip(),
         answer_format=answer.strip(),
     )
@@ -225,29 +269,52 @@ def verifier_max_tokens(config: FHSConfig, window_size: int, n_dimensions: int) 
     return min(config.max_tokens_verifier, 16 + window_size * (n_dimensions + 4))
 
 
-def verifier_request(fact: Fact, hypothesis: Hypothesis, window: Window, taxonomy: Taxonomy | None,
-                     domain: Domain, config: FHSConfig) -> Request:
+def verifier_request(
+    fact: Fact, hypothesis: Hypothesis, window: Window, taxonomy: Taxonomy | None, domain: Domain, config: FHSConfig
+) -> Request:
     """One greedy verifier call for one hypothesis over the window, within its token budget."""
     candidates = [concept_or_stub(taxonomy, cid) for cid in window.ids]
-    ladder = [{**rung, "definition_chars": config.definition_chars} for rung in context_ladder(config.context_chars)] \
-        + last_resort(config.context_chars, labels=True, definition_chars=0)
+    ladder = [
+        {**rung, "definition_chars": config.definition_chars} for rung in context_ladder(config.context_chars)
+    ] + last_resort(config.context_chars, labels=True, definition_chars=0)
     compact, order = config.compact_outputs, config.prompt_order
     max_tokens = verifier_max_tokens(config, len(window.ids), len(domain.dimension_names))
     fitted = fit_to_budget(
-        lambda context_chars, definition_chars, field_chars=None, label_chars=None: fact_messages(verifier_prompt(
-            fact, hypothesis, candidates, domain, context_chars, definition_chars, field_chars, label_chars,
-            compact, order), order),
-        ladder, Budget(config.verifier_prompt_tokens, max_tokens, config.context_tokens),
-        what=f"fact {fact.id}: the {PURPOSE} prompt")
+        lambda context_chars, definition_chars, field_chars=None, label_chars=None: fact_messages(
+            verifier_prompt(
+                fact,
+                hypothesis,
+                candidates,
+                domain,
+                context_chars,
+                definition_chars,
+                field_chars,
+                label_chars,
+                compact,
+                order,
+            ),
+            order,
+        ),
+        ladder,
+        Budget(config.verifier_prompt_tokens, max_tokens, config.context_tokens),
+        what=f"fact {fact.id}: the {PURPOSE} prompt",
+    )
     return Request(
         messages=fitted.messages,
-        temperature=0.0, top_p=1.0, seed=config.seed, max_tokens=max_tokens,
-        schema=verifier_schema(domain, window.ids, compact) if config.json_schema else None, purpose=PURPOSE,
-        shortened=fitted.shortened, fact_id=fact.id, shown=tuple(window.ids),
+        temperature=0.0,
+        top_p=1.0,
+        seed=config.seed,
+        max_tokens=max_tokens,
+        schema=verifier_schema(domain, window.ids, compact) if config.json_schema else None,
+        purpose=PURPOSE,
+        shortened=fitted.shortened,
+        fact_id=fact.id,
+        shown=tuple(window.ids),
     )
 
 
 # ---- parsing ---------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Verdicts:
@@ -270,8 +337,9 @@ class Verdicts:
     def from_dict(cls, candidate_id: str, entry: Mapping[str, str], dimensions: Sequence[str]) -> Verdicts:
         """Back from ``to_dict`` (a record's or the verdict ledger's entry); a missing dimension abstains."""
         values = {name: value for value, name in _NAMES.items()}
-        return cls(id=candidate_id,
-                   rulings=tuple((name, values.get(entry.get(name, "abstain"))) for name in dimensions))
+        return cls(
+            id=candidate_id, rulings=tuple((name, values.get(entry.get(name, "abstain"))) for name in dimensions)
+        )
 
 
 _NAMES = {True: "support", False: "contradict", None: "abstain"}
@@ -315,16 +383,20 @@ def _id_matcher(window_ids: Sequence[str]):
     return match
 
 
-def parse_verdicts(text: str, window_ids: Sequence[str],
-                   dimensions: Sequence[str] = ("FAMILY", "ROLE", "EVENT", "QUALIFIER", "SCOPE", "TEMPORAL"),
-                   ) -> dict[str, Verdicts]:
+def parse_verdicts(
+    text: str,
+    window_ids: Sequence[str],
+    dimensions: Sequence[str] = ("FAMILY", "ROLE", "EVENT", "QUALIFIER", "SCOPE", "TEMPORAL"),
+) -> dict[str, Verdicts]:
     """Map a verifier reply, compact or verbose, to per-candidate verdicts (see ``read_verdicts``)."""
     return read_verdicts(text, window_ids, dimensions)[0]
 
 
-def read_verdicts(text: str, window_ids: Sequence[str],
-                  dimensions: Sequence[str] = ("FAMILY", "ROLE", "EVENT", "QUALIFIER", "SCOPE", "TEMPORAL"),
-                  ) -> tuple[dict[str, Verdicts], int]:
+def read_verdicts(
+    text: str,
+    window_ids: Sequence[str],
+    dimensions: Sequence[str] = ("FAMILY", "ROLE", "EVENT", "QUALIFIER", "SCOPE", "TEMPORAL"),
+) -> tuple[dict[str, Verdicts], int]:
     """Per-candidate verdicts and the number of malformed codes; complete entries of a cut-off reply are kept.
 
     Compact replies (``{"verdicts": ["SSCAAS", ...]}``) are read by position: the
@@ -369,8 +441,9 @@ def read_verdicts(text: str, window_ids: Sequence[str],
         result[cid] = Verdicts(
             id=cid,
             rulings=tuple((name, verdict_value(upper.get(name.upper()))) for name in dimensions),
-            confidence=(float(confidence) if isinstance(confidence, (int, float)) and not isinstance(confidence, bool)
-                        else None),
+            confidence=(
+                float(confidence) if isinstance(confidence, (int, float)) and not isinstance(confidence, bool) else None
+            ),
         )
     return result, 0
 
@@ -383,8 +456,9 @@ def code_rulings(code: str, dimensions: Sequence[str]) -> tuple[tuple[str, bool 
     return tuple((name, _CODE_VALUES[ch]) for name, ch in zip(dimensions, letters))
 
 
-def _read_codes(codes: Sequence[str], window_ids: Sequence[str],
-                dimensions: Sequence[str]) -> tuple[dict[str, Verdicts], int]:
+def _read_codes(
+    codes: Sequence[str], window_ids: Sequence[str], dimensions: Sequence[str]
+) -> tuple[dict[str, Verdicts], int]:
     result: dict[str, Verdicts] = {}
     malformed = 0
     for cid, code in zip(window_ids, codes):
@@ -399,10 +473,11 @@ def _read_codes(codes: Sequence[str], window_ids: Sequence[str],
 def _cut_codes(text: str) -> list[str]:
     """The complete quoted codes of a compact reply cut off before its closing brackets."""
     found = re.search(r'"verdicts"\s*:\s*\[', text or "")
-    return re.findall(r'"([^"\\]*)"', text[found.end():]) if found else []
+    return re.findall(r'"([^"\\]*)"', text[found.end() :]) if found else []
 
 
 # ---- scoring ---------------------------------------------------------------------
+
 
 def candidate_support(verdicts: Verdicts, hypothesis: Hypothesis, variant: str = "paper") -> float | None:
     """v_j(c) for one judged candidate, or None if no verdict counts (the candidate is unjudged)."""
@@ -470,8 +545,9 @@ class Scored:
     vbar: dict[str, float]
 
 
-def score_pool(pool: FusedPool, hypotheses: Sequence[Hypothesis], verdicts: Sequence[Mapping[str, Verdicts]],
-               config: FHSConfig) -> Scored:
+def score_pool(
+    pool: FusedPool, hypotheses: Sequence[Hypothesis], verdicts: Sequence[Mapping[str, Verdicts]], config: FHSConfig
+) -> Scored:
     """Section 4.4 on verdicts already in hand: v_j per hypothesis, the fill, v̄ (Eq. 2), the order (Eq. 3).
 
     A pure function: the verdicts may come from a model call, a record or the run layer's verdict ledger,
@@ -530,8 +606,11 @@ class Judged:
         which is asked again."""
         if not self.fresh:
             return {}
-        return {cid: self.fresh[cid].to_dict() if cid in self.fresh else None
-                for cid in self.asked if cid in self.fresh or not self.cut}
+        return {
+            cid: self.fresh[cid].to_dict() if cid in self.fresh else None
+            for cid in self.asked
+            if cid in self.fresh or not self.cut
+        }
 
 
 # Asks the model about the window candidates not known for each asked hypothesis (``fhs.method.fhs.ask_verifier``).

@@ -77,8 +77,18 @@ def _timed(backend: Any, requests: list[Request]) -> tuple[float, list[Any]]:
     return time.perf_counter() - started, answers
 
 
-def probe(base_url: str, model: str, counter: TokenCounter, *, prompt_tokens: int, batch: int,
-          prompts: int = 8, decode_tokens: int = 256, short_prompt: int = 64, timeout: float = 600.0) -> Measured:
+def probe(
+    base_url: str,
+    model: str,
+    counter: TokenCounter,
+    *,
+    prompt_tokens: int,
+    batch: int,
+    prompts: int = 8,
+    decode_tokens: int = 256,
+    short_prompt: int = 64,
+    timeout: float = 600.0,
+) -> Measured:
     """Measure the server at ``base_url``: prefill on ``prompts`` prompts of ``prompt_tokens``, decode
     at ``batch`` sequences of ``decode_tokens``, the KV capacity it reports."""
     from fhs.llm.openai import OpenAIBackend
@@ -86,16 +96,38 @@ def probe(base_url: str, model: str, counter: TokenCounter, *, prompt_tokens: in
     stamp = f"{time.time_ns():x}"
 
     def tiny(n: int, tag: str) -> list[Request]:
-        return [Request(messages=(Message("user", f"[{stamp}-{tag}{i}] ok"),), max_tokens=1, purpose="probe")
-                for i in range(n)]
+        return [
+            Request(messages=(Message("user", f"[{stamp}-{tag}{i}] ok"),), max_tokens=1, purpose="probe")
+            for i in range(n)
+        ]
 
-    long = [Request(messages=(Message("user", prompt_of(prompt_tokens, counter, f"{stamp}-p{i}")),),
-                    max_tokens=1, purpose="probe-prefill") for i in range(prompts)]
-    short = [Request(messages=(Message("user", prompt_of(short_prompt, counter, f"{stamp}-d{i}")),),
-                     max_tokens=decode_tokens, purpose="probe-decode") for i in range(batch)]
-    backend = OpenAIBackend([base_url], model, max_in_flight=max(prompts, batch), timeout=timeout,
-                            structured="none", thinking=False, extra_body={"ignore_eos": True}, max_retries=2,
-                            give_up_s=timeout)
+    long = [
+        Request(
+            messages=(Message("user", prompt_of(prompt_tokens, counter, f"{stamp}-p{i}")),),
+            max_tokens=1,
+            purpose="probe-prefill",
+        )
+        for i in range(prompts)
+    ]
+    short = [
+        Request(
+            messages=(Message("user", prompt_of(short_prompt, counter, f"{stamp}-d{i}")),),
+            max_tokens=decode_tokens,
+            purpose="probe-decode",
+        )
+        for i in range(batch)
+    ]
+    backend = OpenAIBackend(
+        [base_url],
+        model,
+        max_in_flight=max(prompts, batch),
+        timeout=timeout,
+        structured="none",
+        thinking=False,
+        extra_body={"ignore_eos": True},
+        max_retries=2,
+        give_up_s=timeout,
+    )
     try:
         _timed(backend, tiny(max(prompts, batch), "w"))  # connections opened, the client's loop started
         seconds, answers = _timed(backend, long)
@@ -107,14 +139,31 @@ def probe(base_url: str, model: str, counter: TokenCounter, *, prompt_tokens: in
     prefill_tps = prefill_in / max(seconds - overhead, seconds * 0.5)
     decode_out = sum(a.tokens_out for a in decoded)
     decoding = max(seconds_d - sum(a.tokens_in for a in decoded) / prefill_tps, seconds_d * 0.5)
-    return Measured(prefill_tps, decode_out / decoding, kv_capacity(base_url), {
-        "prefill": {"requests": prompts, "prompt_tokens": prefill_in, "seconds": round(seconds, 3),
-                    "round_trip_seconds": round(overhead, 3)},
-        "decode": {"requests": batch, "output_tokens": decode_out, "seconds": round(seconds_d, 3)}})
+    return Measured(
+        prefill_tps,
+        decode_out / decoding,
+        kv_capacity(base_url),
+        {
+            "prefill": {
+                "requests": prompts,
+                "prompt_tokens": prefill_in,
+                "seconds": round(seconds, 3),
+                "round_trip_seconds": round(overhead, 3),
+            },
+            "decode": {"requests": batch, "output_tokens": decode_out, "seconds": round(seconds_d, 3)},
+        },
+    )
 
 
-def calibrated_server(server: Any, base_url: str, model: str, counter: TokenCounter,
-                      purposes: dict[str, Any], total: dict[str, int], **probe_options: Any) -> tuple[Any, Measured]:
+def calibrated_server(
+    server: Any,
+    base_url: str,
+    model: str,
+    counter: TokenCounter,
+    purposes: dict[str, Any],
+    total: dict[str, int],
+    **probe_options: Any,
+) -> tuple[Any, Measured]:
     """``server`` (a :class:`fhs.plan.server.Server`) with the rates and KV capacity measured at ``base_url``:
     the probe's prompts are the selector's mean length (within the server's context), its decode batch
     the one the measured KV cache allows the plan's mean request."""
@@ -129,11 +178,15 @@ def calibrated_server(server: Any, base_url: str, model: str, counter: TokenCoun
     context = served_context_length(base_url, model) or selector["mean_prompt_tokens"] + 64
     kv = kv_capacity(base_url)
     batch = max(1, min(int((kv if kv is not None else server.kv_tokens()) // max(mean_len, 1)), MAX_BATCH))
-    options = {"prompt_tokens": int(min(selector["mean_prompt_tokens"], context - 64)), "batch": batch,
-               **probe_options}
+    options = {"prompt_tokens": int(min(selector["mean_prompt_tokens"], context - 64)), "batch": batch, **probe_options}
     measured = probe(base_url, model, counter, **options)
-    return replace(server, prefill_tps=measured.prefill_tps, decode_tps=measured.decode_tps,
-                   kv_capacity=measured.kv_tokens, measured_by=f"measured at {base_url}"), measured
+    return replace(
+        server,
+        prefill_tps=measured.prefill_tps,
+        decode_tps=measured.decode_tps,
+        kv_capacity=measured.kv_tokens,
+        measured_by=f"measured at {base_url}",
+    ), measured
 
 
 BENCH_FIELDS = ("total_token_throughput", "total_input_tokens", "total_output_tokens", "completed")
@@ -152,8 +205,9 @@ def bench_throughput(path: str) -> tuple[float, str]:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
-        raise InputError(f"cannot read it ({error.__class__.__name__})", path=path, field="bench-json",
-                         fix=fix) from None
+        raise InputError(
+            f"cannot read it ({error.__class__.__name__})", path=path, field="bench-json", fix=fix
+        ) from None
     try:
         result = json.loads(text)
     except (ValueError, RecursionError):
@@ -164,10 +218,13 @@ def bench_throughput(path: str) -> tuple[float, str]:
     for name in BENCH_FIELDS:
         value = result.get(name)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-            raise InputError(f"{name} must be a number above 0, got {str(value)[:40]!r}", path=path,
-                             field="bench-json", fix=fix)
+            raise InputError(
+                f"{name} must be a number above 0, got {str(value)[:40]!r}", path=path, field="bench-json", fix=fix
+            )
         values[name] = float(value)
     n = values["completed"]
-    shape = (f"vllm bench serve ({Path(path).name}): {int(n):,} requests of {values['total_input_tokens'] / n:,.0f} "
-             f"in and {values['total_output_tokens'] / n:,.0f} out, no prefix reuse")
+    shape = (
+        f"vllm bench serve ({Path(path).name}): {int(n):,} requests of {values['total_input_tokens'] / n:,.0f} "
+        f"in and {values['total_output_tokens'] / n:,.0f} out, no prefix reuse"
+    )
     return values["total_token_throughput"], shape

@@ -49,8 +49,20 @@ RELOCATOR = "llm-relocator"  # chapter 2's LLM relocator: one request per CodiEs
 # (chapter 2's table of calls): their request counts scale exactly. The refinements are not
 # among them: a round whose reading repeats an earlier one sends the same request again,
 # which the cache answers.
-FIXED_CALLS = frozenset({"direct", "direct-located", "oracle", "free-text", "structured", "parallel",
-                         "parallel-instructed", "parallel-diverse", "decomposed", RELOCATOR})
+FIXED_CALLS = frozenset(
+    {
+        "direct",
+        "direct-located",
+        "oracle",
+        "free-text",
+        "structured",
+        "parallel",
+        "parallel-instructed",
+        "parallel-diverse",
+        "decomposed",
+        RELOCATOR,
+    }
+)
 
 # Output tokens the authors measured, used instead of the simulator's where they apply:
 # the verifier's verbose JSON (an object with the tag and six words per candidate)
@@ -151,18 +163,33 @@ class Row:
 
     def to_dict(self) -> dict[str, Any]:
         run = self.run
-        return {"chapter": run.chapter, "dataset": run.dataset, "method": run.method, "tag": run.tag,
-                "retriever": run.retriever, "configuration": run.configuration, "changes": dict(run.changes),
-                "seed": run.seed, "w_cov": run.w_cov, "selector": run.selector, "sample": run.facts,
-                "asks_model": run.asks_model,
-                "facts": self.facts, "sampled": self.sampled, "requests": self.requests,
-                "prompt_tokens": self.prompt_tokens, "output_tokens": self.output_tokens,
-                "requests_exact": self.requests_exact, "stand_in_retriever": self.stand_in,
-                "by_purpose": {k: dict(v) for k, v in self.by_purpose.items()}}
+        return {
+            "chapter": run.chapter,
+            "dataset": run.dataset,
+            "method": run.method,
+            "tag": run.tag,
+            "retriever": run.retriever,
+            "configuration": run.configuration,
+            "changes": dict(run.changes),
+            "seed": run.seed,
+            "w_cov": run.w_cov,
+            "selector": run.selector,
+            "sample": run.facts,
+            "asks_model": run.asks_model,
+            "facts": self.facts,
+            "sampled": self.sampled,
+            "requests": self.requests,
+            "prompt_tokens": self.prompt_tokens,
+            "output_tokens": self.output_tokens,
+            "requests_exact": self.requests_exact,
+            "stand_in_retriever": self.stand_in,
+            "by_purpose": {k: dict(v) for k, v in self.by_purpose.items()},
+        }
 
 
-def _scaled(tally: Tally, run: PlannedRun, config: FHSConfig | None, facts: int, sampled: int,
-            stand_in: bool = False) -> Row:
+def _scaled(
+    tally: Tally, run: PlannedRun, config: FHSConfig | None, facts: int, sampled: int, stand_in: bool = False
+) -> Row:
     scale = facts / sampled if sampled else 0.0
     by_purpose: dict[str, dict[str, Any]] = {}
     for purpose, (requests, prompt, output) in tally.by_purpose.items():
@@ -170,15 +197,24 @@ def _scaled(tally: Tally, run: PlannedRun, config: FHSConfig | None, facts: int,
         if purpose == "verifier" and config is not None and not config.compact_outputs:
             per_call, source = MEASURED_OUTPUT["verifier-verbose"]
             output = per_call * requests
-        by_purpose[purpose] = {"requests": round(requests * scale), "prompt_tokens": round(prompt * scale),
-                               "output_tokens": round(output * scale), "output_source": source}
+        by_purpose[purpose] = {
+            "requests": round(requests * scale),
+            "prompt_tokens": round(prompt * scale),
+            "output_tokens": round(output * scale),
+            "output_source": source,
+        }
     constant = len(set(tally.per_fact)) <= 1
-    return Row(run, facts, sampled,
-               requests=sum(int(p["requests"]) for p in by_purpose.values()),
-               prompt_tokens=sum(int(p["prompt_tokens"]) for p in by_purpose.values()),
-               output_tokens=sum(int(p["output_tokens"]) for p in by_purpose.values()),
-               requests_exact=run.method in FIXED_CALLS and constant and not stand_in,
-               by_purpose=by_purpose, stand_in=stand_in)
+    return Row(
+        run,
+        facts,
+        sampled,
+        requests=sum(int(p["requests"]) for p in by_purpose.values()),
+        prompt_tokens=sum(int(p["prompt_tokens"]) for p in by_purpose.values()),
+        output_tokens=sum(int(p["output_tokens"]) for p in by_purpose.values()),
+        requests_exact=run.method in FIXED_CALLS and constant and not stand_in,
+        by_purpose=by_purpose,
+        stand_in=stand_in,
+    )
 
 
 @dataclass
@@ -213,8 +249,11 @@ class DryRun:
         key = (dataset, which)
         if key not in self._facts:
             every = self.experiment(dataset).facts
-            target = {"llm": self.profile.llm_sample_size(self.experiment(dataset).spec.name, len(every)),
-                      "retrieval": self.profile.retrieval_facts, "all": None}[which]
+            target = {
+                "llm": self.profile.llm_sample_size(self.experiment(dataset).spec.name, len(every)),
+                "retrieval": self.profile.retrieval_facts,
+                "all": None,
+            }[which]
             used = sample_by_context(every, target)
             self._facts[key] = (used, sample_by_context(used, self.sample))
         return self._facts[key]
@@ -232,8 +271,11 @@ class DryRun:
             if self.build_dense or dense.is_built():
                 return real
         base = experiment.retriever
-        if isinstance(base, Retriever) and (base.config.k1, base.config.b, base.config.type_filter) == \
-                (config.k1, config.b, config.type_filter):
+        if isinstance(base, Retriever) and (base.config.k1, base.config.b, base.config.type_filter) == (
+            config.k1,
+            config.b,
+            config.type_filter,
+        ):
             bm25: Searcher = copy.copy(base)
             bm25.config = config
         else:
@@ -245,8 +287,9 @@ class DryRun:
         config = fhs_config(self.profile, run)
         model = ModelChoice(profile=self.profile, backend="simulated", model=self.profile.model, seed=run.seed)
         model._llm, model._ledger = self.llm, self.ledger
-        scoped = Experiment(experiment.spec, experiment.taxonomy, experiment.facts, self.searcher(experiment, run),
-                            experiment.domain)
+        scoped = Experiment(
+            experiment.spec, experiment.taxonomy, experiment.facts, self.searcher(experiment, run), experiment.domain
+        )
         ctx = scoped.llm_context(model, config)
         return ctx, config
 
@@ -291,9 +334,18 @@ class DryRun:
         return len(self.facts(run.dataset, run.facts)[1])
 
 
-def dry_run(runs: Sequence[PlannedRun], profile: RunProfile, inputs: Callable[[str], Experiment], *,
-            sample: int = 20, counter: TokenCounter | None = None, data: Any = None,
-            progress: bool = True, build_dense: bool = False, stats: dict | None = None) -> list[Row]:
+def dry_run(
+    runs: Sequence[PlannedRun],
+    profile: RunProfile,
+    inputs: Callable[[str], Experiment],
+    *,
+    sample: int = 20,
+    counter: TokenCounter | None = None,
+    data: Any = None,
+    progress: bool = True,
+    build_dense: bool = False,
+    stats: dict | None = None,
+) -> list[Row]:
     """Every run on the plan's sample, in order, through one cache and ledger; figures at the profile's scale.
 
     ``build_dense``: embed the taxonomies of the dense and hybrid runs (once; the chapters reuse

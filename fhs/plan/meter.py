@@ -74,7 +74,7 @@ class PrefixShare:
         chain, whole = 0, len(text) - len(text) % self.BLOCK
         self.total += len(text)
         for start in range(0, whole, self.BLOCK):
-            chain = hash((chain, text[start:start + self.BLOCK]))
+            chain = hash((chain, text[start : start + self.BLOCK]))
             if chain in self.seen:
                 self.shared += self.BLOCK
             else:

@@ -38,8 +38,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-GIB = 1024 ** 3
-MIB = 1024 ** 2
+GIB = 1024**3
+MIB = 1024**2
 MEMORY_UTILIZATION = 0.9  # vLLM's default --gpu-memory-utilization, a share of the memory the device reports
 OVERHEAD_GIB = 2.0  # activations, CUDA graphs and the CUDA context, per GPU
 BANDWIDTH_EFFICIENCY = 0.7  # of peak memory bandwidth a decode step reaches
@@ -103,15 +103,20 @@ class ModelShape:
     def tensor_parallel_widths(self, most: int) -> list[int]:
         """Widths vLLM splits this model over: dividing the query heads, and dividing the KV heads
         or a multiple of them (the KV heads are then copied)."""
-        return [tp for tp in range(1, most + 1) if self.q_heads % tp == 0
-                and (self.kv_heads % tp == 0 or tp % self.kv_heads == 0)]
+        return [
+            tp
+            for tp in range(1, most + 1)
+            if self.q_heads % tp == 0 and (self.kv_heads % tp == 0 or tp % self.kv_heads == 0)
+        ]
 
 
 QWEN3_32B = ModelShape()
 # published prefill rates, one H100 (see the module docstring), and where each comes from
 H100_PREFILL = {"bf16": 2829.0, "fp8": 4068.0}
-H100_SOURCE = {"bf16": "published (vLLM, H100)",
-               "fp8": "scaled: TensorRT-LLM's H100 FP8 figure, no vLLM FP8 one is published for this shape"}
+H100_SOURCE = {
+    "bf16": "published (vLLM, H100)",
+    "fp8": "scaled: TensorRT-LLM's H100 FP8 figure, no vLLM FP8 one is published for this shape",
+}
 
 
 class ServerError(ValueError):
@@ -153,23 +158,34 @@ class Server:
         names the configurations that would."""
         widths = self.model.tensor_parallel_widths(self.spec.per_node)
         if self.tensor_parallel not in widths:
-            why = (f"a node holds at most {self.spec.per_node} {self.spec.name} GPUs"
-                   if self.tensor_parallel > self.spec.per_node else
-                   f"{self.model.name}'s {self.model.q_heads} attention heads and {self.model.kv_heads} KV heads "
-                   f"do not split over it")
-            raise ServerError(f"--tensor-parallel {self.tensor_parallel}: {why}; one of "
-                              f"{', '.join(map(str, widths))}", flag="tensor-parallel")
+            why = (
+                f"a node holds at most {self.spec.per_node} {self.spec.name} GPUs"
+                if self.tensor_parallel > self.spec.per_node
+                else f"{self.model.name}'s {self.model.q_heads} attention heads and {self.model.kv_heads} KV heads "
+                f"do not split over it"
+            )
+            raise ServerError(
+                f"--tensor-parallel {self.tensor_parallel}: {why}; one of {', '.join(map(str, widths))}",
+                flag="tensor-parallel",
+            )
         if self.kv_capacity is None and self.kv_tokens() < max(longest_request, 1):
-            fits = [f"--precision {p} --tensor-parallel {tp}"
-                    for tp, p in sorted(((tp, p) for p in PRECISIONS for tp in widths), key=lambda c: (
-                        c[0], c[1] != self.precision))
-                    if Server(self.gpu, p, tp, model=self.model).kv_tokens() >= longest_request]
+            fits = [
+                f"--precision {p} --tensor-parallel {tp}"
+                for tp, p in sorted(
+                    ((tp, p) for p in PRECISIONS for tp in widths), key=lambda c: (c[0], c[1] != self.precision)
+                )
+                if Server(self.gpu, p, tp, model=self.model).kv_tokens() >= longest_request
+            ]
             held = max(self.kv_tokens(), 0)
             raise ServerError(
                 f"{self.model.name} in {self.precision.upper()} on {self.describe_gpus()} leaves KV cache for "
                 f"{held:,} tokens, less than one {int(longest_request):,}-token request"
-                + (f"; fits: {fits[0]}" + (f" (or {fits[1]})" if len(fits) > 1 else "") if fits
-                   else "; no width on one node fits"))
+                + (
+                    f"; fits: {fits[0]}" + (f" (or {fits[1]})" if len(fits) > 1 else "")
+                    if fits
+                    else "; no width on one node fits"
+                )
+            )
 
     def describe_gpus(self) -> str:
         return f"{self.tensor_parallel} x {self.spec.name}" if self.tensor_parallel > 1 else f"one {self.spec.name}"
@@ -180,8 +196,9 @@ class Server:
         when the weights alone do not fit."""
         if self.kv_capacity is not None:
             return self.kv_capacity
-        free = (self.spec.memory_bytes * MEMORY_UTILIZATION - OVERHEAD_GIB * GIB) * self.tensor_parallel \
-            - self.model.weight_bytes(self.precision)
+        free = (
+            self.spec.memory_bytes * MEMORY_UTILIZATION - OVERHEAD_GIB * GIB
+        ) * self.tensor_parallel - self.model.weight_bytes(self.precision)
         return int(free // self.model.kv_bytes_per_token(self.precision))
 
     def peak_flops(self) -> float:
@@ -197,9 +214,11 @@ class Server:
         rate, source = H100_PREFILL[self.precision], H100_SOURCE[self.precision]
         if self.gpu != "h100" or self.tensor_parallel > 1:
             rate *= self.spec.bandwidth_tbs / h100.bandwidth_tbs * self.tensor_parallel
-            source = ("scaled: the H100's figure, which is bandwidth-bound, by memory bandwidth"
-                      + (" and tensor-parallel width" if self.tensor_parallel > 1 else "")
-                      + ("; " + H100_SOURCE[self.precision] if self.precision == "fp8" else ""))
+            source = (
+                "scaled: the H100's figure, which is bandwidth-bound, by memory bandwidth"
+                + (" and tensor-parallel width" if self.tensor_parallel > 1 else "")
+                + ("; " + H100_SOURCE[self.precision] if self.precision == "fp8" else "")
+            )
         cap = MFU_CAP * self.peak_flops() / self.model.flops_per_token(context / 2)
         if rate > cap:
             rate, source = cap, source + f"; cut to {MFU_CAP:.0%} of peak compute"
@@ -210,8 +229,9 @@ class Server:
         once and each sequence's KV cache, at ``BANDWIDTH_EFFICIENCY`` of peak bandwidth."""
         if self.decode_tps:
             return self.decode_tps
-        step_bytes = self.model.weight_bytes(self.precision) \
-            + batch * context * self.model.kv_bytes_per_token(self.precision)
+        step_bytes = self.model.weight_bytes(self.precision) + batch * context * self.model.kv_bytes_per_token(
+            self.precision
+        )
         bandwidth = self.spec.bandwidth_tbs * 1e12 * BANDWIDTH_EFFICIENCY * self.tensor_parallel
         return max(batch, 1) * bandwidth / step_bytes
 
@@ -221,12 +241,16 @@ class Server:
 
 def _selector(purposes: Mapping[str, Mapping[str, Any]], mean_in: float, mean_out: float) -> Mapping[str, Any]:
     """The longest request shape: the selector's, else the stage with the longest prompts."""
-    return purposes.get("selector") or max(purposes.values(), key=lambda p: p["mean_prompt_tokens"],
-                                           default={"mean_prompt_tokens": mean_in, "mean_output_tokens": mean_out})
+    return purposes.get("selector") or max(
+        purposes.values(),
+        key=lambda p: p["mean_prompt_tokens"],
+        default={"mean_prompt_tokens": mean_in, "mean_output_tokens": mean_out},
+    )
 
 
-def model_time(server: Server, purposes: Mapping[str, Mapping[str, Any]], total: Mapping[str, int],
-               prefix_share: float) -> dict[str, Any]:
+def model_time(
+    server: Server, purposes: Mapping[str, Mapping[str, Any]], total: Mapping[str, int], prefix_share: float
+) -> dict[str, Any]:
     """The plan's prompt and output tokens on ``server``: prefill, decode, KV concurrency, floor, range.
 
     Raises :class:`ServerError` when the server cannot hold the plan's longest request shape."""
@@ -249,27 +273,38 @@ def model_time(server: Server, purposes: Mapping[str, Mapping[str, Any]], total:
     days, no_reuse = (prefill_s(prefix_share) + decode_s) / 86400, (prefill_s(0.0) + decode_s) / 86400
     flops = 0.0
     for shape in purposes.values():
-        flops += shape["prompt_tokens"] * (1 - prefix_share) * server.model.flops_per_token(
-            shape["mean_prompt_tokens"] / 2)
+        flops += (
+            shape["prompt_tokens"] * (1 - prefix_share) * server.model.flops_per_token(shape["mean_prompt_tokens"] / 2)
+        )
         flops += shape["output_tokens"] * server.model.flops_per_token(shape["mean_prompt_tokens"])
     implied = flops / (server.peak_flops() * days * 86400) if days > 0 else 0.0
     mfu = max(MFU_FLOOR, implied)  # measured rates may beat MFU_FLOOR; the floor stays below them
     floor = flops / (mfu * server.peak_flops()) / 86400
     return {
-        "server": server.describe(), "gpu": server.gpu, "precision": server.precision,
+        "server": server.describe(),
+        "gpu": server.gpu,
+        "precision": server.precision,
         "tensor_parallel": server.tensor_parallel,
-        "kv_tokens": kv, "kv_source": server.measured_by if server.kv_capacity is not None else
-        f"modelled: {MEMORY_UTILIZATION:g} of {server.spec.memory_mib:,} MiB a GPU, less weights and "
+        "kv_tokens": kv,
+        "kv_source": server.measured_by
+        if server.kv_capacity is not None
+        else f"modelled: {MEMORY_UTILIZATION:g} of {server.spec.memory_mib:,} MiB a GPU, less weights and "
         f"{OVERHEAD_GIB:g} GiB",
         "kv_bytes_per_token": server.model.kv_bytes_per_token(server.precision),
-        "selector_prompts_held": int(held_selector), "mean_requests_held": int(held_mean),
-        "max_num_seqs": batch, "prefix_share": round(prefix_share, 4),
-        "prefill_tps": round(prefill_tps, 1), "prefill_source": prefill_source,
+        "selector_prompts_held": int(held_selector),
+        "mean_requests_held": int(held_mean),
+        "max_num_seqs": batch,
+        "prefix_share": round(prefix_share, 4),
+        "prefill_tps": round(prefill_tps, 1),
+        "prefill_source": prefill_source,
         "decode_tps": round(decode_tps, 1),
         "decode_source": server.measured_by if server.decode_tps else "modelled from memory bandwidth",
-        "prefill_days": round(prefill_s(prefix_share) / 86400, 2), "decode_days": round(decode_s / 86400, 2),
-        "days": round(days, 2), "no_reuse_days": round(no_reuse, 2),
-        "floor_days": round(floor, 2), "floor_mfu": round(mfu, 3),
+        "prefill_days": round(prefill_s(prefix_share) / 86400, 2),
+        "decode_days": round(decode_s / 86400, 2),
+        "days": round(days, 2),
+        "no_reuse_days": round(no_reuse, 2),
+        "floor_days": round(floor, 2),
+        "floor_mfu": round(mfu, 3),
         "range_days": [round(days, 2), round(no_reuse, 2)],
     }
 

@@ -201,8 +201,10 @@ class Simulator:
             if tokenize is not None:
                 body = tokenize(content)
             else:  # no vocabulary: pieces of 3 characters stand in for tokens (tokens.CharEstimate)
-                body = [int.from_bytes(hashlib.sha1(content[i:i + 3].encode()).digest()[:4], "big")
-                        for i in range(0, len(content), 3)]
+                body = [
+                    int.from_bytes(hashlib.sha1(content[i : i + 3].encode()).digest()[:4], "big")
+                    for i in range(0, len(content), 3)
+                ]
             role = zlib.crc32(str(message.get("role")).encode())
             ids += [-1, role, *body, -2]  # <|im_start|>role ... <|im_end|>
             total += len(body) + CHATML_PER_MESSAGE
@@ -231,9 +233,11 @@ class Simulator:
         prompt_tokens, ids = self.tokens(messages, thinking_off=kwargs.get("enable_thinking") is False)
         if prompt_tokens + max_tokens > options.max_model_len:
             self.refused += 1
-            message = (f"This model's maximum context length is {options.max_model_len} tokens. "
-                       f"However, you requested {prompt_tokens + max_tokens} tokens ({prompt_tokens} in the messages, "
-                       f"{max_tokens} in the completion). Please reduce the length of the messages or completion.")
+            message = (
+                f"This model's maximum context length is {options.max_model_len} tokens. "
+                f"However, you requested {prompt_tokens + max_tokens} tokens ({prompt_tokens} in the messages, "
+                f"{max_tokens} in the completion). Please reduce the length of the messages or completion."
+            )
             return 400, {"error": {"type": "BadRequestError", "message": message}}
         seed = int(body.get("seed") or 0)
         try:
@@ -272,30 +276,68 @@ class Simulator:
         self.prompt_tokens += prompt_tokens
         self.completion_tokens += completion
         if self.log is not None:
-            self._log(self.log, body, headers, arrival, start, finish, prompt_tokens, completion, max_tokens,
-                      finish_reason, ids)
+            self._log(
+                self.log,
+                body,
+                headers,
+                arrival,
+                start,
+                finish,
+                prompt_tokens,
+                completion,
+                max_tokens,
+                finish_reason,
+                ids,
+            )
         return 200, {
-            "id": f"chatcmpl-sim-{self.requests}", "object": "chat.completion", "created": int(time.time()),
+            "id": f"chatcmpl-sim-{self.requests}",
+            "object": "chat.completion",
+            "created": int(time.time()),
             "model": body.get("model") or options.model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                         "finish_reason": finish_reason}],
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion,
-                      "total_tokens": prompt_tokens + completion},
+            "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish_reason}
+            ],
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion,
+                "total_tokens": prompt_tokens + completion,
+            },
         }
 
-    def _log(self, log: TextIO, body: dict, headers: dict[str, str], arrival: float, start: float, finish: float,
-             prompt_tokens: int, completion: int, max_tokens: int, finish_reason: str, ids: list[int]) -> None:
+    def _log(
+        self,
+        log: TextIO,
+        body: dict,
+        headers: dict[str, str],
+        arrival: float,
+        start: float,
+        finish: float,
+        prompt_tokens: int,
+        completion: int,
+        max_tokens: int,
+        finish_reason: str,
+        ids: list[int],
+    ) -> None:
         prompt = json.dumps(body.get("messages"), ensure_ascii=False, sort_keys=True)
         chain, hashes = hashlib.sha256(), []
         for begin in range(0, len(ids) - len(ids) % BLOCK, BLOCK):
-            chain.update(",".join(map(str, ids[begin:begin + BLOCK])).encode() + b";")
+            chain.update(",".join(map(str, ids[begin : begin + BLOCK])).encode() + b";")
             hashes.append(chain.copy().hexdigest()[:16])
-        line = {"arrival": round(arrival, 4), "start": round(start, 4), "finish": round(finish, 4),
-                "prompt_tokens": prompt_tokens, "completion_tokens": completion, "max_tokens": max_tokens,
-                "finish_reason": finish_reason, "purpose": headers.get(PURPOSE_HEADER) or body.get("user") or "",
-                "temperature": body.get("temperature"), "seed": body.get("seed"),
-                "prompt_sha256": hashlib.sha256(prompt.encode("utf-8")).hexdigest(),
-                "prefix_block": BLOCK, "prefix_hashes": hashes}
+        line = {
+            "arrival": round(arrival, 4),
+            "start": round(start, 4),
+            "finish": round(finish, 4),
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion,
+            "max_tokens": max_tokens,
+            "finish_reason": finish_reason,
+            "purpose": headers.get(PURPOSE_HEADER) or body.get("user") or "",
+            "temperature": body.get("temperature"),
+            "seed": body.get("seed"),
+            "prompt_sha256": hashlib.sha256(prompt.encode("utf-8")).hexdigest(),
+            "prefix_block": BLOCK,
+            "prefix_hashes": hashes,
+        }
         log.write(json.dumps(line) + "\n")
         log.flush()
 
@@ -305,19 +347,29 @@ class Simulator:
         seqs = self.options.max_num_seqs
         busy = max(end - start, 0.0) if self.first_arrival is not None else 0.0
         summary = {
-            "model": self.options.model, "max_num_seqs": seqs, "time_scale": self.options.time_scale,
-            "fixed_latency": self.options.fixed_latency, "requests": self.requests, "refused": self.refused,
-            "cut_at_max_tokens": self.cut, "busy": self.busy, "hung": self.hung, "dripped": self.dripped,
-            "in_flight_now": self.in_flight.now, "running_now": self.running.now,
-            "max_in_flight": self.in_flight.peak, "max_running": self.running.peak,
+            "model": self.options.model,
+            "max_num_seqs": seqs,
+            "time_scale": self.options.time_scale,
+            "fixed_latency": self.options.fixed_latency,
+            "requests": self.requests,
+            "refused": self.refused,
+            "cut_at_max_tokens": self.cut,
+            "busy": self.busy,
+            "hung": self.hung,
+            "dripped": self.dripped,
+            "in_flight_now": self.in_flight.now,
+            "running_now": self.running.now,
+            "max_in_flight": self.in_flight.peak,
+            "max_running": self.running.peak,
             "busy_seconds": round(busy, 3),
             "mean_in_flight": round(self.in_flight.mean(start, end), 3),
             "mean_running": round(self.running.mean(start, end), 3),
             "utilisation": round(self.running.mean(start, end) / seqs, 4),
             "share_of_time_in_flight_at_least": {
-                str(n): round(self.in_flight.share_at_least(n, start, end), 4)
-                for n in sorted({1, 16, 64, 128, seqs})},
-            "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
+                str(n): round(self.in_flight.share_at_least(n, start, end), 4) for n in sorted({1, 16, 64, 128, seqs})
+            },
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
         }
         if timeline:
             summary["in_flight_timeline"] = [[round(t, 4), n] for t, n in self.in_flight.changes]
@@ -387,8 +439,17 @@ async def _route(sim: Simulator, method: str, target: str, headers: dict[str, st
     url = urlsplit(target)
     path = url.path.rstrip("/")
     if method == "GET" and path == "/v1/models":
-        return 200, {"object": "list", "data": [{"id": sim.options.model, "object": "model", "owned_by": "sim",
-                                                  "max_model_len": sim.options.max_model_len}]}
+        return 200, {
+            "object": "list",
+            "data": [
+                {
+                    "id": sim.options.model,
+                    "object": "model",
+                    "owned_by": "sim",
+                    "max_model_len": sim.options.max_model_len,
+                }
+            ],
+        }
     if method == "GET" and path in ("/stats", "/v1/stats"):
         return 200, sim.stats(timeline=parse_qs(url.query).get("timeline", ["0"])[0] not in ("0", ""))
     if method == "POST" and path in ("/stats/reset", "/v1/stats/reset"):
@@ -398,8 +459,10 @@ async def _route(sim: Simulator, method: str, target: str, headers: dict[str, st
         return 200, {"ok": True}
     if method == "GET" and path == "/metrics":
         blocks = sim.options.kv_tokens // BLOCK
-        return 200, (f'vllm:cache_config_info{{block_size="{BLOCK}",cache_dtype="auto",'
-                     f'gpu_memory_utilization="0.9",num_gpu_blocks="{blocks}"}} 1.0\n')
+        return 200, (
+            f'vllm:cache_config_info{{block_size="{BLOCK}",cache_dtype="auto",'
+            f'gpu_memory_utilization="0.9",num_gpu_blocks="{blocks}"}} 1.0\n'
+        )
     if method == "POST" and path == "/tokenize":
         try:
             body = json.loads(raw or b"{}")
@@ -422,17 +485,25 @@ async def _route(sim: Simulator, method: str, target: str, headers: dict[str, st
     return 404, {"error": {"message": f"no route {method} {path}"}}
 
 
-async def _send(writer: asyncio.StreamWriter, status: int, payload: Any, close: bool = False,
-                headers: dict[str, str] | None = None, drip: float = 0.0) -> None:
+async def _send(
+    writer: asyncio.StreamWriter,
+    status: int,
+    payload: Any,
+    close: bool = False,
+    headers: dict[str, str] | None = None,
+    drip: float = 0.0,
+) -> None:
     """One answer; with ``drip``, the headers at once and the body in pieces spread over ``drip`` seconds."""
     data = payload.encode("utf-8") if isinstance(payload, str) else json.dumps(payload).encode("utf-8")
     kind = "text/plain" if isinstance(payload, str) else "application/json"
-    reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 413: "Payload Too Large",
-              429: "Too Many Requests"}.get(status, "Error")
+    reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 413: "Payload Too Large", 429: "Too Many Requests"}.get(
+        status, "Error"
+    )
     extra = "".join(f"{name}: {value}\r\n" for name, value in (headers or {}).items())
-    head = (f"HTTP/1.1 {status} {reason}\r\nContent-Type: {kind}\r\n{extra}"
-            f"Content-Length: {len(data)}\r\nConnection: {'close' if close else 'keep-alive'}\r\n\r\n"
-            ).encode("latin-1")
+    head = (
+        f"HTTP/1.1 {status} {reason}\r\nContent-Type: {kind}\r\n{extra}"
+        f"Content-Length: {len(data)}\r\nConnection: {'close' if close else 'keep-alive'}\r\n\r\n"
+    ).encode("latin-1")
     if not drip:
         writer.write(head + data)
         await writer.drain()
@@ -443,14 +514,15 @@ async def _send(writer: asyncio.StreamWriter, status: int, payload: Any, close: 
     for start in range(0, len(data), step):
         await writer.drain()
         await asyncio.sleep(drip / pieces)
-        writer.write(data[start:start + step])
+        writer.write(data[start : start + step])
     await writer.drain()
 
 
 async def serve(options: Options, host: str, port: int) -> None:
     sim = Simulator(options)
-    server = await asyncio.start_server(lambda r, w: _handle(sim, r, w), host, port, limit=MAX_HEADER_BYTES,
-                                        backlog=1024)
+    server = await asyncio.start_server(
+        lambda r, w: _handle(sim, r, w), host, port, limit=MAX_HEADER_BYTES, backlog=1024
+    )
     stop = asyncio.get_running_loop().create_future()
 
     def stopping() -> None:
@@ -460,10 +532,13 @@ async def serve(options: Options, host: str, port: int) -> None:
     for name in (signal.SIGTERM, signal.SIGINT):
         asyncio.get_running_loop().add_signal_handler(name, stopping)
     bound = server.sockets[0].getsockname()[1]
-    print(f"sim_server: http://{host}:{bound}/v1 model {options.model}, max-num-seqs {options.max_num_seqs}, "
-          f"prefill {options.prefill_tps:g} tok/s, decode {options.decode_tps:g} tok/s, time scale "
-          f"{options.time_scale:g}" + (f", fixed latency {options.fixed_latency:g} s" if options.fixed_latency
-                                       is not None else ""), flush=True)
+    print(
+        f"sim_server: http://{host}:{bound}/v1 model {options.model}, max-num-seqs {options.max_num_seqs}, "
+        f"prefill {options.prefill_tps:g} tok/s, decode {options.decode_tps:g} tok/s, time scale "
+        f"{options.time_scale:g}"
+        + (f", fixed latency {options.fixed_latency:g} s" if options.fixed_latency is not None else ""),
+        flush=True,
+    )
     async with server:
         await stop
     print("sim_server: " + json.dumps(sim.stats()), file=sys.stderr, flush=True)
@@ -480,20 +555,30 @@ def parse_args(argv: list[str] | None = None) -> tuple[Options, str, int]:
     parser.add_argument("--max-num-seqs", type=int, default=256, help="sequences running at once")
     parser.add_argument("--time-scale", type=float, default=1.0, help="every latency is divided by this")
     parser.add_argument("--max-model-len", type=int, default=32_768, help="prompt + max_tokens allowed")
-    parser.add_argument("--kv-tokens", type=int, default=Options.kv_tokens,
-                        help="the KV cache's size in tokens, as /metrics reports it")
+    parser.add_argument(
+        "--kv-tokens", type=int, default=Options.kv_tokens, help="the KV cache's size in tokens, as /metrics reports it"
+    )
     parser.add_argument("--model", default="Qwen/Qwen3-32B", help="the served model name")
     parser.add_argument("--log", default=None, help="one JSON line per request to this file")
-    parser.add_argument("--fixed-latency", type=float, default=None,
-                        help="answer every request this many seconds after it arrived, any number at once")
+    parser.add_argument(
+        "--fixed-latency",
+        type=float,
+        default=None,
+        help="answer every request this many seconds after it arrived, any number at once",
+    )
     parser.add_argument("--busy", type=float, default=0.0, help="share of chat requests answered 429 at once")
-    parser.add_argument("--retry-after", type=float, default=1.0,
-                        help="the Retry-After of a 429, in seconds (divided by --time-scale)")
-    parser.add_argument("--hang", type=float, default=0.0,
-                        help="share of chat requests never answered (the connection is held open)")
-    parser.add_argument("--drip", type=float, default=0.0,
-                        help="send an answer's body in small pieces spread over this many seconds "
-                             "(divided by --time-scale)")
+    parser.add_argument(
+        "--retry-after", type=float, default=1.0, help="the Retry-After of a 429, in seconds (divided by --time-scale)"
+    )
+    parser.add_argument(
+        "--hang", type=float, default=0.0, help="share of chat requests never answered (the connection is held open)"
+    )
+    parser.add_argument(
+        "--drip",
+        type=float,
+        default=0.0,
+        help="send an answer's body in small pieces spread over this many seconds (divided by --time-scale)",
+    )
     parser.add_argument("--drip-share", type=float, default=1.0, help="share of answers dripped (with --drip)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the busy, hung and dripped draws")
     args = parser.parse_args(argv)
@@ -507,11 +592,23 @@ def parse_args(argv: list[str] | None = None) -> tuple[Options, str, int]:
             parser.error(f"--{name.replace('_', '-')} is a share between 0 and 1")
     if args.retry_after < 0 or args.drip < 0:
         parser.error("--retry-after and --drip are seconds, at least 0")
-    options = Options(prefill_tps=args.prefill_tps, decode_tps=args.decode_tps, max_num_seqs=args.max_num_seqs,
-                      time_scale=args.time_scale, max_model_len=args.max_model_len, kv_tokens=args.kv_tokens,
-                      model=args.model, log=args.log,
-                      fixed_latency=args.fixed_latency, busy=args.busy, retry_after=args.retry_after,
-                      hang=args.hang, drip=args.drip, drip_share=args.drip_share, seed=args.seed)
+    options = Options(
+        prefill_tps=args.prefill_tps,
+        decode_tps=args.decode_tps,
+        max_num_seqs=args.max_num_seqs,
+        time_scale=args.time_scale,
+        max_model_len=args.max_model_len,
+        kv_tokens=args.kv_tokens,
+        model=args.model,
+        log=args.log,
+        fixed_latency=args.fixed_latency,
+        busy=args.busy,
+        retry_after=args.retry_after,
+        hang=args.hang,
+        drip=args.drip,
+        drip_share=args.drip_share,
+        seed=args.seed,
+    )
     return options, args.host, args.port
 
 

@@ -48,7 +48,7 @@ def _phrase(rng: random.Random, words: Sequence[str], low: int, high: int) -> st
     """A contiguous run of ``low``..``high`` evidence words."""
     size = min(rng.randint(low, high), len(words))
     start = rng.randrange(0, len(words) - size + 1)
-    return " ".join(words[start:start + size])
+    return " ".join(words[start : start + size])
 
 
 def _string(schema: Mapping[str, Any], name: str, rng: random.Random, words: Sequence[str]) -> str:
@@ -103,16 +103,19 @@ def schema_instance(schema: Mapping[str, Any], rng: random.Random, words: Sequen
     raise ValueError(f"the simulator cannot answer schema type {kind!r}")
 
 
-def simulated_answer(messages: Sequence[Mapping[str, str]], schema: Mapping[str, Any] | None, *,
-                     seed: int, temperature: float) -> str:
+def simulated_answer(
+    messages: Sequence[Mapping[str, str]], schema: Mapping[str, Any] | None, *, seed: int, temperature: float
+) -> str:
     """The answer text to one chat request, reproducible from its content (and seed, when sampled).
 
     Without a schema the answer is a short JSON object with a ``query`` field,
     which every free-text stage reads.
     """
-    identity = {"messages": [[m["role"], m["content"]] for m in messages],
-                "schema": as_json_types(schema) if schema is not None else None,
-                "seed": seed if temperature > 0 else None}
+    identity = {
+        "messages": [[m["role"], m["content"]] for m in messages],
+        "schema": as_json_types(schema) if schema is not None else None,
+        "seed": seed if temperature > 0 else None,
+    }
     digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode("utf-8")).digest()
     rng = random.Random(int.from_bytes(digest[:8], "big"))
     words = _evidence_words(messages)
@@ -135,7 +138,13 @@ class SimulatedBackend:
             messages = chat_messages(request)
             seed = derive_seed(request.seed, request.sample_index, request.attempt)
             text = simulated_answer(messages, request.schema, seed=seed, temperature=request.temperature)
-            out.append(Response(text=text, tokens_in=count_messages(self.counter, messages),
-                                tokens_out=self.counter.count(text) + 1,  # + the end-of-turn token
-                                model=self.model, finish_reason="stop"))
+            out.append(
+                Response(
+                    text=text,
+                    tokens_in=count_messages(self.counter, messages),
+                    tokens_out=self.counter.count(text) + 1,  # + the end-of-turn token
+                    model=self.model,
+                    finish_reason="stop",
+                )
+            )
         return out

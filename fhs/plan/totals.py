@@ -29,8 +29,9 @@ class Throughput:
     total_tps: float | None = 2148.69
     prefill_tps: float | None = None
     decode_tps: float | None = None
-    source: str = ("published: vLLM 0.11.0, Qwen3-32B BF16, one H100, random 4,000-in/200-out prompts "
-                   "(GPUStack performance lab)")
+    source: str = (
+        "published: vLLM 0.11.0, Qwen3-32B BF16, one H100, random 4,000-in/200-out prompts (GPUStack performance lab)"
+    )
 
     def seconds(self, prompt_tokens: int, output_tokens: int) -> float:
         if self.prefill_tps and self.decode_tps:
@@ -54,6 +55,7 @@ def _rate(tps: float) -> str:
 
 def plan_totals(rows: Sequence[Row], throughput: Throughput) -> dict[str, Any]:
     """Totals per dataset, chapter and purpose, the request shapes, and the wall time."""
+
     def zero() -> dict[str, int]:
         return {"requests": 0, "prompt_tokens": 0, "output_tokens": 0}
 
@@ -80,20 +82,33 @@ def plan_totals(rows: Sequence[Row], throughput: Throughput) -> dict[str, Any]:
     seconds = throughput.seconds(total["prompt_tokens"], total["output_tokens"])
     for block in chapters.values():
         block["hours"] = round(throughput.seconds(block["prompt_tokens"], block["output_tokens"]) / 3600, 2)
-    return {"facts": facts, "total": total, "chapters": chapters, "purposes": purposes,
-            "throughput": {"total_tps": throughput.total_tps, "prefill_tps": throughput.prefill_tps,
-                           "decode_tps": throughput.decode_tps, "source": throughput.source},
-            "hours": round(seconds / 3600, 2), "days": round(seconds / 86400, 2)}
+    return {
+        "facts": facts,
+        "total": total,
+        "chapters": chapters,
+        "purposes": purposes,
+        "throughput": {
+            "total_tps": throughput.total_tps,
+            "prefill_tps": throughput.prefill_tps,
+            "decode_tps": throughput.decode_tps,
+            "source": throughput.source,
+        },
+        "hours": round(seconds / 3600, 2),
+        "days": round(seconds / 86400, 2),
+    }
 
 
-def bench_command(purposes: Mapping[str, Mapping[str, Any]], model: str, base_url: str = "http://127.0.0.1:8000",
-                  prompts: int = 500) -> str:
+def bench_command(
+    purposes: Mapping[str, Mapping[str, Any]], model: str, base_url: str = "http://127.0.0.1:8000", prompts: int = 500
+) -> str:
     """A ``vllm bench serve`` command with the plan's request shape (the token-weighted mean prompt and
     answer) that saves its result for ``fhs plan --bench-json bench.json``."""
     requests = sum(p["requests"] for p in purposes.values()) or 1
     prompt = sum(p["prompt_tokens"] for p in purposes.values()) / requests
     output = sum(p["output_tokens"] for p in purposes.values()) / requests
-    return (f"vllm bench serve --backend openai-chat --endpoint /v1/chat/completions --base-url {base_url} "
-            f"--model {model} --dataset-name random --random-input-len {math.ceil(prompt)} "
-            f"--random-output-len {max(1, math.ceil(output))} --num-prompts {prompts} --seed 42 "
-            f"--save-result --result-filename bench.json")
+    return (
+        f"vllm bench serve --backend openai-chat --endpoint /v1/chat/completions --base-url {base_url} "
+        f"--model {model} --dataset-name random --random-input-len {math.ceil(prompt)} "
+        f"--random-output-len {max(1, math.ceil(output))} --num-prompts {prompts} --seed 42 "
+        f"--save-result --result-filename bench.json"
+    )

@@ -14,7 +14,7 @@ def token_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
     16% of the encoder's work on padding at 64 word pieces, sorted by word pieces 0.1%.
     The vectors stay the same: padding is masked out of attention and pooling."""
     order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
-    return [order[start:start + batch_size] for start in range(0, len(order), batch_size)]
+    return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
 
 
 def padded(rows: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
@@ -23,6 +23,6 @@ def padded(rows: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
     ids = np.zeros((len(rows), width), dtype=np.int64)
     mask = np.zeros((len(rows), width), dtype=np.int64)
     for k, row in enumerate(rows):
-        ids[k, :len(row)] = row
-        mask[k, :len(row)] = 1
+        ids[k, : len(row)] = row
+        mask[k, : len(row)] = 1
     return ids, mask

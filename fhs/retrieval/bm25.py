@@ -54,8 +54,14 @@ class RetrievalConfig:
 
 
 # What each setting accepts: a spec's ``retrieval:`` is held to the rules its flags are (``--wcov``).
-SETTING_RULES = {"k1": weight_problem, "b": share_problem, "top_k": count_problem, "w_cov": weight_problem,
-                 "pool_multiplier": lambda value: count_problem(value, 0), "type_filter": switch_problem}
+SETTING_RULES = {
+    "k1": weight_problem,
+    "b": share_problem,
+    "top_k": count_problem,
+    "w_cov": weight_problem,
+    "pool_multiplier": lambda value: count_problem(value, 0),
+    "type_filter": switch_problem,
+}
 
 
 class Ranking:
@@ -134,8 +140,10 @@ class BM25Index:
             counts.extend(tf.values())
         shape = (self.n_docs, len(self.vocabulary))
         tf_matrix = sparse.csr_matrix(
-            (np.asarray(counts, dtype=np.float64),
-             (np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64))),
+            (
+                np.asarray(counts, dtype=np.float64),
+                (np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)),
+            ),
             shape=shape,
         )
         self.doc_lengths = lengths
@@ -217,13 +225,13 @@ def top_k_order(scores: np.ndarray, k: int) -> np.ndarray:
 _NO_COLUMNS = np.zeros(0, dtype=np.int64)
 
 
-def query_columns(vocabulary: dict[str, int],
-                  token_sets: Sequence[Collection[str]]) -> tuple[np.ndarray, np.ndarray]:
+def query_columns(vocabulary: dict[str, int], token_sets: Sequence[Collection[str]]) -> tuple[np.ndarray, np.ndarray]:
     """Each query's known terms as columns, ascending (the order the kernels add them in), all
     queries end to end, and where each query's end: one sort for the batch, not one a query."""
     lengths = np.fromiter(map(len, token_sets), dtype=np.int64, count=len(token_sets))
-    columns = np.fromiter(map(vocabulary.get, chain.from_iterable(token_sets), repeat(-1)), dtype=np.int64,
-                          count=int(lengths.sum()))
+    columns = np.fromiter(
+        map(vocabulary.get, chain.from_iterable(token_sets), repeat(-1)), dtype=np.int64, count=int(lengths.sum())
+    )
     query = np.repeat(np.arange(len(token_sets), dtype=np.int64), lengths)
     known = columns >= 0
     width = max(len(vocabulary), 1)
@@ -232,8 +240,9 @@ def query_columns(vocabulary: dict[str, int],
     return keys % width, np.cumsum(np.bincount(keys // width, minlength=len(token_sets)))
 
 
-def label_postings(index: BM25Index, labels: sparse.csc_matrix,
-                   label_vocabulary: dict[str, int]) -> tuple[np.ndarray, sparse.csc_matrix]:
+def label_postings(
+    index: BM25Index, labels: sparse.csc_matrix, label_vocabulary: dict[str, int]
+) -> tuple[np.ndarray, sparse.csc_matrix]:
     """Eq. 6's label hits folded into the BM25 postings, so one pass over a query's postings counts
     both: the document number of each posting of ``index.weights`` (uint32) with bit
     ``LABEL_BIT`` set where the term is in the document's label, and the label postings whose
@@ -253,14 +262,16 @@ def label_postings(index: BM25Index, labels: sparse.csc_matrix,
         return sparse.csc_matrix((numbers.astype(np.float64) + 1.0, (rows, columns)), shape=shape)
 
     label_in_index = numbered(known, label.row[known], to_index[label.col[known]])
-    postings = sparse.csc_matrix((np.arange(1, weights.nnz + 1, dtype=np.float64), weights.indices,
-                                  weights.indptr), shape=shape)
+    postings = sparse.csc_matrix(
+        (np.arange(1, weights.nnz + 1, dtype=np.float64), weights.indices, weights.indptr), shape=shape
+    )
     in_label = np.zeros(weights.nnz, dtype=np.uint8)
     in_label[postings.multiply(label_in_index.sign()).tocsc().data.astype(np.int64) - 1] = 1
     missing = np.ones(labels.nnz, dtype=bool)
     missing[label_in_index.multiply(postings.sign()).tocsc().data.astype(np.int64) - 1] = False
-    extra = sparse.csc_matrix((np.ones(int(missing.sum())), (label.row[missing], label.col[missing])),
-                              shape=labels.shape)
+    extra = sparse.csc_matrix(
+        (np.ones(int(missing.sum())), (label.row[missing], label.col[missing])), shape=labels.shape
+    )
     flagged = weights.indices.astype(np.uint32) | (in_label.astype(np.uint32) << np.uint32(LABEL_BIT))
     return flagged, extra
 
@@ -300,33 +311,57 @@ class _Partition:
 
     def to_parts(self) -> tuple[dict[str, np.ndarray], dict]:
         """Numeric arrays and a JSON document that :meth:`from_parts` reads back (``index_cache``)."""
-        arrays = {"positions": self.positions, "id_rank": self.id_rank, "label_sizes": self.label_sizes,
-                  "doc_lengths": self.index.doc_lengths, "idf": self.index.idf}
+        arrays = {
+            "positions": self.positions,
+            "id_rank": self.id_rank,
+            "label_sizes": self.label_sizes,
+            "doc_lengths": self.index.doc_lengths,
+            "idf": self.index.idf,
+        }
         for name, matrix in (("weights", self.index.weights), ("labels", self.labels)):
-            arrays.update({f"{name}_data": matrix.data, f"{name}_indices": matrix.indices,
-                           f"{name}_indptr": matrix.indptr})
-        meta = {"ids": self.ids, "vocabulary": list(self.index.vocabulary),
-                "label_vocabulary": list(self.label_vocabulary), "k1": self.index.k1, "b": self.index.b,
-                "weights_shape": list(self.index.weights.shape), "labels_shape": list(self.labels.shape)}
+            arrays.update(
+                {f"{name}_data": matrix.data, f"{name}_indices": matrix.indices, f"{name}_indptr": matrix.indptr}
+            )
+        meta = {
+            "ids": self.ids,
+            "vocabulary": list(self.index.vocabulary),
+            "label_vocabulary": list(self.label_vocabulary),
+            "k1": self.index.k1,
+            "b": self.index.b,
+            "weights_shape": list(self.index.weights.shape),
+            "labels_shape": list(self.labels.shape),
+        }
         return arrays, meta
 
     @classmethod
     def from_parts(cls, arrays: dict[str, np.ndarray], meta: dict) -> _Partition:
         """The partition back; ValueError, KeyError or TypeError when the parts do not fit together."""
+
         def matrix(name: str) -> sparse.csc_matrix:
             shape = tuple(int(n) for n in meta[f"{name}_shape"])
-            built = sparse.csc_matrix((arrays[f"{name}_data"], arrays[f"{name}_indices"], arrays[f"{name}_indptr"]),
-                                      shape=shape)
+            built = sparse.csc_matrix(
+                (arrays[f"{name}_data"], arrays[f"{name}_indices"], arrays[f"{name}_indptr"]), shape=shape
+            )
             built.check_format(full_check=True)
             return built
 
         ids, vocabulary = [str(i) for i in meta["ids"]], [str(t) for t in meta["vocabulary"]]
         weights, labels = matrix("weights"), matrix("labels")
         n = len(ids)
-        sizes = {len(arrays["positions"]), len(arrays["id_rank"]), len(arrays["label_sizes"]),
-                 len(arrays["doc_lengths"]), weights.shape[0], labels.shape[0]}
-        if sizes != {n} or weights.shape[1] != len(vocabulary) or len(arrays["idf"]) != len(vocabulary) \
-                or labels.shape[1] != len(meta["label_vocabulary"]):
+        sizes = {
+            len(arrays["positions"]),
+            len(arrays["id_rank"]),
+            len(arrays["label_sizes"]),
+            len(arrays["doc_lengths"]),
+            weights.shape[0],
+            labels.shape[0],
+        }
+        if (
+            sizes != {n}
+            or weights.shape[1] != len(vocabulary)
+            or len(arrays["idf"]) != len(vocabulary)
+            or labels.shape[1] != len(meta["label_vocabulary"])
+        ):
             raise ValueError("index parts of different sizes")
         index = BM25Index.__new__(BM25Index)
         index.k1, index.b, index.n_docs = float(meta["k1"]), float(meta["b"]), n
@@ -335,10 +370,15 @@ class _Partition:
         index.avgdl = float(index.doc_lengths.mean()) if n else 0.0
         index.idf = arrays["idf"].astype(np.float64)
         index.weights = weights
-        return cls(positions=arrays["positions"].astype(np.int64), ids=ids, index=index, labels=labels,
-                   label_sizes=arrays["label_sizes"],
-                   label_vocabulary={str(t): i for i, t in enumerate(meta["label_vocabulary"])},
-                   id_rank=arrays["id_rank"].astype(np.int64))
+        return cls(
+            positions=arrays["positions"].astype(np.int64),
+            ids=ids,
+            index=index,
+            labels=labels,
+            label_sizes=arrays["label_sizes"],
+            label_vocabulary={str(t): i for i, t in enumerate(meta["label_vocabulary"])},
+            id_rank=arrays["id_rank"].astype(np.int64),
+        )
 
 
 class Retriever:
@@ -347,8 +387,9 @@ class Retriever:
     kind = "bm25"
     fork_safe = True  # pure Python and numpy: a forked copy searches alike (fhs.run.runner.run_processes)
 
-    def __init__(self, taxonomy: Taxonomy, config: RetrievalConfig = RetrievalConfig(),
-                 cache_key: str | None = None) -> None:
+    def __init__(
+        self, taxonomy: Taxonomy, config: RetrievalConfig = RetrievalConfig(), cache_key: str | None = None
+    ) -> None:
         """``cache_key``: a digest of the taxonomy's content; with it, built indexes are kept on
         disk and read back by later runs (``fhs.retrieval.index_cache``)."""
         self.taxonomy = taxonomy
@@ -380,8 +421,10 @@ class Retriever:
         label_sizes = np.asarray(labels.sum(axis=1)).ravel()
         if label_sizes.size and label_sizes.max() > MAX_LABEL_WORDS:
             longest = concepts[positions[int(label_sizes.argmax())]].id
-            raise ValueError(f"concept {longest!r}: its label has {int(label_sizes.max()):,} distinct words; "
-                             f"Eq. 6's kernels count label hits up to {MAX_LABEL_WORDS:,} (shorten the label)")
+            raise ValueError(
+                f"concept {longest!r}: its label has {int(label_sizes.max()):,} distinct words; "
+                f"Eq. 6's kernels count label hits up to {MAX_LABEL_WORDS:,} (shorten the label)"
+            )
         ids = [concepts[p].id for p in positions]
         id_rank = np.empty(len(ids), dtype=np.int64)
         id_rank[np.argsort(np.asarray(ids, dtype=object).astype(str), kind="stable")] = np.arange(len(ids))
@@ -443,8 +486,9 @@ class Retriever:
         """The top-k concepts for one query string, searched in ``datatype``'s index."""
         return self.search_tokens(token_set(query), datatype, top_k)
 
-    def search_tokens(self, tokens: set[str] | frozenset[str], datatype: str | None = None,
-                      top_k: int | None = None) -> Ranking:
+    def search_tokens(
+        self, tokens: set[str] | frozenset[str], datatype: str | None = None, top_k: int | None = None
+    ) -> Ranking:
         """:meth:`search` for an already tokenized query, by the compiled kernels (``sparse_top_k``)."""
         if not FIRST_SEARCH.done:  # the process's first query may compile the kernels: say so
             return FIRST_SEARCH.run(self._search_tokens, tokens, datatype, top_k)
@@ -457,30 +501,44 @@ class Retriever:
             order, scores = part.index.top_k(tokens, k)
         else:
             weights, extra = part.index.weights, part.label_extra
-            order, scores = eq6_top_k(weights.indptr, part.postings, weights.data,
-                                      part.index.term_ids(tokens), extra.indptr, extra.indices,
-                                      part.label_columns(tokens), part.label_sizes, part.id_rank, part.by_id,
-                                      len(tokens), k,
-                                      k * self.config.pool_multiplier, float(self.config.w_cov),
-                                      *part.index.scratch())
+            order, scores = eq6_top_k(
+                weights.indptr,
+                part.postings,
+                weights.data,
+                part.index.term_ids(tokens),
+                extra.indptr,
+                extra.indices,
+                part.label_columns(tokens),
+                part.label_sizes,
+                part.id_rank,
+                part.by_id,
+                len(tokens),
+                k,
+                k * self.config.pool_multiplier,
+                float(self.config.w_cov),
+                *part.index.scratch(),
+            )
         return _ranking(part.id_array, order, scores)
 
-    def search_many(self, queries: Sequence[str], datatypes: Sequence[str | None] | None = None,
-                    top_k: int | None = None) -> list[Ranking]:
+    def search_many(
+        self, queries: Sequence[str], datatypes: Sequence[str | None] | None = None, top_k: int | None = None
+    ) -> list[Ranking]:
         """:meth:`search` for many queries (an LLM-free run's every fact): one compiled call per
         datatype index instead of one per query, the same rankings."""
         kinds = [None] * len(queries) if datatypes is None else list(datatypes)
         return self.search_tokens_many([token_set(query) for query in queries], kinds, top_k)
 
-    def search_tokens_many(self, token_sets: Sequence[set[str] | frozenset[str]], datatypes: Sequence[str | None],
-                           top_k: int | None = None) -> list[Ranking]:
+    def search_tokens_many(
+        self, token_sets: Sequence[set[str] | frozenset[str]], datatypes: Sequence[str | None], top_k: int | None = None
+    ) -> list[Ranking]:
         """:meth:`search_tokens` for many tokenized queries, grouped by the index each searches."""
         if not FIRST_BATCH.done:
             return FIRST_BATCH.run(self._search_tokens_many, token_sets, datatypes, top_k)
         return self._search_tokens_many(token_sets, datatypes, top_k)
 
-    def _search_tokens_many(self, token_sets: Sequence[set[str] | frozenset[str]], datatypes: Sequence[str | None],
-                            top_k: int | None) -> list[Ranking]:
+    def _search_tokens_many(
+        self, token_sets: Sequence[set[str] | frozenset[str]], datatypes: Sequence[str | None], top_k: int | None
+    ) -> list[Ranking]:
         k = self.config.top_k if top_k is None else top_k
         groups: dict[int, tuple[_Partition, list[int]]] = {}
         for i, datatype in enumerate(datatypes):
@@ -497,13 +555,23 @@ class Retriever:
                 extra = part.label_extra
                 sizes = np.fromiter(map(len, mine), dtype=np.int64, count=len(mine))
                 no_extra = (_NO_COLUMNS, np.zeros(len(mine), dtype=np.int64))
-                order, scores = eq6_top_k_many(w.indptr, part.postings, w.data, *as_array, extra.indptr,
-                                               extra.indices,
-                                               *(query_columns(part.label_vocabulary, mine) if extra.nnz else no_extra),
-                                               part.label_sizes,
-                                               part.id_rank, part.by_id, sizes, k,
-                                               k * self.config.pool_multiplier, float(self.config.w_cov),
-                                               *index.scratch())
+                order, scores = eq6_top_k_many(
+                    w.indptr,
+                    part.postings,
+                    w.data,
+                    *as_array,
+                    extra.indptr,
+                    extra.indices,
+                    *(query_columns(part.label_vocabulary, mine) if extra.nnz else no_extra),
+                    part.label_sizes,
+                    part.id_rank,
+                    part.by_id,
+                    sizes,
+                    k,
+                    k * self.config.pool_multiplier,
+                    float(self.config.w_cov),
+                    *index.scratch(),
+                )
             for i, ids, row in zip(members, part.id_array[order].tolist(), scores):
                 out[i] = Ranking(tuple(ids), row)
         return out  # type: ignore[return-value]
@@ -536,8 +604,9 @@ class Retriever:
             kth = np.partition(score, score.size - k)[score.size - k]
             keep = np.flatnonzero(score >= kth)
         # Sort: score, cov_label, cov_query, raw bm25 (all descending), then id ascending.
-        order = keep[np.lexsort((part.id_rank[pool[keep]], -pool_bm25[keep], -cov_query[keep], -cov_label[keep],
-                                 -score[keep]))][:k]
+        order = keep[
+            np.lexsort((part.id_rank[pool[keep]], -pool_bm25[keep], -cov_query[keep], -cov_label[keep], -score[keep]))
+        ][:k]
         return _ranking(part.id_array, pool[order], score[order])
 
     @staticmethod

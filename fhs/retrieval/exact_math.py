@@ -26,7 +26,7 @@ from fhs.retrieval.jit import kernel
 # A row's integers stay below 2**34; times int8 weights (|w| <= 127) over 1,536 terms the sum
 # stays below 2**53, where float64 holds every integer exactly.
 FIXED_BITS = 34
-LARGEST_EXACT = 2.0 ** 53
+LARGEST_EXACT = 2.0**53
 
 # ln 2 split so that k * LN2_HI is exact for |k| < 2**20 (its low 32 bits are zero).
 LN2_HI = 0.6931471803691238
@@ -122,8 +122,9 @@ def from_fixed(product: np.ndarray, back: np.ndarray, scale: np.ndarray, bias: n
 
 
 @kernel()
-def add_layer_norm(a: np.ndarray, b: np.ndarray | None, gamma: np.ndarray, beta: np.ndarray, eps: float,
-                   out: np.ndarray) -> None:
+def add_layer_norm(
+    a: np.ndarray, b: np.ndarray | None, gamma: np.ndarray, beta: np.ndarray, eps: float, out: np.ndarray
+) -> None:
     """``out`` = LayerNorm(a + b) row by row (b may be None), sums in column order."""
     n = a.shape[1]
     for r in range(a.shape[0]):

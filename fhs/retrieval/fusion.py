@@ -109,8 +109,11 @@ def fuse(
     paper's "over the pool U"); ``"kept"`` over the ``k`` kept (the authors' code).
     ``k`` None keeps every candidate; ``ties`` is one of ``TIE_BREAKS``.
     """
-    for name, value, choices in (("fusion method", method, FUSIONS), ("normalize_over", normalize_over,
-                                                                         NORMALIZE_OVER), ("ties", ties, TIE_BREAKS)):
+    for name, value, choices in (
+        ("fusion method", method, FUSIONS),
+        ("normalize_over", normalize_over, NORMALIZE_OVER),
+        ("ties", ties, TIE_BREAKS),
+    ):
         if value not in choices:
             raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}, got {value!r}")
     terms = rrf_terms(rankings, kappa)

@@ -30,9 +30,17 @@ class HybridRetriever:
 
     kind = "hybrid"
 
-    def __init__(self, taxonomy: Taxonomy, config: RetrievalConfig = RetrievalConfig(w_cov=0.0), *,
-                 dense: DenseRetriever | None = None, bm25: Retriever | None = None,
-                 kappa: int = RRF_KAPPA, depth: int = HYBRID_DEPTH, **dense_options) -> None:
+    def __init__(
+        self,
+        taxonomy: Taxonomy,
+        config: RetrievalConfig = RetrievalConfig(w_cov=0.0),
+        *,
+        dense: DenseRetriever | None = None,
+        bm25: Retriever | None = None,
+        kappa: int = RRF_KAPPA,
+        depth: int = HYBRID_DEPTH,
+        **dense_options,
+    ) -> None:
         self.taxonomy = taxonomy
         self.config = config
         self.kappa, self.depth = kappa, depth
@@ -55,12 +63,15 @@ class HybridRetriever:
     def partition_for(self, datatype: str | None):
         return self.dense.partition_for(datatype)
 
-    def search(self, query: str, datatype: str | None = None, top_k: int | None = None, *,
-               exact: bool = False) -> Ranking:
+    def search(
+        self, query: str, datatype: str | None = None, top_k: int | None = None, *, exact: bool = False
+    ) -> Ranking:
         """``exact``: the dense list ranked by CPU-independent vectors (``fhs.retrieval.exact_dense``)."""
         k = self.config.top_k if top_k is None else top_k
-        lists = [self.bm25.search(query, datatype, self.depth),
-                 self.dense.search(query, datatype, self.depth, exact=exact)]
+        lists = [
+            self.bm25.search(query, datatype, self.depth),
+            self.dense.search(query, datatype, self.depth, exact=exact),
+        ]
         fused = fuse(lists, kappa=self.kappa, k=None, ties="id").as_ranking()
         if self.config.w_cov <= 0:
             return Ranking(tuple(fused.ids[:k]), tuple(fused.scores[:k]))
@@ -68,4 +79,3 @@ class HybridRetriever:
         row_of = {concept_id: row for row, concept_id in enumerate(part.ids)}
         pool = np.asarray([row_of[c] for c in fused.ids], dtype=np.int64)
         return with_coverage(self.bm25, self.config.w_cov, datatype, query, pool, np.asarray(fused.scores), part.ids, k)
-

@@ -114,14 +114,18 @@ class FirstCompile:
                 return work(*args)
             dispatchers = kernels_of(self.module)
             if not all(_cached(d) for d in dispatchers):
-                print(f"fhs: compiling {self.what} (once: numba caches them in {_shown(cache_folder())})",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"fhs: compiling {self.what} (once: numba caches them in {_shown(cache_folder())})",
+                    file=sys.stderr,
+                    flush=True,
+                )
             before, started = _misses(dispatchers), time.perf_counter()
             result = work(*args)
             compiled = _misses(dispatchers) - before
             if compiled:
-                print(f"fhs: compiled {self.what} in {time.perf_counter() - started:.1f} s", file=sys.stderr,
-                      flush=True)
+                print(
+                    f"fhs: compiled {self.what} in {time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True
+                )
             self.done = True
             return result
 

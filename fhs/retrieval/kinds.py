@@ -58,7 +58,11 @@ def retriever_inputs(retriever: Searcher) -> dict[str, str]:
     if dense is None:
         return {}
     spec = MODELS[dense.model]
-    return {"model": spec.name, "weights_sha256": spec.weights.sha256, "tokenizer_sha256": spec.tokenizer.sha256,
-            "max_length": str(spec.max_length),
-            **({"document_max_length": str(spec.document_max_length)} if spec.document_max_length else {}),
-            **({"ranking": "exact vectors (fhs.retrieval.exact_dense)"} if exact else {})}
+    return {
+        "model": spec.name,
+        "weights_sha256": spec.weights.sha256,
+        "tokenizer_sha256": spec.tokenizer.sha256,
+        "max_length": str(spec.max_length),
+        **({"document_max_length": str(spec.document_max_length)} if spec.document_max_length else {}),
+        **({"ranking": "exact vectors (fhs.retrieval.exact_dense)"} if exact else {}),
+    }

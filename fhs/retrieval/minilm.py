@@ -84,27 +84,43 @@ def load_weights(path: Path) -> Weights:
         add = feeds.get(node.outputs[0])
         bias = next((name for name in (add.inputs if add else []) if name.endswith(".bias")), None)
         if bias is None:
-            raise InputError(f"no bias follows the product with {weight}", path=path, field="dense model",
-                             fix="use the pinned all-MiniLM-L6-v2 export (fhs.retrieval.encoders.MODELS)")
-        linears[bias[: -len(".bias")]] = Linear(tensors[weight + "_q"].astype(np.float64),
-                                                tensors[weight + "_scale"].reshape(-1).astype(np.float64),
-                                                tensors[bias].astype(np.float64))
+            raise InputError(
+                f"no bias follows the product with {weight}",
+                path=path,
+                field="dense model",
+                fix="use the pinned all-MiniLM-L6-v2 export (fhs.retrieval.encoders.MODELS)",
+            )
+        linears[bias[: -len(".bias")]] = Linear(
+            tensors[weight + "_q"].astype(np.float64),
+            tensors[weight + "_scale"].reshape(-1).astype(np.float64),
+            tensors[bias].astype(np.float64),
+        )
     prefix = "inner.encoder.layer."
     layers = []
     for index in range(sum(1 for key in linears if key.startswith(prefix) and key.endswith("self.query"))):
         at = f"{prefix}{index}."
         q, k, v = (linears[at + f"attention.self.{part}"] for part in ("query", "key", "value"))
-        layers.append(Layer(
-            qkv=Linear(np.ascontiguousarray(np.hstack([q.ints, k.ints, v.ints])),
-                       np.concatenate([q.scale, k.scale, v.scale]), np.concatenate([q.bias, k.bias, v.bias])),
-            output=linears[at + "attention.output.dense"],
-            norm1=_norm(tensors, at + "attention.output.LayerNorm"),
-            up=linears[at + "intermediate.dense"], down=linears[at + "output.dense"],
-            norm2=_norm(tensors, at + "output.LayerNorm")))
-    return Weights(words=_dequantized(graph, "inner.embeddings.word_embeddings.weight"),
-                   positions=_dequantized(graph, "inner.embeddings.position_embeddings.weight"),
-                   token_type=tensors["inner.embeddings.token_type_embeddings.weight"][0].astype(np.float64),
-                   norm=_norm(tensors, "inner.embeddings.LayerNorm"), layers=tuple(layers))
+        layers.append(
+            Layer(
+                qkv=Linear(
+                    np.ascontiguousarray(np.hstack([q.ints, k.ints, v.ints])),
+                    np.concatenate([q.scale, k.scale, v.scale]),
+                    np.concatenate([q.bias, k.bias, v.bias]),
+                ),
+                output=linears[at + "attention.output.dense"],
+                norm1=_norm(tensors, at + "attention.output.LayerNorm"),
+                up=linears[at + "intermediate.dense"],
+                down=linears[at + "output.dense"],
+                norm2=_norm(tensors, at + "output.LayerNorm"),
+            )
+        )
+    return Weights(
+        words=_dequantized(graph, "inner.embeddings.word_embeddings.weight"),
+        positions=_dequantized(graph, "inner.embeddings.position_embeddings.weight"),
+        token_type=tensors["inner.embeddings.token_type_embeddings.weight"][0].astype(np.float64),
+        norm=_norm(tensors, "inner.embeddings.LayerNorm"),
+        layers=tuple(layers),
+    )
 
 
 def _norm(tensors: dict[str, np.ndarray], name: str) -> tuple[np.ndarray, np.ndarray]:
@@ -145,8 +161,14 @@ class ExactEncoder:
         self.tokenizer = tokenizer
         self.document_tokenizer = document_tokenizer
 
-    def encode(self, texts: Sequence[str], *, batch_size: int = 32,
-               progress: Callable[[int], object] | None = None, documents: bool = False) -> np.ndarray:
+    def encode(
+        self,
+        texts: Sequence[str],
+        *,
+        batch_size: int = 32,
+        progress: Callable[[int], object] | None = None,
+        documents: bool = False,
+    ) -> np.ndarray:
         tokenizer = self.document_tokenizer if documents else self.tokenizer
         out = np.zeros((len(texts), self.spec.dim), dtype=np.float32)
         encodings = [e.ids for e in tokenizer.encode_batch(list(texts))] if texts else []

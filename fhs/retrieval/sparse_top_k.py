@@ -53,7 +53,7 @@ class Scratch(threading.local):
 def _label_only(indptr, indices, columns, bm25, hits, touched, n_touched):
     """Add a hit per label posting of the columns; record each document not touched before."""
     for c in columns:
-        for d in indices[indptr[c]:indptr[c + 1]]:
+        for d in indices[indptr[c] : indptr[c + 1]]:
             if bm25[d] == 0.0 and hits[d] == 0:
                 touched[n_touched] = d
                 n_touched += 1
@@ -77,7 +77,7 @@ def _add_postings(w_indptr, w_postings, w_data, terms, bm25, hits):
     index that counts up from 0 needs no check for a negative position, which an index starting
     at ``w_indptr[c]`` pays on every read."""
     for c in terms:
-        postings, weights = w_postings[w_indptr[c]:w_indptr[c + 1]], w_data[w_indptr[c]:w_indptr[c + 1]]
+        postings, weights = w_postings[w_indptr[c] : w_indptr[c + 1]], w_data[w_indptr[c] : w_indptr[c + 1]]
         for i in range(postings.size):
             posting = postings[i]
             d = posting & DOCUMENT_MASK
@@ -86,8 +86,7 @@ def _add_postings(w_indptr, w_postings, w_data, terms, bm25, hits):
 
 
 @_kernel()
-def _gather(w_indptr, w_postings, w_data, terms, x_indptr, x_indices, x_terms, with_labels,
-            bm25, hits, touched):
+def _gather(w_indptr, w_postings, w_data, terms, x_indptr, x_indices, x_terms, with_labels, bm25, hits, touched):
     """BM25 sums and label hits of the documents a query touches: ``touched[:n_bm25]`` have a BM25
     score, ``touched[n_bm25:n_all]`` label hits only. Returns both counts.
 
@@ -103,7 +102,7 @@ def _gather(w_indptr, w_postings, w_data, terms, x_indptr, x_indices, x_terms, w
     if 1 * (_postings(w_indptr, terms) + _postings(x_indptr, x_terms)) < n_docs:
         n = 0
         for c in terms:  # by slices, as in :func:`_add_postings`
-            postings, weights = w_postings[w_indptr[c]:w_indptr[c + 1]], w_data[w_indptr[c]:w_indptr[c + 1]]
+            postings, weights = w_postings[w_indptr[c] : w_indptr[c + 1]], w_data[w_indptr[c] : w_indptr[c + 1]]
             for i in range(postings.size):
                 posting = postings[i]
                 d = posting & DOCUMENT_MASK
@@ -118,11 +117,11 @@ def _gather(w_indptr, w_postings, w_data, terms, x_indptr, x_indices, x_terms, w
         _add_postings(w_indptr, w_postings, w_data, terms, bm25, hits)
     else:
         for c in terms:
-            postings, weights = w_postings[w_indptr[c]:w_indptr[c + 1]], w_data[w_indptr[c]:w_indptr[c + 1]]
+            postings, weights = w_postings[w_indptr[c] : w_indptr[c + 1]], w_data[w_indptr[c] : w_indptr[c + 1]]
             for i in range(postings.size):
                 bm25[postings[i] & DOCUMENT_MASK] += weights[i]
     for c in x_terms:
-        for d in x_indices[x_indptr[c]:x_indptr[c + 1]]:
+        for d in x_indices[x_indptr[c] : x_indptr[c + 1]]:
             hits[d] += 1
     n = 0
     for d in range(n_docs):  # branch-free: a document about half the queries touch is no guess
@@ -495,8 +494,22 @@ def _rank_rows(rows, score, members, hits, bm25, label_sizes, n_query, id_rank, 
 
 
 @_kernel()
-def _eq6_whole_index(w_indptr, w_postings, w_data, terms, x_indptr, x_indices, x_terms, label_sizes,
-                     id_rank, n_query, k, w_cov, bm25, hits):
+def _eq6_whole_index(
+    w_indptr,
+    w_postings,
+    w_data,
+    terms,
+    x_indptr,
+    x_indices,
+    x_terms,
+    label_sizes,
+    id_rank,
+    n_query,
+    k,
+    w_cov,
+    bm25,
+    hits,
+):
     """:func:`eq6_top_k` over the whole index for a query whose postings cover much of it: dense
     sums, Eq. 6 for every document in one pass the compiler vectorizes (its three divisions are
     most of the work), then the rows at or above a threshold found by counting passes go on to
@@ -507,7 +520,7 @@ def _eq6_whole_index(w_indptr, w_postings, w_data, terms, x_indptr, x_indices, x
     n_docs = bm25.size
     _add_postings(w_indptr, w_postings, w_data, terms, bm25, hits)
     for c in x_terms:
-        for d in x_indices[x_indptr[c]:x_indptr[c + 1]]:
+        for d in x_indices[x_indptr[c] : x_indptr[c + 1]]:
             hits[d] += 1
     low, high = _low_high_nonnegative(bm25, n_docs)
     k = min(k, n_docs)
@@ -523,8 +536,25 @@ def _eq6_whole_index(w_indptr, w_postings, w_data, terms, x_indptr, x_indices, x
 
 
 @_kernel()
-def eq6_top_k(w_indptr, w_postings, w_data, terms, x_indptr, x_indices, x_terms, label_sizes,
-              id_rank, by_id, n_query, k, pool_size, w_cov, bm25, hits, touched):
+def eq6_top_k(
+    w_indptr,
+    w_postings,
+    w_data,
+    terms,
+    x_indptr,
+    x_indices,
+    x_terms,
+    label_sizes,
+    id_rank,
+    by_id,
+    n_query,
+    k,
+    pool_size,
+    w_cov,
+    bm25,
+    hits,
+    touched,
+):
     """Eq. 6's top k over the pool, as ``Retriever._rescore_with_coverage`` ranks it.
 
     ``w_postings``: document numbers flagged where the term is in the label; ``x_*``: the label postings
@@ -535,10 +565,25 @@ def eq6_top_k(w_indptr, w_postings, w_data, terms, x_indptr, x_indices, x_terms,
     """
     n_docs = bm25.size
     if pool_size == 0 and n_docs > 0 and 8 * (_postings(w_indptr, terms) + _postings(x_indptr, x_terms)) >= n_docs:
-        return _eq6_whole_index(w_indptr, w_postings, w_data, terms, x_indptr, x_indices, x_terms,
-                                label_sizes, id_rank, n_query, k, w_cov, bm25, hits)
-    n_bm25, n_all = _gather(w_indptr, w_postings, w_data, terms, x_indptr, x_indices, x_terms, True,
-                            bm25, hits, touched)
+        return _eq6_whole_index(
+            w_indptr,
+            w_postings,
+            w_data,
+            terms,
+            x_indptr,
+            x_indices,
+            x_terms,
+            label_sizes,
+            id_rank,
+            n_query,
+            k,
+            w_cov,
+            bm25,
+            hits,
+        )
+    n_bm25, n_all = _gather(
+        w_indptr, w_postings, w_data, terms, x_indptr, x_indices, x_terms, True, bm25, hits, touched
+    )
     positive = touched[:n_bm25]
 
     rest = touched[:0]  # pool members without a query term, in id order
@@ -624,14 +669,33 @@ def bm25_top_k_many(indptr, indices, data, terms, term_ends, k, sums, hits, touc
     scores = np.empty((term_ends.size, k))
     start = 0
     for q in range(term_ends.size):
-        out[q], scores[q] = bm25_top_k(indptr, indices, data, terms[start:term_ends[q]], k, sums, hits, touched)
+        out[q], scores[q] = bm25_top_k(indptr, indices, data, terms[start : term_ends[q]], k, sums, hits, touched)
         start = term_ends[q]
     return out, scores
 
 
 @_kernel()
-def eq6_top_k_many(w_indptr, w_postings, w_data, terms, term_ends, x_indptr, x_indices, x_terms, x_ends,
-                   label_sizes, id_rank, by_id, n_query, k, pool_size, w_cov, bm25, hits, touched):
+def eq6_top_k_many(
+    w_indptr,
+    w_postings,
+    w_data,
+    terms,
+    term_ends,
+    x_indptr,
+    x_indices,
+    x_terms,
+    x_ends,
+    label_sizes,
+    id_rank,
+    by_id,
+    n_query,
+    k,
+    pool_size,
+    w_cov,
+    bm25,
+    hits,
+    touched,
+):
     """:func:`eq6_top_k` for many queries in one call (terms and label terms cut as in
     :func:`bm25_top_k_many`; ``n_query`` per query). Rows of documents and of scores."""
     n_pool = bm25.size if pool_size == 0 else min(pool_size, bm25.size)
@@ -640,8 +704,24 @@ def eq6_top_k_many(w_indptr, w_postings, w_data, terms, term_ends, x_indptr, x_i
     scores = np.empty((term_ends.size, k))
     start = x_start = 0
     for q in range(term_ends.size):
-        out[q], scores[q] = eq6_top_k(w_indptr, w_postings, w_data, terms[start:term_ends[q]], x_indptr,
-                                      x_indices, x_terms[x_start:x_ends[q]], label_sizes, id_rank, by_id,
-                                      n_query[q], k, pool_size, w_cov, bm25, hits, touched)
+        out[q], scores[q] = eq6_top_k(
+            w_indptr,
+            w_postings,
+            w_data,
+            terms[start : term_ends[q]],
+            x_indptr,
+            x_indices,
+            x_terms[x_start : x_ends[q]],
+            label_sizes,
+            id_rank,
+            by_id,
+            n_query[q],
+            k,
+            pool_size,
+            w_cov,
+            bm25,
+            hits,
+            touched,
+        )
         start, x_start = term_ends[q], x_ends[q]
     return out, scores

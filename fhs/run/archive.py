@@ -81,8 +81,11 @@ def find_run_dirs(paths: Iterable[str | Path]) -> list[Path]:
         elif path.is_dir():
             inside = sorted(p.parent for p in path.rglob("records.jsonl"))
             if not inside:
-                raise InputError("holds no run (no records.jsonl under it)", path=path,
-                                 fix="pass the --out folder of `fhs run`, or a folder of such folders")
+                raise InputError(
+                    "holds no run (no records.jsonl under it)",
+                    path=path,
+                    fix="pass the --out folder of `fhs run`, or a folder of such folders",
+                )
             found.extend(inside)
         else:
             raise InputError("no such run folder", path=path, fix="pass the --out folder of `fhs run`")
@@ -107,21 +110,23 @@ def _rows(db: sqlite3.Connection, sql: str, values: Sequence[Any]) -> tuple[list
     columns: list[str] = []
     rows: list[tuple] = []
     for start in range(0, len(values), _CHUNK):
-        chunk = list(values[start:start + _CHUNK])
+        chunk = list(values[start : start + _CHUNK])
         cursor = db.execute(sql.format(marks=",".join("?" * len(chunk))), chunk)
         columns = [c[0] for c in cursor.description]
         rows.extend(cursor.fetchall())
     return columns, rows
 
 
-def _copy_table(source: sqlite3.Connection, target: sqlite3.Connection, table: str,
-                columns: list[str], rows: list[tuple]) -> None:
+def _copy_table(
+    source: sqlite3.Connection, target: sqlite3.Connection, table: str, columns: list[str], rows: list[tuple]
+) -> None:
     """Create ``table`` in ``target`` as ``source`` declares it and insert ``rows``."""
     (create,) = source.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)).fetchone()
     target.execute(create)
     if rows:
-        target.executemany(f"INSERT OR REPLACE INTO {table} ({', '.join(columns)}) "
-                           f"VALUES ({', '.join('?' * len(columns))})", rows)
+        target.executemany(
+            f"INSERT OR REPLACE INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})", rows
+        )
 
 
 def _has_table(db: sqlite3.Connection, table: str) -> bool:
@@ -143,12 +148,16 @@ def pack(paths: Sequence[str | Path], out: str | Path, *, cache: str | Path) -> 
         records = read_records(run / "records.jsonl")
         config = _read_json(run / STAMP_NAME)
         archived.append(ArchivedRun(str(run), records, config, _read_json(run / "metrics.json")))
-        unkeyed = [(r["id"], c.get("purpose", "")) for r in records for c in r.get("llm_calls") or []
-                   if not c.get("key")]
+        unkeyed = [
+            (r["id"], c.get("purpose", "")) for r in records for c in r.get("llm_calls") or [] if not c.get("key")
+        ]
         if unkeyed:
-            raise InputError(f"{len(unkeyed)} model call(s) carry no cache key (the first: the {unkeyed[0][1]} "
-                             f"call of fact {unkeyed[0][0]}); records made before keys were recorded", path=run,
-                             fix="rerun the run with the same command and --fresh: the cache answers every call")
+            raise InputError(
+                f"{len(unkeyed)} model call(s) carry no cache key (the first: the {unkeyed[0][1]} "
+                f"call of fact {unkeyed[0][0]}); records made before keys were recorded",
+                path=run,
+                fix="rerun the run with the same command and --fresh: the cache answers every call",
+            )
         for record in records:
             for call in record.get("llm_calls") or []:
                 first_use.setdefault(call["key"], (str(run), record["id"], call.get("purpose", "")))
@@ -161,9 +170,12 @@ def pack(paths: Sequence[str | Path], out: str | Path, *, cache: str | Path) -> 
     try:
         return _pack(source, cache, out, archived, first_use, verifier_facts, scopes)
     except sqlite3.DatabaseError as error:
-        raise InputError(f"cannot read the response cache ({error})", path=cache,
-                         fix="pass --cache with the responses.sqlite the runs used; a damaged one can be "
-                             "recovered with `sqlite3 FILE .recover`") from None
+        raise InputError(
+            f"cannot read the response cache ({error})",
+            path=cache,
+            fix="pass --cache with the responses.sqlite the runs used; a damaged one can be "
+            "recovered with `sqlite3 FILE .recover`",
+        ) from None
     finally:
         source.close()
 
@@ -174,58 +186,91 @@ def _open_cache(cache: Path) -> sqlite3.Connection:
         source = _read_only(cache)
         usable = _has_table(source, "responses")
     except sqlite3.DatabaseError as error:
-        raise InputError(f"not a response cache ({error})", path=cache,
-                         fix="pass --cache with the responses.sqlite the runs used") from None
+        raise InputError(
+            f"not a response cache ({error})", path=cache, fix="pass --cache with the responses.sqlite the runs used"
+        ) from None
     if not usable:
         source.close()
-        raise InputError("not a response cache: an SQLite file with no table 'responses'", path=cache,
-                         fix="pass --cache with the responses.sqlite the runs used")
+        raise InputError(
+            "not a response cache: an SQLite file with no table 'responses'",
+            path=cache,
+            fix="pass --cache with the responses.sqlite the runs used",
+        )
     return source
 
 
 def _check_out(out: Path, cache: Path, runs: Sequence[Path]) -> None:
     """Refuse an ``--out`` that is a folder, or one of the files the archive is made from."""
     if out.is_dir():
-        raise InputError("is a directory", path=out, field="out",
-                         fix=f"pass a file for the archive, e.g. {out / 'runs.fhsa'}")
+        raise InputError(
+            "is a directory", path=out, field="out", fix=f"pass a file for the archive, e.g. {out / 'runs.fhsa'}"
+        )
     inputs = [(cache, "response cache"), (ledger_path(cache), "verdict ledger")]
-    inputs += [(Path(f"{path}{suffix}"), f"{what}'s journal") for path, what in list(inputs)
-               for suffix in ("-wal", "-shm", "-journal")]
-    inputs += [(run / name, f"run {run}'s {name}") for run in runs for name in ("records.jsonl", STAMP_NAME,
-                                                                                 "metrics.json", "run.lock")]
+    inputs += [
+        (Path(f"{path}{suffix}"), f"{what}'s journal")
+        for path, what in list(inputs)
+        for suffix in ("-wal", "-shm", "-journal")
+    ]
+    inputs += [
+        (run / name, f"run {run}'s {name}")
+        for run in runs
+        for name in ("records.jsonl", STAMP_NAME, "metrics.json", "run.lock")
+    ]
     check_out(out, files=inputs, reads="the archive is made from")
 
 
-def _pack(source: sqlite3.Connection, cache: Path, out: Path, archived: list[ArchivedRun],
-          first_use: dict[str, tuple[str, str, str]], verifier_facts: set[str], scopes: set[str]) -> dict[str, Any]:
+def _pack(
+    source: sqlite3.Connection,
+    cache: Path,
+    out: Path,
+    archived: list[ArchivedRun],
+    first_use: dict[str, tuple[str, str, str]],
+    verifier_facts: set[str],
+    scopes: set[str],
+) -> dict[str, Any]:
     """The archive of ``archived`` from the cache ``source`` (``pack`` has checked both)."""
     columns, responses = _rows(source, "SELECT * FROM responses WHERE key IN ({marks})", list(first_use))
     found = {row[columns.index("key")] for row in responses}
     missing = [key for key in first_use if key not in found]
     if missing:
         run, fact, purpose = first_use[missing[0]]
-        raise InputError(f"{len(missing)} answer(s) the runs used are not in this cache (the first: the {purpose} "
-                         f"call of fact {fact} in {run})", path=cache,
-                         fix="pass --cache with the response cache the runs were made with")
+        raise InputError(
+            f"{len(missing)} answer(s) the runs used are not in this cache (the first: the {purpose} "
+            f"call of fact {fact} in {run})",
+            path=cache,
+            fix="pass --cache with the response cache the runs were made with",
+        )
     kinds = {(row[columns.index("kind")], row[columns.index("model")]) for row in responses}
     for kind, model in sorted(kinds):
         for purpose in UNRECORDED_PURPOSES:
-            cursor = source.execute("SELECT * FROM responses WHERE kind = ? AND model = ? AND purpose = ?",
-                                    (kind, model, purpose))
+            cursor = source.execute(
+                "SELECT * FROM responses WHERE kind = ? AND model = ? AND purpose = ?", (kind, model, purpose)
+            )
             responses.extend(row for row in cursor.fetchall() if row[columns.index("key")] not in found)
     keys = [row[columns.index("key")] for row in responses]
-    unparsed_rows = _rows(source, "SELECT * FROM unparsed WHERE key IN ({marks})", keys) \
-        if _has_table(source, "unparsed") else ([], [])
-    finish = _rows(source, "SELECT key, reason FROM finish WHERE key IN ({marks})", keys) \
-        if _has_table(source, "finish") else ([], [])
+    unparsed_rows = (
+        _rows(source, "SELECT * FROM unparsed WHERE key IN ({marks})", keys)
+        if _has_table(source, "unparsed")
+        else ([], [])
+    )
+    finish = (
+        _rows(source, "SELECT key, reason FROM finish WHERE key IN ({marks})", keys)
+        if _has_table(source, "finish")
+        else ([], [])
+    )
     unparsed = (unparsed_rows, finish)
-    identities = [row for row in source.execute("SELECT kind, model, provenance FROM identities").fetchall()
-                  if (row[0], row[1]) in kinds] if _has_table(source, "identities") else []
-    verdicts = _ledger_rows(ledger_path(cache), {r["id"] for run in archived for r in run.records},
-                            scopes)
+    identities = (
+        [
+            row
+            for row in source.execute("SELECT kind, model, provenance FROM identities").fetchall()
+            if (row[0], row[1]) in kinds
+        ]
+        if _has_table(source, "identities")
+        else []
+    )
+    verdicts = _ledger_rows(ledger_path(cache), {r["id"] for run in archived for r in run.records}, scopes)
     ledger_only = sorted({row[1] for row in verdicts[1]} - verifier_facts)
-    return _write(out, source, archived, (columns, responses), unparsed, identities, verdicts, ledger_only,
-                  cache)
+    return _write(out, source, archived, (columns, responses), unparsed, identities, verdicts, ledger_only, cache)
 
 
 def _ledger_rows(path: Path, fact_ids: set[str], scopes: set[str]) -> tuple[list[str], list[tuple]]:
@@ -236,19 +281,34 @@ def _ledger_rows(path: Path, fact_ids: set[str], scopes: set[str]) -> tuple[list
     try:
         if not _has_table(ledger, "verdicts"):
             return [], []
-        columns, rows = _rows(ledger, "SELECT scope, fact, hypothesis, candidate, entry FROM verdicts "
-                              "WHERE fact IN ({marks})", sorted(fact_ids))
+        columns, rows = _rows(
+            ledger,
+            "SELECT scope, fact, hypothesis, candidate, entry FROM verdicts WHERE fact IN ({marks})",
+            sorted(fact_ids),
+        )
         return columns, [row for row in rows if any(str(row[0]).startswith(s) for s in scopes)]
     except sqlite3.DatabaseError as error:
-        raise InputError(f"not a usable verdict ledger ({error})", path=path,
-                         fix="move it aside: the archive then holds no ledger rows, and a replay asks the "
-                             "archived verifier calls instead") from None
+        raise InputError(
+            f"not a usable verdict ledger ({error})",
+            path=path,
+            fix="move it aside: the archive then holds no ledger rows, and a replay asks the "
+            "archived verifier calls instead",
+        ) from None
     finally:
         ledger.close()
 
 
-def _write(out: Path, source: sqlite3.Connection, runs: list[ArchivedRun], responses, unparsed, identities,
-           verdicts, ledger_only: list[str], cache: Path) -> dict[str, Any]:
+def _write(
+    out: Path,
+    source: sqlite3.Connection,
+    runs: list[ArchivedRun],
+    responses,
+    unparsed,
+    identities,
+    verdicts,
+    ledger_only: list[str],
+    cache: Path,
+) -> dict[str, Any]:
     """Build the archive in a temporary file beside ``out`` and rename it into place (never half a file).
 
     The file is created as an ordinary one (0666 less the umask, e.g. 0644): an archive is meant to be shared.
@@ -257,21 +317,36 @@ def _write(out: Path, source: sqlite3.Connection, runs: list[ArchivedRun], respo
     temporary = str(out.parent / f".{out.name}.{uuid.uuid4().hex[:12]}.partial")
     os.close(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
     summary = {
-        "archive": str(out), "runs": len(runs), "facts": sum(len(r.records) for r in runs),
-        "answers": len(responses[1]), "verdicts": len(verdicts[1]), "ledger_only_facts": len(ledger_only),
+        "archive": str(out),
+        "runs": len(runs),
+        "facts": sum(len(r.records) for r in runs),
+        "answers": len(responses[1]),
+        "verdicts": len(verdicts[1]),
+        "ledger_only_facts": len(ledger_only),
     }
     provenance = {
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "fhs": _package_version(), "python": sys.version.split()[0], "platform": platform.platform(),
-        "command": sys.argv, "cache": str(cache.resolve()), "runs": [r.name for r in runs], **summary,
+        "fhs": _package_version(),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "command": sys.argv,
+        "cache": str(cache.resolve()),
+        "runs": [r.name for r in runs],
+        **summary,
     }
     try:
         db = sqlite3.connect(temporary)
         with db:
             db.execute("CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
-            db.executemany("INSERT INTO meta VALUES (?, ?)", [
-                ("format", ARCHIVE_FORMAT), ("version", str(ARCHIVE_VERSION)), ("id", uuid.uuid4().hex),
-                ("provenance", json.dumps(provenance, ensure_ascii=False))])
+            db.executemany(
+                "INSERT INTO meta VALUES (?, ?)",
+                [
+                    ("format", ARCHIVE_FORMAT),
+                    ("version", str(ARCHIVE_VERSION)),
+                    ("id", uuid.uuid4().hex),
+                    ("provenance", json.dumps(provenance, ensure_ascii=False)),
+                ],
+            )
             _copy_table(source, db, "responses", *responses)
             unparsed, finish = unparsed  # answers marked unparseable, and why generation stopped (where not "stop")
             db.execute("CREATE TABLE finish (key TEXT PRIMARY KEY, reason TEXT NOT NULL)")
@@ -279,21 +354,36 @@ def _write(out: Path, source: sqlite3.Connection, runs: list[ArchivedRun], respo
             db.execute("CREATE TABLE unparsed (key TEXT PRIMARY KEY, marked REAL NOT NULL)")
             if unparsed[1]:
                 db.executemany(f"INSERT INTO unparsed ({', '.join(unparsed[0])}) VALUES (?, ?)", unparsed[1])
-            db.execute("CREATE TABLE identities (kind TEXT NOT NULL, model TEXT NOT NULL, provenance TEXT NOT NULL, "
-                       "PRIMARY KEY (kind, model, provenance))")
+            db.execute(
+                "CREATE TABLE identities (kind TEXT NOT NULL, model TEXT NOT NULL, provenance TEXT NOT NULL, "
+                "PRIMARY KEY (kind, model, provenance))"
+            )
             db.executemany("INSERT OR IGNORE INTO identities VALUES (?, ?, ?)", identities)
-            db.execute("CREATE TABLE verdicts (scope TEXT NOT NULL, fact TEXT NOT NULL, hypothesis TEXT NOT NULL, "
-                       "candidate TEXT NOT NULL, entry TEXT, PRIMARY KEY (scope, fact, hypothesis, candidate))")
+            db.execute(
+                "CREATE TABLE verdicts (scope TEXT NOT NULL, fact TEXT NOT NULL, hypothesis TEXT NOT NULL, "
+                "candidate TEXT NOT NULL, entry TEXT, PRIMARY KEY (scope, fact, hypothesis, candidate))"
+            )
             db.executemany("INSERT OR REPLACE INTO verdicts VALUES (?, ?, ?, ?, ?)", verdicts[1])
             db.execute("CREATE TABLE ledger_only (fact TEXT PRIMARY KEY)")
             db.executemany("INSERT INTO ledger_only VALUES (?)", [(fact,) for fact in ledger_only])
-            db.execute("CREATE TABLE runs "
-                       "(name TEXT PRIMARY KEY, records BLOB NOT NULL, run_config TEXT, metrics TEXT)")
-            db.executemany("INSERT INTO runs VALUES (?, ?, ?, ?)", [
-                (run.name, gzip.compress("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in run.records)
-                                         .encode("utf-8"), mtime=0),
-                 json.dumps(run.run_config) if run.run_config is not None else None,
-                 json.dumps(run.metrics) if run.metrics is not None else None) for run in runs])
+            db.execute(
+                "CREATE TABLE runs (name TEXT PRIMARY KEY, records BLOB NOT NULL, run_config TEXT, metrics TEXT)"
+            )
+            db.executemany(
+                "INSERT INTO runs VALUES (?, ?, ?, ?)",
+                [
+                    (
+                        run.name,
+                        gzip.compress(
+                            "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in run.records).encode("utf-8"),
+                            mtime=0,
+                        ),
+                        json.dumps(run.run_config) if run.run_config is not None else None,
+                        json.dumps(run.metrics) if run.metrics is not None else None,
+                    )
+                    for run in runs
+                ],
+            )
         with db:  # the digest of everything above (fhs.llm.replay.content_digest), checked before any use
             digest = content_digest(db)
             db.execute("INSERT INTO meta VALUES ('digest', ?)", (digest,))
@@ -322,8 +412,9 @@ def _package_version() -> str:
         return "unknown"
 
 
-def archived_runs(archive: str | Path, *, limits: ReadLimits = LIMITS,
-                  where: Callable[[dict | None], bool] | None = None) -> list[ArchivedRun]:
+def archived_runs(
+    archive: str | Path, *, limits: ReadLimits = LIMITS, where: Callable[[dict | None], bool] | None = None
+) -> list[ArchivedRun]:
     """The runs an archive holds, records decompressed (open_archive has checked the JSON columns).
 
     ``where`` picks runs by their ``run_config`` before any records are decompressed; each
@@ -335,8 +426,14 @@ def archived_runs(archive: str | Path, *, limits: ReadLimits = LIMITS,
         for name, blob, config, metrics in db.execute("SELECT name, records, run_config, metrics FROM runs"):
             config = json.loads(config) if config else None
             if where is None or where(config):
-                runs.append(ArchivedRun(name, _archived_records(blob, name, archive, limits.records_bytes), config,
-                                        json.loads(metrics) if metrics else None))
+                runs.append(
+                    ArchivedRun(
+                        name,
+                        _archived_records(blob, name, archive, limits.records_bytes),
+                        config,
+                        json.loads(metrics) if metrics else None,
+                    )
+                )
         return runs
     finally:
         db.close()
@@ -347,14 +444,25 @@ def _archived_records(blob: bytes, name: str, archive: str | Path, limit: int) -
     try:
         records = [json.loads(line.decode("utf-8")) for line in io.BytesIO(gunzip(blob, limit)) if line.strip()]
     except TooLarge as error:
-        raise InputError(f"not a usable fhs archive: the records of run {name[:200]} expand to {error}, the limit "
-                         f"on one run's records (a gzip bomb)", path=archive, fix="make the archive again") from None
+        raise InputError(
+            f"not a usable fhs archive: the records of run {name[:200]} expand to {error}, the limit "
+            f"on one run's records (a gzip bomb)",
+            path=archive,
+            fix="make the archive again",
+        ) from None
     except (ValueError, RecursionError) as error:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
-        raise InputError(f"not a usable fhs archive: the records of run {name[:200]} are not gzip'd JSON lines "
-                         f"({type(error).__name__})", path=archive, fix="make the archive again") from None
+        raise InputError(
+            f"not a usable fhs archive: the records of run {name[:200]} are not gzip'd JSON lines "
+            f"({type(error).__name__})",
+            path=archive,
+            fix="make the archive again",
+        ) from None
     if not all(isinstance(r, dict) and isinstance(r.get("id"), str) for r in records):
-        raise InputError(f"not a usable fhs archive: the records of run {name[:200]} hold a line that is not a "
-                         f"record", path=archive, fix="make the archive again")
+        raise InputError(
+            f"not a usable fhs archive: the records of run {name[:200]} hold a line that is not a record",
+            path=archive,
+            fix="make the archive again",
+        )
     return records
 
 
@@ -370,8 +478,11 @@ def archive_provenance(archive: str | Path) -> dict[str, Any]:
         provenance = json.loads(meta.get("provenance") or "{}")
     except (TypeError, ValueError, RecursionError):
         provenance = None
-    return {"id": meta.get("id", ""), **(provenance if isinstance(provenance, dict) else {}),
-            "sha256": archive_digest(archive)}
+    return {
+        "id": meta.get("id", ""),
+        **(provenance if isinstance(provenance, dict) else {}),
+        "sha256": archive_digest(archive),
+    }
 
 
 class ReplayLedger(Ledger):
@@ -382,8 +493,9 @@ class ReplayLedger(Ledger):
     its ledger (no archived verifier call) gets the archived rows.
     """
 
-    def __init__(self, scratch: SqliteLedger, archived: Mapping[tuple[str, str, str, str], Entry],
-                 ledger_only: set[str]) -> None:
+    def __init__(
+        self, scratch: SqliteLedger, archived: Mapping[tuple[str, str, str, str], Entry], ledger_only: set[str]
+    ) -> None:
         self.scratch = scratch
         self._archived = dict(archived)
         self._ledger_only = set(ledger_only)
@@ -420,9 +532,11 @@ def replay_ledger(archive: str | Path, cache_path: str | Path | None) -> ReplayL
         ledger_only = {row[0] for row in db.execute("SELECT fact FROM ledger_only")}
         archived: dict[tuple[str, str, str, str], Entry] = {}
         if ledger_only:
-            _, rows = _rows(db,
-                            "SELECT scope, fact, hypothesis, candidate, entry FROM verdicts WHERE fact IN ({marks})",
-                            sorted(ledger_only))
+            _, rows = _rows(
+                db,
+                "SELECT scope, fact, hypothesis, candidate, entry FROM verdicts WHERE fact IN ({marks})",
+                sorted(ledger_only),
+            )
             archived = {tuple(row[:4]): _archived_entry(row[4], row[1], archive) for row in rows}
     finally:
         db.close()
@@ -440,8 +554,12 @@ def _archived_entry(text: Any, fact: str, archive: str | Path) -> Entry:
     except (TypeError, ValueError, RecursionError):
         entry = ...
     if not isinstance(entry, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in entry.items()):
-        raise InputError(f"not a usable fhs archive: a verdict of fact {fact[:200]} in table 'verdicts' is not an "
-                         f"object of dimension -> verdict", path=archive, fix="make the archive again")
+        raise InputError(
+            f"not a usable fhs archive: a verdict of fact {fact[:200]} in table 'verdicts' is not an "
+            f"object of dimension -> verdict",
+            path=archive,
+            fix="make the archive again",
+        )
     return entry
 
 
@@ -453,10 +571,13 @@ def replay_failures(result: Mapping[str, Any], archive: str | Path, out: str | P
     if not missing:
         return replay_mismatch(result, archive, out)
     fact, why = next(iter(missing.items()))
-    return InputError(f"{len(missing)} fact(s) of the run replayed into {out} need calls the archive does not hold "
-                      f"(the first: fact {fact}, {why[len(REPLAY_PREFIX):]})", path=archive,
-                      fix="archive the runs that made those calls too (and their chapters' runs before them), "
-                          "or rerun against a server without --replay")
+    return InputError(
+        f"{len(missing)} fact(s) of the run replayed into {out} need calls the archive does not hold "
+        f"(the first: fact {fact}, {why[len(REPLAY_PREFIX) :]})",
+        path=archive,
+        fix="archive the runs that made those calls too (and their chapters' runs before them), "
+        "or rerun against a server without --replay",
+    )
 
 
 # what a replay may legitimately change in a stamp: where the inputs were read, and the server URLs
@@ -495,34 +616,52 @@ def replay_mismatch(result: Mapping[str, Any], archive: str | Path, out: str | P
         return None
     ids = list(dict.fromkeys(r["id"] for r in read_records(records_file)))
     policy = result.get("refused", MISS)
-    same = archived_runs(archive, where=lambda config: isinstance(config, Mapping)
-                         and _comparable(config) == _comparable(stamp))
+    same = archived_runs(
+        archive, where=lambda config: isinstance(config, Mapping) and _comparable(config) == _comparable(stamp)
+    )
     for run in same:
         by_id = {r["id"]: r for r in run.records}
         if not set(ids) <= set(by_id):
             continue
-        whole = set(ids) == set(by_id) and isinstance(run.metrics, Mapping) \
-            and run.metrics.get("refused", MISS) == policy and run.metrics.get("n_facts") == result.get("n_facts")
-        expected = (run.metrics if whole and run.metrics is not None
-                    else metrics([by_id[i] for i in ids], refused=policy))
+        whole = (
+            set(ids) == set(by_id)
+            and isinstance(run.metrics, Mapping)
+            and run.metrics.get("refused", MISS) == policy
+            and run.metrics.get("n_facts") == result.get("n_facts")
+        )
+        expected = (
+            run.metrics if whole and run.metrics is not None else metrics([by_id[i] for i in ids], refused=policy)
+        )
         where = "metrics.json" if whole else f"records of those {len(ids)} facts"
-        fix = ("do not use this archive's numbers: get the archive again from whoever published it, or rerun "
-               "against a server without --replay")
+        fix = (
+            "do not use this archive's numbers: get the archive again from whoever published it, or rerun "
+            "against a server without --replay"
+        )
         for name, archived_value, rebuilt in _differences(expected, result):
-            return InputError(f"the replay of run {run.name[:200]} rebuilt {name} = {_shown(rebuilt)} where the "
-                              f"archive's {where} says {_shown(archived_value)} (replayed into {out}): the archive's "
-                              f"answers do not give its own results", path=archive, fix=fix)
+            return InputError(
+                f"the replay of run {run.name[:200]} rebuilt {name} = {_shown(rebuilt)} where the "
+                f"archive's {where} says {_shown(archived_value)} (replayed into {out}): the archive's "
+                f"answers do not give its own results",
+                path=archive,
+                fix=fix,
+            )
         for record in read_records(records_file):
             archived_record = by_id[record["id"]]
             for name in OUTCOME_FIELDS:
                 if record.get(name) != archived_record.get(name):
-                    return InputError(f"the replay of run {run.name[:200]} rebuilt fact {record['id'][:200]}'s "
-                                      f"{name} = {_shown(record.get(name))} where the archive's record says "
-                                      f"{_shown(archived_record.get(name))} (replayed into {out}): the archive's "
-                                      f"answers do not give its own results", path=archive, fix=fix)
+                    return InputError(
+                        f"the replay of run {run.name[:200]} rebuilt fact {record['id'][:200]}'s "
+                        f"{name} = {_shown(record.get(name))} where the archive's record says "
+                        f"{_shown(archived_record.get(name))} (replayed into {out}): the archive's "
+                        f"answers do not give its own results",
+                        path=archive,
+                        fix=fix,
+                    )
         return None
-    warn(f"{archive} holds no run with the settings of the run replayed into {out}, so its metrics are not "
-         f"compared with archived ones")
+    warn(
+        f"{archive} holds no run with the settings of the run replayed into {out}, so its metrics are not "
+        f"compared with archived ones"
+    )
     return None
 
 

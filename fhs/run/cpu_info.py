@@ -15,8 +15,23 @@ import platform
 from pathlib import Path
 
 # The /proc/cpuinfo flags that decide which kernels ONNX Runtime's MLAS and ggml can run.
-KERNEL_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
-                "avx_vnni", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_int8", "amx_bf16")
+KERNEL_FLAGS = (
+    "sse4_2",
+    "avx",
+    "avx2",
+    "fma",
+    "f16c",
+    "avx512f",
+    "avx512bw",
+    "avx512vl",
+    "avx512_vnni",
+    "avx_vnni",
+    "avx512_bf16",
+    "avx512_fp16",
+    "amx_tile",
+    "amx_int8",
+    "amx_bf16",
+)
 MASKED_ENV = "FHS_CPUID_MASKED"  # set by dev/x86_64_v3.c (preloaded) in a process whose CPUID it masks
 SLOWDOWN_ENV = "FHS_SLOWDOWN"  # set by dev/slow_cpu.py for a command it runs as on a slower CPU
 
@@ -131,8 +146,9 @@ def cpu_record() -> dict[str, str]:
         "x86-64 level": level(flags),
         "kernel flags": " ".join(f for f in KERNEL_FLAGS if f in flags) or "(none read)",
         "hypervisor": "yes" if "hypervisor" in flags else "no",
-        "cores (this process may use)": str(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                                            else os.cpu_count()),
+        "cores (this process may use)": str(
+            len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        ),
         "CPU time limit": cpu_limit(),
         "slowed down (dev/slow_cpu.py)": os.environ.get(SLOWDOWN_ENV) or "no",
         "CPUID in this process": "AVX-512, VNNI and AMX masked (x86-64-v3)" if masked else "as the CPU reports",

@@ -35,8 +35,11 @@ def dataset_has(source: Experiment | DatasetSpec, need: str) -> bool:
     if need == "domain":
         return bool(source.domain if isinstance(source, Experiment) and source.domain else spec.domain)
     if not isinstance(source, Experiment):
-        raise InputError(f"whether a dataset has {need} facts needs its facts", field="need",
-                         fix="pass the dataset's Experiment (Study.experiment), not its spec")
+        raise InputError(
+            f"whether a dataset has {need} facts needs its facts",
+            field="need",
+            fix="pass the dataset's Experiment (Study.experiment), not its spec",
+        )
     return need in modalities(source)
 
 

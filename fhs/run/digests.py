@@ -38,8 +38,7 @@ def facts_digest(facts: Iterable[Fact]) -> str:
 
 def taxonomy_digest(taxonomy: Taxonomy) -> str:
     """The ordered concept list (id, label, definition, datatype, metadata) as canonical JSON."""
-    return _digest(_canonical([c.id, c.label, c.definition, c.datatype, dict(c.metadata)])
-                   for c in taxonomy)
+    return _digest(_canonical([c.id, c.label, c.definition, c.datatype, dict(c.metadata)]) for c in taxonomy)
 
 
 def file_digest(path: str | Path) -> str:
@@ -49,8 +48,11 @@ def file_digest(path: str | Path) -> str:
 
 def files_digest(paths: Iterable[Path]) -> str:
     """Names and contents of several files (e.g. every prompt template), in name order."""
-    return _digest(chunk for path in sorted(paths, key=lambda p: p.name)
-                   for chunk in (path.name.encode("utf-8") + b"\0", Path(path).read_bytes(), b"\0"))
+    return _digest(
+        chunk
+        for path in sorted(paths, key=lambda p: p.name)
+        for chunk in (path.name.encode("utf-8") + b"\0", Path(path).read_bytes(), b"\0")
+    )
 
 
 def differences(old: Any, new: Any, prefix: str = "") -> list[str]:

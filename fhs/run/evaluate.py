@@ -144,8 +144,9 @@ def _block(records: Sequence[Mapping], rank_key: str, cutoffs: Sequence[int]) ->
     return block
 
 
-def metrics(records: Sequence[Mapping], rank_key: str = "rank", cutoffs: Sequence[int] = CUTOFFS,
-            refused: str = MISS) -> dict:
+def metrics(
+    records: Sequence[Mapping], rank_key: str = "rank", cutoffs: Sequence[int] = CUTOFFS, refused: str = MISS
+) -> dict:
     """Pooled metrics plus one block per modality (``by_modality``), each with its Acc. and basis.
 
     ``n_facts`` counts the facts evaluated (the denominator) and ``n_refused`` the
@@ -258,8 +259,10 @@ def runs_estimate(runs: Sequence[Sequence[Mapping]], metric: str, rank_key: str 
     shared = set.intersection(*({r["id"] for r in records} for records in runs))
     by_id = [{r["id"]: r for r in records if r["id"] in shared} for records in runs]
     order = [r["id"] for r in runs[0] if r["id"] in shared]
-    per_run = tuple(float(np.mean([record_value(run[i], metric, rank_key) for i in order])) if order
-                    else float("nan") for run in by_id)
+    per_run = tuple(
+        float(np.mean([record_value(run[i], metric, rank_key) for i in order])) if order else float("nan")
+        for run in by_id
+    )
     per_fact_mean = [float(np.mean([record_value(run[i], metric, rank_key) for run in by_id])) for i in order]
     interval = clustered_bootstrap(per_fact_mean, [by_id[0][i]["context_id"] for i in order], **kw)
     std = float(np.std(per_run, ddof=1)) if len(runs) > 1 else None

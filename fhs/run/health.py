@@ -75,33 +75,45 @@ def stage_health(records: Iterable[Mapping]) -> dict[str, dict[str, int]]:
 def failed_facts(records: Sequence[Mapping]) -> dict[str, Any]:
     """Facts that could not be run (with why), by id."""
     bad = [r for r in records if failed(r)]
-    return {"count": len(bad), "ids": [r["id"] for r in bad],
-            "reasons": {r["id"]: str(r["failed"])[:300] for r in bad}}
+    return {"count": len(bad), "ids": [r["id"] for r in bad], "reasons": {r["id"]: str(r["failed"])[:300] for r in bad}}
 
 
-def warn_about(stages: Mapping[str, Mapping[str, int]], failures: Mapping[str, Any], n_records: int,
-               share: float = WARN_SHARE, refused: str = "miss", in_process: bool = False) -> list[str]:
+def warn_about(
+    stages: Mapping[str, Mapping[str, int]],
+    failures: Mapping[str, Any],
+    n_records: int,
+    share: float = WARN_SHARE,
+    refused: str = "miss",
+    in_process: bool = False,
+) -> list[str]:
     """Warnings on stderr for stages over ``share`` parse failures and for failed facts; returns them.
 
     ``in_process``: the model runs inside this process (llama.cpp), so there is no server to check;
     the advice is about the model and its token caps instead."""
     lines = []
-    advice = ("a small in-process model often misses the answer format; a larger model (--profile cpu) "
-              "or a higher max_tokens cap helps" if in_process else
-              "check the server; once it is fixed, run the same command with --retry-unusable to ask it again "
-              "for these facts")
+    advice = (
+        "a small in-process model often misses the answer format; a larger model (--profile cpu) "
+        "or a higher max_tokens cap helps"
+        if in_process
+        else "check the server; once it is fixed, run the same command with --retry-unusable to ask it again "
+        "for these facts"
+    )
     for name, block in stages.items():
         if block["calls"] and block["parse_failures"] > share * block["calls"]:
             cut = block.get("truncations", 0)
             cut_text = f", {cut} of them cut at max_tokens" if cut else ""
-            lines.append(f"{name}: {block['parse_failures']} of {block['calls']} answers could not be parsed"
-                         f"{cut_text} ({block['fallbacks']} fallbacks taken); metrics partly measure the fallback, "
-                         f"not the method ({advice}; parse_failures and truncations in metrics.json)")
+            lines.append(
+                f"{name}: {block['parse_failures']} of {block['calls']} answers could not be parsed"
+                f"{cut_text} ({block['fallbacks']} fallbacks taken); metrics partly measure the fallback, "
+                f"not the method ({advice}; parse_failures and truncations in metrics.json)"
+            )
     if failures["count"]:
         counted = "count as misses in" if refused == "miss" else "are left out of"
-        lines.append(f"{failures['count']} of {n_records} facts failed and {counted} the metrics "
-                     f"(e.g. {failures['ids'][0]}: {next(iter(failures['reasons'].values()))[:160]}); "
-                     f"run the same command again to retry them")
+        lines.append(
+            f"{failures['count']} of {n_records} facts failed and {counted} the metrics "
+            f"(e.g. {failures['ids'][0]}: {next(iter(failures['reasons'].values()))[:160]}); "
+            f"run the same command again to retry them"
+        )
     for line in lines:
         warn(line)
     return lines

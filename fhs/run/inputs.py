@@ -41,9 +41,12 @@ class Experiment:
         if not chosen:
             from fhs.data.domain import available_domains
 
-            raise InputError(f"no domain for the facts of {self.spec.description}", field="domain",
-                             fix=f"LLM methods need the taxonomy's dimensions: pass --domain FILE.yaml (check it "
-                                 f"with `fhs domain check FILE.yaml`) or one of {', '.join(available_domains())}")
+            raise InputError(
+                f"no domain for the facts of {self.spec.description}",
+                field="domain",
+                fix=f"LLM methods need the taxonomy's dimensions: pass --domain FILE.yaml (check it "
+                f"with `fhs domain check FILE.yaml`) or one of {', '.join(available_domains())}",
+            )
         return chosen
 
     def fingerprint(self, *, llm: bool) -> dict[str, Any]:
@@ -51,8 +54,10 @@ class Experiment:
         from fhs.data.domain import domain_path
         from fhs.method.prompting import EVIDENCE_FIRST_DIR, PROMPTS_DIR
 
-        inputs: dict[str, Any] = {"facts": _once(facts_digest, self.facts),
-                                  "taxonomy": _once(taxonomy_digest, self.taxonomy)}
+        inputs: dict[str, Any] = {
+            "facts": _once(facts_digest, self.facts),
+            "taxonomy": _once(taxonomy_digest, self.taxonomy),
+        }
         if retriever_inputs(self.retriever):  # dense/hybrid: the embedding model's files
             inputs["retriever"] = retriever_inputs(self.retriever)
         if llm:
@@ -60,8 +65,9 @@ class Experiment:
             inputs["prompts"] = files_digest([*PROMPTS_DIR.glob("*.txt"), *EVIDENCE_FIRST_DIR.glob("*.txt")])
         return inputs
 
-    def llm_context(self, model: ModelChoice, config: FHSConfig | None = None, *, seed: int | None = None,
-                    **kw) -> MethodContext:
+    def llm_context(
+        self, model: ModelChoice, config: FHSConfig | None = None, *, seed: int | None = None, **kw
+    ) -> MethodContext:
         """A method context with a model, the dataset's domain and the profile's FHS knobs.
 
         The list depth and w_cov come from the retriever, the seed from ``seed`` (else the model choice's).
@@ -70,8 +76,8 @@ class Experiment:
         from fhs.llm.server_info import context_window
 
         config = (config or model.profile.fhs_config()).replace(
-            k=self.retriever.config.top_k, w_cov=self.retriever.config.w_cov,
-            seed=model.seed if seed is None else seed)
+            k=self.retriever.config.top_k, w_cov=self.retriever.config.w_cov, seed=model.seed if seed is None else seed
+        )
         domain = load_domain(self.domain_name())
         gold = model.gold_llm(self.facts, self.taxonomy, domain)
         if gold is not None:  # answers from this experiment's gold: no cache, no ledger, no model
@@ -103,8 +109,13 @@ def _once(digest, value) -> str:
 _RETRIEVERS: dict[tuple, tuple[Taxonomy, Searcher]] = {}
 
 
-def cached_retriever(taxonomy: Taxonomy, config: RetrievalConfig, kind: str = DEFAULT_RETRIEVER,
-                     model: str = DEFAULT_MODEL, cache_key: str | None = None) -> Searcher:
+def cached_retriever(
+    taxonomy: Taxonomy,
+    config: RetrievalConfig,
+    kind: str = DEFAULT_RETRIEVER,
+    model: str = DEFAULT_MODEL,
+    cache_key: str | None = None,
+) -> Searcher:
     """Index a taxonomy once per process, retriever and configuration (keyed on the object itself).
 
     ``hybrid`` reuses the ``dense`` retriever of the same taxonomy, so the
@@ -122,8 +133,10 @@ def cached_retriever(taxonomy: Taxonomy, config: RetrievalConfig, kind: str = DE
             options = {"model": model}
         elif kind == "hybrid":
             plain = replace(config, w_cov=0.0)
-            options = {"dense": cached_retriever(taxonomy, plain, "dense", model),
-                       "bm25": cached_retriever(taxonomy, plain, "bm25", cache_key=cache_key)}
+            options = {
+                "dense": cached_retriever(taxonomy, plain, "dense", model),
+                "bm25": cached_retriever(taxonomy, plain, "bm25", cache_key=cache_key),
+            }
         # holding the taxonomy keeps id() unique
         _RETRIEVERS[key] = (taxonomy, make_retriever(kind, taxonomy, config, **options))
     return _RETRIEVERS[key][1]
@@ -138,8 +151,12 @@ def retrieval_config(source: str | DatasetSpec, retriever: str = DEFAULT_RETRIEV
     settings, where = (spec.retrieval, spec.source) if spec is not None else ((), None)
     for name, value in settings:
         if name not in {f.name for f in fields(RetrievalConfig)}:
-            raise InputError("not a retrieval setting", path=where, field=f"retrieval.{name}",
-                             fix=f"use {', '.join(f.name for f in fields(RetrievalConfig))}")
+            raise InputError(
+                "not a retrieval setting",
+                path=where,
+                field=f"retrieval.{name}",
+                fix=f"use {', '.join(f.name for f in fields(RetrievalConfig))}",
+            )
         problem = SETTING_RULES[name](value)
         if problem:
             raise InputError(f"{problem}, got {shown(value)}", path=where, field=f"retrieval.{name}")
@@ -177,8 +194,12 @@ def load_experiment(
     loaded = load_dataset(spec, data, progress=progress)
     facts = loaded.facts[:limit] if limit is not None else loaded.facts
     cache_key = file_digest(spec.taxonomy_file) if spec.taxonomy_file is not None else None
-    return Experiment(spec=spec, taxonomy=loaded.taxonomy, facts=facts,
-                      retriever=cached_retriever(loaded.taxonomy, config, retriever, dense_model, cache_key))
+    return Experiment(
+        spec=spec,
+        taxonomy=loaded.taxonomy,
+        facts=facts,
+        retriever=cached_retriever(loaded.taxonomy, config, retriever, dense_model, cache_key),
+    )
 
 
 def load_experiment_from_files(
@@ -197,8 +218,14 @@ def load_experiment_from_files(
     each brings). A concept file has no domain: LLM methods then need ``domain`` (a bundled name or a YAML
     path) and stop with an error rather than borrow another taxonomy's dimensions (``Experiment.domain_name``).
     """
-    experiment = load_experiment(files_dataset(facts_path, taxonomy_path, domain), data=data, w_cov=w_cov,
-                                 retriever=retriever, dense_model=dense_model, **retrieval_overrides)
+    experiment = load_experiment(
+        files_dataset(facts_path, taxonomy_path, domain),
+        data=data,
+        w_cov=w_cov,
+        retriever=retriever,
+        dense_model=dense_model,
+        **retrieval_overrides,
+    )
     return replace(experiment, domain=domain)
 
 
@@ -233,30 +260,66 @@ class ModelChoice:
     _ledger: object = field(default=None, compare=False, repr=False)
 
     @classmethod
-    def resolve(cls, profile: str | RunProfile, *, backend: str | None = None, model: str | None = None,
-                base_urls=None, seed: int = 0, cache: str | Path | None = None,
-                structured: str | None = None, replay_unparsed: bool = False,
-                any_server: bool = False, max_in_flight: int | None = None, thinking: bool | None = None,
-                replay: str | Path | None = None, request_timeout: float | None = None,
-                give_up_after: float | None = None, retry_backoff: float | None = None,
-                oracle_noise: str | None = None) -> ModelChoice:
+    def resolve(
+        cls,
+        profile: str | RunProfile,
+        *,
+        backend: str | None = None,
+        model: str | None = None,
+        base_urls=None,
+        seed: int = 0,
+        cache: str | Path | None = None,
+        structured: str | None = None,
+        replay_unparsed: bool = False,
+        any_server: bool = False,
+        max_in_flight: int | None = None,
+        thinking: bool | None = None,
+        replay: str | Path | None = None,
+        request_timeout: float | None = None,
+        give_up_after: float | None = None,
+        retry_backoff: float | None = None,
+        oracle_noise: str | None = None,
+    ) -> ModelChoice:
         chosen = get_profile(profile) if isinstance(profile, str) else profile
         named = backend_named(backend or chosen.backend)
         if oracle_noise is not None and named.gold is None:
-            raise InputError(f"oracle noise is for the {ORACLE} backend only", field="oracle-noise",
-                             fix=f"pass --backend {ORACLE} with it, or leave it out")
+            raise InputError(
+                f"oracle noise is for the {ORACLE} backend only",
+                field="oracle-noise",
+                fix=f"pass --backend {ORACLE} with it, or leave it out",
+            )
         urls = tuple(base_urls or ()) or (chosen.base_urls if named.servers else ())
-        checked = named.check(ClientSettings(
-            named.name, model or chosen.model, base_urls=urls, structured=structured, any_server=any_server,
-            max_in_flight=int(max_in_flight) if max_in_flight is not None else None, thinking=thinking,
-            oracle_noise=oracle_noise, replay=Path(replay) if replay else None))
-        return cls(profile=chosen, backend=checked.backend, model=checked.model, base_urls=checked.base_urls,
-                   seed=seed, cache_path=Path(cache) if cache else default_llm_cache(),
-                   structured=structured, replay_unparsed=replay_unparsed, any_server=any_server,
-                   max_in_flight=checked.max_in_flight, thinking=thinking, replay=checked.replay,
-                   request_timeout=_seconds(request_timeout, "request_timeout"),
-                   give_up_after=_seconds(give_up_after, "give_up_after"),
-                   retry_backoff=_seconds(retry_backoff, "retry_backoff"), oracle_noise=checked.oracle_noise)
+        checked = named.check(
+            ClientSettings(
+                named.name,
+                model or chosen.model,
+                base_urls=urls,
+                structured=structured,
+                any_server=any_server,
+                max_in_flight=int(max_in_flight) if max_in_flight is not None else None,
+                thinking=thinking,
+                oracle_noise=oracle_noise,
+                replay=Path(replay) if replay else None,
+            )
+        )
+        return cls(
+            profile=chosen,
+            backend=checked.backend,
+            model=checked.model,
+            base_urls=checked.base_urls,
+            seed=seed,
+            cache_path=Path(cache) if cache else default_llm_cache(),
+            structured=structured,
+            replay_unparsed=replay_unparsed,
+            any_server=any_server,
+            max_in_flight=checked.max_in_flight,
+            thinking=thinking,
+            replay=checked.replay,
+            request_timeout=_seconds(request_timeout, "request_timeout"),
+            give_up_after=_seconds(give_up_after, "give_up_after"),
+            retry_backoff=_seconds(retry_backoff, "retry_backoff"),
+            oracle_noise=checked.oracle_noise,
+        )
 
     def thinking_mode(self) -> bool:
         return self.profile.thinking if self.thinking is None else bool(self.thinking)
@@ -264,11 +327,21 @@ class ModelChoice:
     def settings(self) -> ClientSettings:
         """The client's settings, the profile's filling what the choice leaves open."""
         return ClientSettings(
-            self.backend, self.model, base_urls=self.base_urls, structured=self.structured,
-            any_server=self.any_server, max_in_flight=self.max_in_flight or self.profile.max_in_flight,
-            thinking=self.thinking_mode(), request_timeout=self.request_timeout, give_up_after=self.give_up_after,
-            retry_backoff=self.retry_backoff, oracle_noise=self.oracle_noise, replay=self.replay,
-            cache_path=self.cache_path, replay_unparsed=self.replay_unparsed)
+            self.backend,
+            self.model,
+            base_urls=self.base_urls,
+            structured=self.structured,
+            any_server=self.any_server,
+            max_in_flight=self.max_in_flight or self.profile.max_in_flight,
+            thinking=self.thinking_mode(),
+            request_timeout=self.request_timeout,
+            give_up_after=self.give_up_after,
+            retry_backoff=self.retry_backoff,
+            oracle_noise=self.oracle_noise,
+            replay=self.replay,
+            cache_path=self.cache_path,
+            replay_unparsed=self.replay_unparsed,
+        )
 
     def answerer(self) -> Backend:
         """The backend that answers this choice's requests (a replay where an archive is given)."""

@@ -26,13 +26,25 @@ WINDOW: dict[str, str] = {name: name for name in WINDOWS}
 # --selector-layout: candidates in the method's order (paper) or by concept id with the order as numbers
 SELECTOR_LAYOUT: dict[str, str] = {name: name for name in SELECTOR_LAYOUTS}
 
-KNOBS: dict[str, dict[str, Any]] = {"fusion": FUSION, "normalise": NORMALISE, "render": RENDER, "window": WINDOW,
-                                    "selector-layout": SELECTOR_LAYOUT}
+KNOBS: dict[str, dict[str, Any]] = {
+    "fusion": FUSION,
+    "normalise": NORMALISE,
+    "render": RENDER,
+    "window": WINDOW,
+    "selector-layout": SELECTOR_LAYOUT,
+}
 
 
-def knob_overrides(*, beta: float | None = None, j: int | None = None, fusion: str | None = None,
-                   normalise: str | None = None, render: str | None = None,
-                   window: str | None = None, selector_layout: str | None = None) -> dict[str, Any]:
+def knob_overrides(
+    *,
+    beta: float | None = None,
+    j: int | None = None,
+    fusion: str | None = None,
+    normalise: str | None = None,
+    render: str | None = None,
+    window: str | None = None,
+    selector_layout: str | None = None,
+) -> dict[str, Any]:
     """The ``FHSConfig`` fields a set of knob values sets (None leaves a field at its default)."""
     changes: dict[str, Any] = {}
     if beta is not None:
@@ -55,5 +67,11 @@ def knob_overrides(*, beta: float | None = None, j: int | None = None, fusion: s
 def describe(config: FHSConfig) -> dict[str, Any]:
     """A config's knob values under their command-line names (for tables and run folders)."""
     render = next((name for name, forms in RENDER.items() if set(forms) == set(config.renderings)), "custom")
-    return {"beta": config.beta, "j": config.num_hypotheses, "fusion": config.fusion,
-            "normalise": "range" if config.normalize else "raw", "render": render, "window": config.window}
+    return {
+        "beta": config.beta,
+        "j": config.num_hypotheses,
+        "fusion": config.fusion,
+        "normalise": "range" if config.normalize else "raw",
+        "render": render,
+        "window": config.window,
+    }

@@ -49,8 +49,16 @@ from fhs.method.prompting import load_template
 from fhs.method.verifier import VERIFIER_TEMPLATES, Ask, Entry, Judged, Verification, concept_or_stub
 
 # The settings that change the verifier's request for a given window (fhs/method/verifier.py).
-PROMPT_SETTINGS = ("json_schema", "compact_outputs", "definition_chars", "context_chars", "max_tokens_verifier",
-                   "verifier_prompt_tokens", "prompt_order", "seed")
+PROMPT_SETTINGS = (
+    "json_schema",
+    "compact_outputs",
+    "definition_chars",
+    "context_chars",
+    "max_tokens_verifier",
+    "verifier_prompt_tokens",
+    "prompt_order",
+    "seed",
+)
 
 
 def _digest(value: Any, length: int = 16) -> str:
@@ -75,20 +83,34 @@ def candidate_key(concept: Concept) -> str:
 
 def domain_digest(domain: Domain) -> str:
     """The domain's content (dimensions, glosses, operators, category profiles), not the file's path."""
-    return _digest({
-        "name": domain.name, "taxonomy": domain.taxonomy, "evidence": domain.evidence,
-        "query_guidance": domain.query_guidance,
-        "dimensions": [[d.name, d.gloss, d.verifier_gloss, list(d.examples)] for d in domain.dimensions],
-        "operators": [[o.name, o.gloss] for o in domain.operators],
-        "profile": [[p.name, p.from_metadata, [[name, [phrase.text for phrase in phrases]]
-                                               for name, phrases in p.categories]] for p in domain.profile],
-    })
+    return _digest(
+        {
+            "name": domain.name,
+            "taxonomy": domain.taxonomy,
+            "evidence": domain.evidence,
+            "query_guidance": domain.query_guidance,
+            "dimensions": [[d.name, d.gloss, d.verifier_gloss, list(d.examples)] for d in domain.dimensions],
+            "operators": [[o.name, o.gloss] for o in domain.operators],
+            "profile": [
+                [
+                    p.name,
+                    p.from_metadata,
+                    [[name, [phrase.text for phrase in phrases]] for name, phrases in p.categories],
+                ]
+                for p in domain.profile
+            ],
+        }
+    )
 
 
 def model_identity(llm: Any) -> dict[str, str]:
     """Which model answered and from where: the cached client's name, kind, model and provenance."""
-    return {"name": str(getattr(llm, "name", type(llm).__name__)), "kind": str(getattr(llm, "kind", "")),
-            "model": str(getattr(llm, "model", "")), "provenance": str(getattr(llm, "provenance", "") or "")}
+    return {
+        "name": str(getattr(llm, "name", type(llm).__name__)),
+        "kind": str(getattr(llm, "kind", "")),
+        "model": str(getattr(llm, "model", "")),
+        "provenance": str(getattr(llm, "provenance", "") or ""),
+    }
 
 
 def verifier_scope(llm: Any, config: FHSConfig, domain: Domain) -> str:
@@ -126,8 +148,12 @@ class Ledger:
         for j, result in judged.items():
             learned = result.learned()
             if learned:
-                self.record(scope, v.fact.id, hypothesis_key(v.hypotheses[j], v.fact),
-                            {keyed[cid]: entry for cid, entry in learned.items()})
+                self.record(
+                    scope,
+                    v.fact.id,
+                    hypothesis_key(v.hypotheses[j], v.fact),
+                    {keyed[cid]: entry for cid, entry in learned.items()},
+                )
         return judged
 
 
@@ -153,8 +179,11 @@ class MemoryLedger(Ledger):
 
     def lookup(self, scope, fact_id, hypothesis, candidates):
         with self._lock:
-            return {cid: self._entries[(scope, fact_id, hypothesis, cid)] for cid in candidates
-                    if (scope, fact_id, hypothesis, cid) in self._entries}
+            return {
+                cid: self._entries[(scope, fact_id, hypothesis, cid)]
+                for cid in candidates
+                if (scope, fact_id, hypothesis, cid) in self._entries
+            }
 
     def record(self, scope, fact_id, hypothesis, entries):
         with self._lock:
@@ -194,16 +223,18 @@ class SqliteLedger(Ledger):
             self._db.commit()
             columns = {row[1] for row in self._db.execute("PRAGMA table_info(verdicts)")}
         except sqlite3.DatabaseError as error:
-            problem = cache_error(error, self.path, "verdict ledger", "its verdicts are read again from the "
-                                  "response cache")
+            problem = cache_error(
+                error, self.path, "verdict ledger", "its verdicts are read again from the response cache"
+            )
             if isinstance(problem, InputError) and problem.problem.startswith("not a usable"):
                 problem = InputError(problem.problem, path=self.path, fix=fix)
             raise problem from None
         missing = [name for name in _COLUMNS if name not in columns]
         if missing:
             self._db.close()
-            raise InputError(f"a verdict ledger of another layout (no column {', '.join(missing)})",
-                             path=self.path, fix=fix)
+            raise InputError(
+                f"a verdict ledger of another layout (no column {', '.join(missing)})", path=self.path, fix=fix
+            )
 
     def lookup(self, scope, fact_id, hypothesis, candidates):
         wanted = list(dict.fromkeys(candidates))
@@ -214,18 +245,23 @@ class SqliteLedger(Ledger):
             with self._lock:
                 rows = self._db.execute(
                     f"SELECT candidate, entry FROM verdicts WHERE scope=? AND fact=? AND hypothesis=? "
-                    f"AND candidate IN ({marks})", [scope, fact_id, hypothesis, *wanted]).fetchall()
+                    f"AND candidate IN ({marks})",
+                    [scope, fact_id, hypothesis, *wanted],
+                ).fetchall()
         except sqlite3.DatabaseError as error:
             raise self._problem(error) from None
         return {cid: (json.loads(entry) if entry is not None else None) for cid, entry in rows}
 
     def record(self, scope, fact_id, hypothesis, entries):
-        rows = [(scope, fact_id, hypothesis, cid, json.dumps(entry) if entry is not None else None)
-                for cid, entry in entries.items()]
+        rows = [
+            (scope, fact_id, hypothesis, cid, json.dumps(entry) if entry is not None else None)
+            for cid, entry in entries.items()
+        ]
         try:
             with self._lock, self._db:
-                self._db.executemany(f"INSERT OR REPLACE INTO verdicts ({', '.join(_COLUMNS)}) "
-                                     f"VALUES (?, ?, ?, ?, ?)", rows)
+                self._db.executemany(
+                    f"INSERT OR REPLACE INTO verdicts ({', '.join(_COLUMNS)}) VALUES (?, ?, ?, ?, ?)", rows
+                )
         except sqlite3.DatabaseError as error:
             raise self._problem(error) from None
 

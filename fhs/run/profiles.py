@@ -72,8 +72,10 @@ class RunProfile:
 
     def __post_init__(self) -> None:
         if self.backend in BACKENDS and BACKENDS[self.backend].gold is not None:
-            raise ValueError(f"profile {self.name!r}: the {self.backend} backend answers from the gold and is never "
-                             "a profile's model (name it with --backend for an analysis run)")
+            raise ValueError(
+                f"profile {self.name!r}: the {self.backend} backend answers from the gold and is never "
+                "a profile's model (name it with --backend for an analysis run)"
+            )
 
     def dense_model_for(self, taxonomy: str) -> str:
         """The encoder that embeds ``taxonomy``'s concepts (by its name) under this profile."""
@@ -111,13 +113,23 @@ _CPU_BUDGET = {
     "max_tokens_selector": 160,
 }
 
+
 def _server_profile(**fields: Any) -> RunProfile:
     """A GPU-box profile: Qwen3-32B behind vLLM's OpenAI-compatible server, three seeded runs, every
     fact for LLM-free runs, the served --max-model-len (book/reproducing.md) as the context when
     the server does not report it."""
-    return RunProfile(**{"backend": "openai", "model": "Qwen/Qwen3-32B", "retrieval_facts": None,
-                         "seeds": (0, 1, 2), "base_urls": ("http://127.0.0.1:8000/v1",),
-                         "workers": SERVER_WORKERS, "fhs_overrides": {"context_tokens": 32_768}, **fields})
+    return RunProfile(
+        **{
+            "backend": "openai",
+            "model": "Qwen/Qwen3-32B",
+            "retrieval_facts": None,
+            "seeds": (0, 1, 2),
+            "base_urls": ("http://127.0.0.1:8000/v1",),
+            "workers": SERVER_WORKERS,
+            "fhs_overrides": {"context_tokens": 32_768},
+            **fields,
+        }
+    )
 
 
 PROFILES: dict[str, RunProfile] = {
@@ -129,8 +141,14 @@ PROFILES: dict[str, RunProfile] = {
             model="smollm2-135m",
             llm_facts=3,
             retrieval_facts=200,
-            fhs_overrides={**_CPU_BUDGET, "context_chars": 600, "selector_candidates": 5,
-                           "max_tokens_hypothesis": 200, "max_tokens_verifier": 400, "max_tokens_selector": 60},
+            fhs_overrides={
+                **_CPU_BUDGET,
+                "context_chars": 600,
+                "selector_candidates": 5,
+                "max_tokens_hypothesis": 200,
+                "max_tokens_verifier": 400,
+                "max_tokens_selector": 60,
+            },
             description="plumbing checks: SmolLM2-135M on the CPU, a few facts",
         ),
         RunProfile(
@@ -148,7 +166,7 @@ PROFILES: dict[str, RunProfile] = {
             dense_model="minilm-int8-d64",
             dense_models={"icd-10-cm": "minilm-int8-d32"},
             description="the default book: Qwen2.5-Coder-0.5B-Instruct on the CPU, "
-                        "small context-level samples for LLM methods",
+            "small context-level samples for LLM methods",
         ),
         _server_profile(
             name="paper",
@@ -156,10 +174,12 @@ PROFILES: dict[str, RunProfile] = {
             # 2,509 (the paper's FinTagging test split) - FinCL's 500 = 2,009 iXBRL facts in whole
             # contexts; the authors' development sample held 661 facts
             dataset_facts={"ixbrl": 2_009, "ixbrl-dev": 661},
-            description=("a GPU box, the paper's scale: vLLM serving Qwen3-32B; the financial test data "
-                         "as every FinCL fact plus a context-level sample of about 2,009 iXBRL test facts "
-                         "(about 2,509 together, the paper's FinTagging split), every CodiEsp mention, "
-                         "Table 11's pilot on about 661 iXBRL development facts; three seeded runs"),
+            description=(
+                "a GPU box, the paper's scale: vLLM serving Qwen3-32B; the financial test data "
+                "as every FinCL fact plus a context-level sample of about 2,009 iXBRL test facts "
+                "(about 2,509 together, the paper's FinTagging split), every CodiEsp mention, "
+                "Table 11's pilot on about 661 iXBRL development facts; three seeded runs"
+            ),
         ),
         _server_profile(
             name="gpu-sample",
@@ -167,16 +187,20 @@ PROFILES: dict[str, RunProfile] = {
             # (fhs.plan.totals); the 200-candidate selector prompt, asked for every method, seed and
             # retriever, is most of the tokens, so more facts soon take days
             llm_facts=30,
-            description=("a GPU box, one night: vLLM serving Qwen3-32B on context-level samples of about "
-                         "30 facts per dataset (FinCL, iXBRL test, CodiEsp, the pilot's iXBRL development "
-                         "facts, ICD-10-PCS); three seeded runs"),
+            description=(
+                "a GPU box, one night: vLLM serving Qwen3-32B on context-level samples of about "
+                "30 facts per dataset (FinCL, iXBRL test, CodiEsp, the pilot's iXBRL development "
+                "facts, ICD-10-PCS); three seeded runs"
+            ),
         ),
         _server_profile(
             name="paper-full",
             llm_facts=None,
-            description=("a GPU box, every fact: vLLM serving Qwen3-32B on all of FinCL, all 53,523 iXBRL "
-                         "test facts and every CodiEsp mention, Table 11's pilot on all 129,605 iXBRL "
-                         "development facts; three seeded runs (weeks on one GPU: plan it first)"),
+            description=(
+                "a GPU box, every fact: vLLM serving Qwen3-32B on all of FinCL, all 53,523 iXBRL "
+                "test facts and every CodiEsp mention, Table 11's pilot on all 129,605 iXBRL "
+                "development facts; three seeded runs (weeks on one GPU: plan it first)"
+            ),
         ),
     )
 }

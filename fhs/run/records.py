@@ -75,8 +75,12 @@ def _scan(path: Path) -> Iterator[tuple[int, dict] | _Torn]:
 
 
 def _not_a_record(path: Path, line: int) -> InputError:
-    return InputError("not a record (a JSON object with an 'id')", path=path, line=line,
-                      fix=f"repair or remove line {line}; the other records are kept")
+    return InputError(
+        "not a record (a JSON object with an 'id')",
+        path=path,
+        line=line,
+        fix=f"repair or remove line {line}; the other records are kept",
+    )
 
 
 def iter_records(path: str | Path, fields: Sequence[str] | None = None) -> Iterator[dict]:
@@ -109,8 +113,12 @@ def records_at(path: str | Path, summaries: Iterable[Mapping], fields: Sequence[
             handle.seek(summary["offset"])
             record = json.loads(handle.readline())
             if record.get("id") != summary["id"]:
-                raise InputError(f"holds another record where {summary['id']!r} was written; the file changed "
-                                 "since this run was read", path=path, fix="read the run again")
+                raise InputError(
+                    f"holds another record where {summary['id']!r} was written; the file changed "
+                    "since this run was read",
+                    path=path,
+                    fix="read the run again",
+                )
             yield _chosen(record, fields)
 
 
@@ -152,7 +160,7 @@ class PackedSummaries:
         return self.packed_at(self._slot[fact_id])
 
     def packed_at(self, slot: int) -> bytes:
-        return bytes(self._buffer[self._ends[slot - 1] if slot else 0:self._ends[slot]])
+        return bytes(self._buffer[self._ends[slot - 1] if slot else 0 : self._ends[slot]])
 
     def slot(self, fact_id: str) -> int:
         return self._slot[fact_id]
@@ -219,15 +227,20 @@ class RecordWriter:
     fact retried) replaces the earlier one. Safe to write from several threads.
     """
 
-    def __init__(self, path: str | Path, config: Mapping[str, Any] | None = None, *, fresh: bool = False,
-                 sync_seconds: float = 1.0) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        config: Mapping[str, Any] | None = None,
+        *,
+        fresh: bool = False,
+        sync_seconds: float = 1.0,
+    ) -> None:
         self.path = Path(path)
         self.sync_seconds = sync_seconds
         self._synced = time.monotonic()
         self._write_lock = threading.Lock()
         if self.path.parent.exists() and not self.path.parent.is_dir():
-            raise InputError("is a file, not a run directory", path=self.path.parent,
-                             fix="pass a directory to --out")
+            raise InputError("is a file, not a run directory", path=self.path.parent, fix="pass a directory to --out")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = RunLock(self.path.parent).acquire()
         try:
@@ -244,8 +257,10 @@ class RecordWriter:
                         self._summaries[item[1]["id"]] = _pack({**record_summary(item[1]), "offset": item[0]})
             self._check_config(config, bool(self._summaries))
             if torn is not None:
-                warn(f"{self.path}: dropped a torn last line (a run was stopped while writing it); "
-                     f"{len(self._summaries)} finished records are kept")
+                warn(
+                    f"{self.path}: dropped a torn last line (a run was stopped while writing it); "
+                    f"{len(self._summaries)} finished records are kept"
+                )
             self._repair(torn)
             self._handle = self.path.open("ab")
             self._end = self.path.stat().st_size
@@ -260,23 +275,30 @@ class RecordWriter:
         stamp = self.path.with_name(STAMP_NAME)
         fix = "use another --out directory, or pass --fresh to discard the old records"
         if has_records and not stamp.exists():
-            raise InputError(f"holds records but no {STAMP_NAME}, so nothing says what they were made from",
-                             path=self.path.parent, fix=fix)
+            raise InputError(
+                f"holds records but no {STAMP_NAME}, so nothing says what they were made from",
+                path=self.path.parent,
+                fix=fix,
+            )
         if has_records:
             try:
                 previous = json.loads(stamp.read_text(encoding="utf-8"))
             except (ValueError, UnicodeDecodeError):
                 raise InputError("not valid JSON", path=stamp, fix=fix) from None
             # Where the files were read from may move with the folder; their contents are in "inputs".
-            changed = differences({k: v for k, v in previous.items() if k != "sources"},
-                                  {k: v for k, v in json.loads(json.dumps(config)).items() if k != "sources"})
+            changed = differences(
+                {k: v for k, v in previous.items() if k != "sources"},
+                {k: v for k, v in json.loads(json.dumps(config)).items() if k != "sources"},
+            )
             if changed:
                 inputs = [name for name in changed if name.startswith("inputs.")]
                 what = "inputs" if inputs else "settings"
                 raise InputError(
                     f"this run directory holds records made with other {what} "
                     f"({', '.join(changed[:6])}{', ...' if len(changed) > 6 else ''} changed)",
-                    path=self.path.parent, fix=fix)
+                    path=self.path.parent,
+                    fix=fix,
+                )
         write_json_atomic(stamp, dict(config))
 
     def _repair(self, torn: _Torn | None) -> None:

@@ -62,8 +62,15 @@ class LLMRelocator:
 
     method = "llm"
 
-    def __init__(self, llm: LLM, *, template: str | None = None, max_tokens: int = 96,
-                 batch_size: int = 64, order: str = DEFAULT_ORDER) -> None:
+    def __init__(
+        self,
+        llm: LLM,
+        *,
+        template: str | None = None,
+        max_tokens: int = 96,
+        batch_size: int = 64,
+        order: str = DEFAULT_ORDER,
+    ) -> None:
         self.llm = llm
         self.template = template if template is not None else load_prompt(order=order)
         self.max_tokens = max_tokens
@@ -89,7 +96,7 @@ class LLMRelocator:
     def relocate(self, tasks: Sequence[RelocationTask]) -> list[Relocation]:
         results: list[Relocation] = []
         for begin in range(0, len(tasks), self.batch_size):
-            batch = list(tasks[begin:begin + self.batch_size])
+            batch = list(tasks[begin : begin + self.batch_size])
             responses = self.llm.complete([self.request(task) for task in batch])
             if len(responses) != len(batch):
                 raise RuntimeError(f"{self.name}: {len(responses)} responses for {len(batch)} requests")

@@ -23,10 +23,13 @@ def pool_of(record: Mapping[str, Any], normalize: bool = True) -> FusedPool:
     """The record's fused pool; ``normalize=False`` puts the raw RRF scores where Eq. 3 reads S~."""
     pool = record["pool"]
     scores = tuple(pool["scores"])
-    return FusedPool(ids=tuple(pool["ids"]), scores=scores,
-                     normalized=tuple(pool["normalized"]) if normalize else scores,
-                     contributions=tuple(tuple(tuple(p) for p in c) for c in pool["contributions"]),
-                     union_size=pool.get("union_size", 0))
+    return FusedPool(
+        ids=tuple(pool["ids"]),
+        scores=scores,
+        normalized=tuple(pool["normalized"]) if normalize else scores,
+        contributions=tuple(tuple(tuple(p) for p in c) for c in pool["contributions"]),
+        union_size=pool.get("union_size", 0),
+    )
 
 
 def recorded_vbar(record: Mapping[str, Any]) -> dict[str, float]:
@@ -38,8 +41,9 @@ def recorded_vbar(record: Mapping[str, Any]) -> dict[str, float]:
     return {cid: verifier["vbar"].get(cid, outside) for cid in record["pool"]["ids"]}
 
 
-def rescored_vbar(record: Mapping[str, Any], dimensions: Sequence[str], scoring: str = "paper",
-                  fill: str = "mean") -> dict[str, float]:
+def rescored_vbar(
+    record: Mapping[str, Any], dimensions: Sequence[str], scoring: str = "paper", fill: str = "mean"
+) -> dict[str, float]:
     """v̄ recomputed from the recorded verdicts under another scoring convention (no model call)."""
     verifier = record.get("verifier")
     ids = record["pool"]["ids"]
@@ -53,8 +57,9 @@ def rescored_vbar(record: Mapping[str, Any], dimensions: Sequence[str], scoring:
     return consensus(per_hypothesis, ids)
 
 
-def rescore(record: Mapping[str, Any], *, beta: float, normalize: bool = True,
-            vbar: Mapping[str, float] | None = None) -> dict[str, Any]:
+def rescore(
+    record: Mapping[str, Any], *, beta: float, normalize: bool = True, vbar: Mapping[str, float] | None = None
+) -> dict[str, Any]:
     """A copy of a record re-ranked by Eq. 3 with ``beta`` (and raw or normalised S); ``rank`` recomputed.
 
     ``selected``/``correct`` are dropped: the selector saw the original order.
@@ -114,6 +119,7 @@ def pilot(records: Sequence[Mapping[str, Any]], depth: int = 200) -> dict[str, f
         pool.append(bool(gold & set(record["pool"]["ids"][:depth])))
     n = max(len(records), 1)
     result = {f"hypothesis{j}_recall": sum(v) / max(len(v), 1) for j, v in sorted(per_hypothesis.items())}
-    result.update(union_recall=sum(union) / n, pool_recall=sum(pool) / n,
-                  consolidation_loss=(sum(union) - sum(pool)) / n)
+    result.update(
+        union_recall=sum(union) / n, pool_recall=sum(pool) / n, consolidation_loss=(sum(union) - sum(pool)) / n
+    )
     return result

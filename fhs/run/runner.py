@@ -94,11 +94,13 @@ def _timed(function):
 
     A fact is recorded once, so the figure is the first run's, cached replays aside.
     """
+
     def timed(fact: Fact, ctx: MethodContext) -> dict:
         started = time.perf_counter()
         stage = function(fact, ctx)
         stage.setdefault("wall_seconds", round(time.perf_counter() - started, 3))
         return stage
+
     return timed
 
 
@@ -131,8 +133,11 @@ def _fact_tasks(jobs: Sequence[RunJob], writers: Sequence[RecordWriter]) -> list
     for index, (job, writer) in enumerate(zip(jobs, writers)):
         seen: set[str] = set()
         for fact in job.facts:
-            if fact.id in seen or (fact.id in writer and not writer.failed(fact.id)
-                                   and not (job.retry_unusable and writer.unusable(fact.id))):
+            if fact.id in seen or (
+                fact.id in writer
+                and not writer.failed(fact.id)
+                and not (job.retry_unusable and writer.unusable(fact.id))
+            ):
                 continue
             seen.add(fact.id)
             tasks.setdefault(fact.id, []).append((index, fact))
@@ -202,15 +207,18 @@ def run_processes(jobs: Sequence[RunJob], n_facts: int, processes: int | None = 
         return 1
     if processes is None:
         processes = int(os.environ.get(PROCESSES_ENV, "0")) or len(os.sched_getaffinity(0))
-    forkable = all((job.ctx.llm is None or getattr(job.ctx.llm, "fork_safe", False))
-                   and getattr(job.ctx.retriever, "fork_safe", False) for job in jobs)
+    forkable = all(
+        (job.ctx.llm is None or getattr(job.ctx.llm, "fork_safe", False))
+        and getattr(job.ctx.retriever, "fork_safe", False)
+        for job in jobs
+    )
     return processes if processes > 1 and n_facts >= FORK_MIN_FACTS and forkable else 1
 
 
 def _compute_slice(bounds: tuple[int, int]) -> list:
     assert _FORKED is not None  # set by _forked before the children fork
     tasks, compute = _FORKED
-    return [item for task in tasks[bounds[0]:bounds[1]] for item in compute(task)]
+    return [item for task in tasks[bounds[0] : bounds[1]] for item in compute(task)]
 
 
 def _forked(tasks: Sequence[Task], compute: Callable[[Task], list], processes: int) -> Iterator[list]:
@@ -254,8 +262,9 @@ def _warm_up(jobs: Sequence[RunJob]) -> None:
             retriever.warm_up()
 
 
-def run_jobs(jobs: Sequence[RunJob], *, workers: int = 1, progress: bool = True,
-             processes: int | None = None) -> list[RunOutcome]:
+def run_jobs(
+    jobs: Sequence[RunJob], *, workers: int = 1, progress: bool = True, processes: int | None = None
+) -> list[RunOutcome]:
     """Execute several runs together (fact-major, ``workers`` facts at once); one outcome per job.
 
     LLM-free runs over many facts are split between ``processes`` (default: one per core;
@@ -286,8 +295,10 @@ def run_jobs(jobs: Sequence[RunJob], *, workers: int = 1, progress: bool = True,
         added = [NewFacts() for _ in jobs]
 
         def compute(task: Task) -> list[tuple[int, tuple[str, bytes, dict]]]:
-            return [(index, encoded(_record(fact, jobs[index].method, functions[index](fact, jobs[index].ctx))))
-                    for index, fact in task]
+            return [
+                (index, encoded(_record(fact, jobs[index].method, functions[index](fact, jobs[index].ctx))))
+                for index, fact in task
+            ]
 
         def write(results: list[tuple[int, tuple[str, bytes, dict]]]) -> int:
             for index, record in results:
@@ -358,14 +369,16 @@ def _finish(job: RunJob, writer: RecordWriter, new: NewFacts, wall_seconds: floa
     result["failed_facts"] = failed_facts(summaries)
     unknown = unknown_gold(job.facts, job.ctx.taxonomy)
     result["unknown_gold"] = {"count": len(unknown), "ids": unknown[:50]}
-    warn_about(stages, result["failed_facts"], len(summaries), refused=job.refused,
-               in_process=_in_process(job.ctx.llm))
+    warn_about(stages, result["failed_facts"], len(summaries), refused=job.refused, in_process=_in_process(job.ctx.llm))
     if job.stamp:
         result["config"] = dict(job.stamp)
     if summaries and not n_ran:  # every fact failed: a recall of 0.0 would be a metric of nothing, not written
         reasons = result["failed_facts"]
-        raise AllFactsFailed(f"all {len(summaries)} facts failed, so there is no metric to report "
-                             f"(e.g. {reasons['ids'][0]}: {reasons['reasons'][reasons['ids'][0]][:160]})", result)
+        raise AllFactsFailed(
+            f"all {len(summaries)} facts failed, so there is no metric to report "
+            f"(e.g. {reasons['ids'][0]}: {reasons['reasons'][reasons['ids'][0]][:160]})",
+            result,
+        )
     write_json_atomic(Path(job.out_dir) / "metrics.json", result)
     return RunOutcome(Path(job.out_dir), result, summaries)
 
@@ -399,6 +412,7 @@ def run_method(
     One run of :func:`run_jobs` (see there for what the metrics count);
     ``workers`` facts are in flight at once.
     """
-    job = RunJob(facts, method, ctx, Path(out_dir), stamp=run_config, fresh=fresh, refused=refused,
-                 retry_unusable=retry_unusable)
+    job = RunJob(
+        facts, method, ctx, Path(out_dir), stamp=run_config, fresh=fresh, refused=refused, retry_unusable=retry_unusable
+    )
     return run_jobs([job], workers=workers, progress=progress)[0].metrics

@@ -90,8 +90,11 @@ class RunSpec:
         known = {f.name for f in fields(FHSConfig)} - set(_DERIVED)
         unknown = sorted(set(self.overrides) - known)
         if unknown:
-            raise InputError(f"not an FHS setting a run may override: {', '.join(unknown)}", field="fhs",
-                             fix=f"use fields of FHSConfig other than {', '.join(_DERIVED)}")
+            raise InputError(
+                f"not an FHS setting a run may override: {', '.join(unknown)}",
+                field="fhs",
+                fix=f"use fields of FHSConfig other than {', '.join(_DERIVED)}",
+            )
         object.__setattr__(self, "overrides", MappingProxyType(dict(self.overrides)))
 
     @property
@@ -106,8 +109,11 @@ class RunSpec:
     def with_config(self, config: FHSConfig, base: FHSConfig) -> RunSpec:
         """This spec with a whole ``FHSConfig`` expressed as overrides over ``base`` (a profile's budgets)."""
         wanted, default = config.to_dict(), base.to_dict()
-        changed = {name: getattr(config, name) for name, value in wanted.items()
-                   if name not in _DERIVED and value != default[name]}
+        changed = {
+            name: getattr(config, name)
+            for name, value in wanted.items()
+            if name not in _DERIVED and value != default[name]
+        }
         return replace(self, configuration=DEFAULT_CONFIG, overrides=changed, selector=config.selector)
 
     # ---- what the run reads -----------------------------------------------------------------
@@ -128,11 +134,13 @@ class RunSpec:
             return FHSConfig()
         try:
             config = self.model.profile.fhs_config().with_named(self.configuration).replace(**self.overrides)
-            return config.replace(k=searcher.config.top_k, w_cov=searcher.config.w_cov, seed=self.seed,
-                                  selector=self.uses_selector)
+            return config.replace(
+                k=searcher.config.top_k, w_cov=searcher.config.w_cov, seed=self.seed, selector=self.uses_selector
+            )
         except ValueError as error:
-            raise InputError(str(error), field=next(iter(self.overrides), "fhs"),
-                             fix="see fhs run --help for each knob's range") from None
+            raise InputError(
+                str(error), field=next(iter(self.overrides), "fhs"), fix="see fhs run --help for each knob's range"
+            ) from None
 
     def context(self, experiment: Experiment) -> MethodContext:
         """What the method receives: the experiment's taxonomy, this run's retriever and, when asked, the model."""
@@ -140,13 +148,17 @@ class RunSpec:
         if not self.asks_model:
             return scoped.method_context()
         if self.model is None:
-            raise InputError(f"method {self.method!r} asks a model (the selector does too)", field="backend",
-                             fix="pass --backend and --model, or a --profile that names them")
+            raise InputError(
+                f"method {self.method!r} asks a model (the selector does too)",
+                field="backend",
+                fix="pass --backend and --model, or a --profile that names them",
+            )
         return scoped.llm_context(self.model, self.fhs_config(scoped.retriever), seed=self.seed)
 
     # ---- the stamp and the folder -----------------------------------------------------------
-    def stamp(self, experiment: Experiment, ctx: MethodContext,
-              sources: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    def stamp(
+        self, experiment: Experiment, ctx: MethodContext, sources: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
         """``run-config.json`` of this run (the module docstring lists the fields)."""
         scoped = replace(experiment, retriever=ctx.retriever)
         inputs = scoped.fingerprint(llm=self.asks_model)
@@ -194,9 +206,18 @@ class RunSpec:
         return "-".join(parts)
 
     # ---- execution --------------------------------------------------------------------------
-    def job(self, experiment: Experiment, facts: Sequence[Fact], *, out_dir: str | Path | None = None,
-            root: str | Path | None = None, fresh: bool = False, refused: str = MISS,
-            sources: Mapping[str, Any] | None = None, retry_unusable: bool = False) -> RunJob:
+    def job(
+        self,
+        experiment: Experiment,
+        facts: Sequence[Fact],
+        *,
+        out_dir: str | Path | None = None,
+        root: str | Path | None = None,
+        fresh: bool = False,
+        refused: str = MISS,
+        sources: Mapping[str, Any] | None = None,
+        retry_unusable: bool = False,
+    ) -> RunJob:
         """The run ready to execute: into ``out_dir``, or into its named folder under ``root``."""
         if (out_dir is None) == (root is None):
             raise ValueError("give a run either out_dir or root")
@@ -211,11 +232,13 @@ class RunSpec:
         path = Path(out_dir) if out_dir is not None else Path(root or ".") / self.folder_name(stamp, experiment.spec)
         if sources is None and experiment.spec.source is not None:  # a spec file's dataset: where its files are
             stamp["sources"] = spec_sources(experiment.spec, path)  # not part of the folder's name
-        return RunJob(facts, self.method, ctx, path, stamp=stamp, fresh=fresh, refused=refused,
-                      retry_unusable=retry_unusable)
+        return RunJob(
+            facts, self.method, ctx, path, stamp=stamp, fresh=fresh, refused=refused, retry_unusable=retry_unusable
+        )
 
-    def execute(self, experiment: Experiment, facts: Sequence[Fact], *, workers: int = 1, progress: bool = True,
-                **where: Any) -> RunOutcome:
+    def execute(
+        self, experiment: Experiment, facts: Sequence[Fact], *, workers: int = 1, progress: bool = True, **where: Any
+    ) -> RunOutcome:
         """Run it (resuming from the records already there); ``where`` as for :meth:`job`."""
         return run_jobs([self.job(experiment, facts, **where)], workers=workers, progress=progress)[0]
 
@@ -223,17 +246,29 @@ class RunSpec:
 def spec_sources(dataset: DatasetSpec, run_dir: Path | None = None) -> dict[str, str]:
     """Where a spec file's dataset was read from (a stamp's ``sources``, so `fhs show` finds its files): relative
     to ``run_dir`` when given, so a run's records name no absolute path (a book's records are published with it)."""
-    sources = {"facts": str(dataset.facts_file), "taxonomy": str(dataset.taxonomy_file or dataset.taxonomy),
-               "domain": dataset.domain, "spec": str(dataset.source)}
+    sources = {
+        "facts": str(dataset.facts_file),
+        "taxonomy": str(dataset.taxonomy_file or dataset.taxonomy),
+        "domain": dataset.domain,
+        "spec": str(dataset.source),
+    }
     if run_dir is None:
         return sources
     here = Path(run_dir).resolve()
-    return {key: os.path.relpath(value, here) if value and Path(value).is_absolute() else value
-            for key, value in sources.items()}
+    return {
+        key: os.path.relpath(value, here) if value and Path(value).is_absolute() else value
+        for key, value in sources.items()
+    }
 
 
-def run_all(runs: Sequence[tuple[RunSpec, Experiment, Sequence[Fact]]], *, root: str | Path,
-            workers: int = 1, progress: bool = True, refused: str = MISS) -> list[RunOutcome]:
+def run_all(
+    runs: Sequence[tuple[RunSpec, Experiment, Sequence[Fact]]],
+    *,
+    root: str | Path,
+    workers: int = 1,
+    progress: bool = True,
+    refused: str = MISS,
+) -> list[RunOutcome]:
     """Execute many runs together, each in its named folder under ``root/<dataset>/``; one outcome per run.
 
     Facts of every run are in flight at once, up to ``workers`` (fact-major:

@@ -45,8 +45,12 @@ def run_quiet(argv: Sequence[str]) -> None:
 def given_options(**options: str | Path | None) -> list[str]:
     """``--name value`` for each option that is set (underscores become dashes); a None one is left to the
     command's default."""
-    return [part for name, value in options.items() if value is not None
-            for part in (f"--{name.replace('_', '-')}", str(value))]
+    return [
+        part
+        for name, value in options.items()
+        if value is not None
+        for part in (f"--{name.replace('_', '-')}", str(value))
+    ]
 
 
 def inventory_frame(taxonomy: Taxonomy) -> pd.DataFrame:
@@ -55,9 +59,16 @@ def inventory_frame(taxonomy: Taxonomy) -> pd.DataFrame:
 
     first = next(iter(taxonomy))
     sections = Counter(c.metadata.get("section_name", "?") for c in taxonomy)
-    return pd.DataFrame([{"source": first.metadata.get("source_version", "?"),
-                          "license": first.metadata.get("license", "?"), "concepts": len(taxonomy),
-                          "sections": ", ".join(f"{name} ({n:,})" for name, n in sections.most_common())}])
+    return pd.DataFrame(
+        [
+            {
+                "source": first.metadata.get("source_version", "?"),
+                "license": first.metadata.get("license", "?"),
+                "concepts": len(taxonomy),
+                "sections": ", ".join(f"{name} ({n:,})" for name, n in sections.most_common()),
+            }
+        ]
+    )
 
 
 def covered(taxonomy: Taxonomy, code: str, rule: str) -> bool:
@@ -65,18 +76,24 @@ def covered(taxonomy: Taxonomy, code: str, rule: str) -> bool:
     return code in taxonomy or (rule == "prefix" and bool(taxonomy.under(code)))
 
 
-def coverage_rows(codes: Sequence[str], taxonomy: Taxonomy, section_names: Mapping[str, str],
-                  other: str = "other sections") -> list[dict[str, Any]]:
+def coverage_rows(
+    codes: Sequence[str], taxonomy: Taxonomy, section_names: Mapping[str, str], other: str = "other sections"
+) -> list[dict[str, Any]]:
     """Coverage of gold codes, all of them and per section (a code's first character names its section)."""
     by_section: dict[str, list[str]] = {}
     for code in codes:
         by_section.setdefault(section_names.get(code[0], other), []).append(code)
     rows = []
     for label, group in [("all sections", list(codes))] + sorted(by_section.items()):
-        rows.append({"gold codes (testP.tsv)": label, "occurrences": len(group),
-                     "prefix golds": sum(len(c) < 7 for c in group),
-                     "covered, exact": sum(covered(taxonomy, c, "exact") for c in group),
-                     "covered, prefix rule": sum(covered(taxonomy, c, "prefix") for c in group)})
+        rows.append(
+            {
+                "gold codes (testP.tsv)": label,
+                "occurrences": len(group),
+                "prefix golds": sum(len(c) < 7 for c in group),
+                "covered, exact": sum(covered(taxonomy, c, "exact") for c in group),
+                "covered, prefix rule": sum(covered(taxonomy, c, "prefix") for c in group),
+            }
+        )
     return rows
 
 
@@ -88,29 +105,52 @@ def coverage_frame(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
 
 def relocation_row(track: str, pieces: bool, lexicon: str | None, stats: Mapping[str, int]) -> dict[str, Any]:
     """One relocation setting's rate and what the piecewise retry found, from the loader's ``stats``."""
-    return {"track": track, "pieces": "yes" if pieces else "no", "lexicon file": "yes" if lexicon else "no",
-            "mentions": stats["facts"], "located": stats["exact"], "rate": round(stats["exact"] / stats["facts"], 4),
-            "discontinuous located": f"{stats['discontinuous_located']} / {stats['discontinuous']}",
-            "found by pieces": stats["found_by_pieces"]}
+    return {
+        "track": track,
+        "pieces": "yes" if pieces else "no",
+        "lexicon file": "yes" if lexicon else "no",
+        "mentions": stats["facts"],
+        "located": stats["exact"],
+        "rate": round(stats["exact"] / stats["facts"], 4),
+        "discontinuous located": f"{stats['discontinuous_located']} / {stats['discontinuous']}",
+        "found by pieces": stats["found_by_pieces"],
+    }
 
 
-def relocation_frame(settings: Iterable[tuple[str, bool, str | None]],
-                     stats_of: Callable[[str, bool, str | None], Mapping[str, int]]) -> pd.DataFrame:
+def relocation_frame(
+    settings: Iterable[tuple[str, bool, str | None]], stats_of: Callable[[str, bool, str | None], Mapping[str, int]]
+) -> pd.DataFrame:
     """One row per (track, pieces, lexicon file) setting; ``stats_of`` loads the split that way (its ``stats``)."""
-    return pd.DataFrame([relocation_row(track, pieces, lexicon, stats_of(track, pieces, lexicon))
-                         for track, pieces, lexicon in settings])
+    return pd.DataFrame(
+        [
+            relocation_row(track, pieces, lexicon, stats_of(track, pieces, lexicon))
+            for track, pieces, lexicon in settings
+        ]
+    )
 
 
 def relocation_rates(rows: Iterable[Mapping[str, Any]]) -> dict[str, float]:
     """``track/whole`` or ``track/pieces[+lexicon]`` -> rate, the names the check records."""
-    return {f"{r['track']}/{'pieces' if r['pieces'] == 'yes' else 'whole'}"
-            f"{'+lexicon' if r['lexicon file'] == 'yes' else ''}": r["rate"] for r in rows}
+    return {
+        f"{r['track']}/{'pieces' if r['pieces'] == 'yes' else 'whole'}"
+        f"{'+lexicon' if r['lexicon file'] == 'yes' else ''}": r["rate"]
+        for r in rows
+    }
 
 
-def model_arguments(profile: str, cache: Path, *, backend: str | None = None, model: str | None = None,
-                    base_url: str | None = None, max_in_flight: int | None = None, thinking: bool | None = None,
-                    replay: str | Path | None = None, cache_dir: str | Path | None = None,
-                    request_timeout: float | None = None) -> list[str]:
+def model_arguments(
+    profile: str,
+    cache: Path,
+    *,
+    backend: str | None = None,
+    model: str | None = None,
+    base_url: str | None = None,
+    max_in_flight: int | None = None,
+    thinking: bool | None = None,
+    replay: str | Path | None = None,
+    cache_dir: str | Path | None = None,
+    request_timeout: float | None = None,
+) -> list[str]:
     """The ``fhs run`` options that give the command line the chapter's ``server`` parameter (whose
     ``cache_dir`` is already in ``cache``, the response cache's file)."""
     argv = ["--profile", profile, "--cache", str(cache)]
@@ -118,7 +158,7 @@ def model_arguments(profile: str, cache: Path, *, backend: str | None = None, mo
         argv += ["--backend", backend]
     if model:
         argv += ["--model", model]
-    for url in (base_url.split(",") if base_url else []):
+    for url in base_url.split(",") if base_url else []:
         argv += ["--base-url", url]
     if max_in_flight:
         argv += ["--max-in-flight", str(max_in_flight)]
@@ -131,8 +171,9 @@ def model_arguments(profile: str, cache: Path, *, backend: str | None = None, mo
     return argv
 
 
-def cli_run(main: Callable[[list[str]], int], files: Sequence[str], method: str, out: Path, *extra: str,
-            wanted: Iterable[str]) -> dict[str, Any]:
+def cli_run(
+    main: Callable[[list[str]], int], files: Sequence[str], method: str, out: Path, *extra: str, wanted: Iterable[str]
+) -> dict[str, Any]:
     """``fhs run`` in process on the adapter's ``files`` (``--dataset SPEC``, or --facts/--taxonomy/--domain);
     the records of the ``wanted`` fact ids (a larger earlier sample may have left more) and the metrics."""
     argv = ["run", *files, "--method", method, "--out", str(out), "--quiet", *extra]
@@ -141,8 +182,10 @@ def cli_run(main: Callable[[list[str]], int], files: Sequence[str], method: str,
     if code != 0:
         raise RuntimeError(f"fhs {' '.join(argv)} exited with {code}")
     ids = set(wanted)
-    return {"records": [r for r in read_records(out / "records.jsonl") if r["id"] in ids],
-            "metrics": json.loads((out / "metrics.json").read_text(encoding="utf-8"))}
+    return {
+        "records": [r for r in read_records(out / "records.jsonl") if r["id"] in ids],
+        "metrics": json.loads((out / "metrics.json").read_text(encoding="utf-8")),
+    }
 
 
 def results_frame(runs: Mapping[str, Mapping[str, Any]], sample_ids: set[str], interval: Mapping) -> pd.DataFrame:
@@ -156,19 +199,31 @@ def results_frame(runs: Mapping[str, Mapping[str, Any]], sample_ids: set[str], i
         rows.append(row)
         if method in ("direct", "oracle"):
             on_sample = [r for r in records if r["id"] in sample_ids]
-            rows.append({"method": f"{method} (LLM sample)", "facts": len(on_sample),
-                         **{m: metrics(on_sample)[m] for m in METRICS if m != "accuracy"}})
+            rows.append(
+                {
+                    "method": f"{method} (LLM sample)",
+                    "facts": len(on_sample),
+                    **{m: metrics(on_sample)[m] for m in METRICS if m != "accuracy"},
+                }
+            )
     return pd.DataFrame(rows)
 
 
-def gold_kind_frame(runs: Mapping[str, Mapping[str, Any]], kind_of: Mapping[str, str],
-                    methods: Sequence[str] = ("direct", "oracle")) -> pd.DataFrame:
+def gold_kind_frame(
+    runs: Mapping[str, Mapping[str, Any]], kind_of: Mapping[str, str], methods: Sequence[str] = ("direct", "oracle")
+) -> pd.DataFrame:
     """Metrics by kind of gold (a prefix, or a full code) for the LLM-free runs."""
     rows = []
     for method in methods:
         for kind, block in by_group(runs[method]["records"], lambda r: kind_of[r["id"]]).items():
-            rows.append({"method": method, "gold": "prefix (4 characters)" if kind == "prefix" else "full code",
-                         "facts": block["n_facts"], **{m: round(block[m], 4) for m in METRICS[:-1]}})
+            rows.append(
+                {
+                    "method": method,
+                    "gold": "prefix (4 characters)" if kind == "prefix" else "full code",
+                    "facts": block["n_facts"],
+                    **{m: round(block[m], 4) for m in METRICS[:-1]},
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -181,8 +236,9 @@ def recall_figure(runs: Mapping[str, Mapping[str, Any]], title: str):
     fig, ax = plt.subplots(figsize=(6, 3))
     for method, color in (("direct", "0.6"), ("oracle", ORACLE_COLOR)):
         block = runs[method]["metrics"]
-        ax.plot([1, 10, 50, 200], [block[f"recall@{k}"] for k in (1, 10, 50, 200)], marker="o", color=color,
-                label=method)
+        ax.plot(
+            [1, 10, 50, 200], [block[f"recall@{k}"] for k in (1, 10, 50, 200)], marker="o", color=color, label=method
+        )
     ax.set_xscale("log")
     ax.set_xlabel("k")
     ax.set_ylabel("Recall@k")
@@ -191,8 +247,9 @@ def recall_figure(runs: Mapping[str, Mapping[str, Any]], title: str):
     return fig
 
 
-def cost_rows(runs: Mapping[str, Mapping[str, Any]], backend: str, model: str,
-              cpu_facts: int | None = None) -> list[dict]:
+def cost_rows(
+    runs: Mapping[str, Mapping[str, Any]], backend: str, model: str, cpu_facts: int | None = None
+) -> list[dict]:
     """Per-fact calls, tokens and seconds of the model runs; on llama.cpp, the cpu profile's time (for its
     sample size unless ``cpu_facts`` is given) estimated by scaling this run's model seconds by the ratio of
     parameter counts (an estimate, not a measurement)."""
@@ -203,14 +260,20 @@ def cost_rows(runs: Mapping[str, Mapping[str, Any]], backend: str, model: str,
     rows = []
     for method in LLM_METHODS:
         per = runs[method]["metrics"]["per_fact"]
-        row = {"method": method, "facts": runs[method]["metrics"]["n_facts"],
-               "LLM calls / fact": round(per["llm_calls"], 2), "tokens in / fact": round(per["tokens_in"]),
-               "tokens out / fact": round(per["tokens_out"]), "model s / fact": round(per["model_seconds"], 2)}
+        row = {
+            "method": method,
+            "facts": runs[method]["metrics"]["n_facts"],
+            "LLM calls / fact": round(per["llm_calls"], 2),
+            "tokens in / fact": round(per["tokens_in"]),
+            "tokens out / fact": round(per["tokens_out"]),
+            "model s / fact": round(per["model_seconds"], 2),
+        }
         if backend_named(backend).cpu_engine and model in PARAMETERS:
             scale = PARAMETERS["qwen2.5-0.5b"] / PARAMETERS[model]
             row["cpu profile, est. s / fact"] = round(per["model_seconds"] * scale, 1)
             row[f"cpu profile, est. min for {cpu_facts} facts"] = round(
-                per["model_seconds"] * scale * cpu_facts / 60, 1)
+                per["model_seconds"] * scale * cpu_facts / 60, 1
+            )
         rows.append(row)
     return rows
 
@@ -231,14 +294,22 @@ def index_seconds(taxonomy: Taxonomy, concept_file: Path, kind: str = "procedure
     return built, time.perf_counter() - started
 
 
-def adaptation_metrics(inventory: int, coverage: Sequence[Mapping[str, Any]], facts: int, rates: Mapping[str, float],
-                   runs: Mapping[str, Mapping[str, Any]]) -> dict[str, float]:
+def adaptation_metrics(
+    inventory: int,
+    coverage: Sequence[Mapping[str, Any]],
+    facts: int,
+    rates: Mapping[str, float],
+    runs: Mapping[str, Mapping[str, Any]],
+) -> dict[str, float]:
     """Chapter 08's check: inventory, coverage, relocation and every run's metrics (Acc. for the LLM rows)."""
     total = coverage[0]
-    results = {"inventory/concepts": inventory,
-               "coverage/exact": total["covered, exact"] / total["occurrences"],
-               "coverage/prefix": total["covered, prefix rule"] / total["occurrences"],
-               "facts": facts, **{f"relocation/{name}": rate for name, rate in rates.items()}}
+    results = {
+        "inventory/concepts": inventory,
+        "coverage/exact": total["covered, exact"] / total["occurrences"],
+        "coverage/prefix": total["covered, prefix rule"] / total["occurrences"],
+        "facts": facts,
+        **{f"relocation/{name}": rate for name, rate in rates.items()},
+    }
     for method, run in runs.items():
         for m in METRICS:
             if m == "accuracy" and method not in LLM_METHODS:
@@ -252,7 +323,8 @@ def planned_size(profile, dataset: str = "codiesp-P") -> str:
     """The page's LLM sample in words, before the facts exist: the profile's size, or every located fact."""
     target = profile.dataset_facts.get(dataset, profile.llm_facts)
     return (f"about {target:,}" if target is not None else "every located fact") + (
-        f", a {profile.llm_fraction:.0%} share of it" if profile.llm_fraction is not None else "")
+        f", a {profile.llm_fraction:.0%} share of it" if profile.llm_fraction is not None else ""
+    )
 
 
 def document_codes(path: Path) -> list[tuple[str, str]]:
@@ -267,8 +339,10 @@ def facts_line(facts) -> str:
 
     kinds = Counter(f.metadata.get("gold_match", "exact") for f in facts)
     statuses = Counter(f.metadata.get("relocation_status") for f in facts)
-    return (f"{len(facts)} located facts in {len({f.context_id for f in facts})} documents; "
-            f"gold: {kinds['prefix']} prefixes, {kinds['exact']} full codes; relocation: {dict(statuses)}")
+    return (
+        f"{len(facts)} located facts in {len({f.context_id for f in facts})} documents; "
+        f"gold: {kinds['prefix']} prefixes, {kinds['exact']} full codes; relocation: {dict(statuses)}"
+    )
 
 
 def llm_sample(profile, dataset: str, facts) -> tuple[list, list[str]]:
@@ -279,14 +353,17 @@ def llm_sample(profile, dataset: str, facts) -> tuple[list, list[str]]:
     return sample_by_context(facts, size), (["--sample", str(size)] if size is not None else [])
 
 
-def adapter_runs(main: Callable[[list[str]], int], files: Sequence[str], out_root: Path, model_args: Sequence[str],
-                 facts, sample) -> dict[str, dict[str, Any]]:
+def adapter_runs(
+    main: Callable[[list[str]], int], files: Sequence[str], out_root: Path, model_args: Sequence[str], facts, sample
+) -> dict[str, dict[str, Any]]:
     """Direct and the oracle on every fact, structured and FHS (``model_args``) on the sample, via ``fhs run``."""
     every, sampled = [f.id for f in facts], [f.id for f in sample]
-    runs = {"direct": cli_run(main, files, "direct", out_root / "direct", "--selector", "off", wanted=every),
-            "oracle": cli_run(main, files, "oracle", out_root / "oracle", wanted=every),
-            "structured": cli_run(main, files, "structured", out_root / "structured", *model_args, wanted=sampled),
-            "fhs": cli_run(main, files, "fhs", out_root / "fhs", *model_args, wanted=sampled)}
+    runs = {
+        "direct": cli_run(main, files, "direct", out_root / "direct", "--selector", "off", wanted=every),
+        "oracle": cli_run(main, files, "oracle", out_root / "oracle", wanted=every),
+        "structured": cli_run(main, files, "structured", out_root / "structured", *model_args, wanted=sampled),
+        "fhs": cli_run(main, files, "fhs", out_root / "fhs", *model_args, wanted=sampled),
+    }
     if {r["id"] for r in runs["fhs"]["records"]} != set(sampled):
         raise RuntimeError("fhs run --sample drew other facts than the page's sample (fhs.data.sampling)")
     return runs
@@ -296,5 +373,8 @@ def input_fingerprints(name: str, facts, taxonomy: Taxonomy, domain_file: str | 
     """What the adapter's recorded values depend on: its facts, its concept file and its domain file."""
     from fhs.book.fingerprint import facts_fingerprint, file_fingerprint, taxonomy_fingerprint
 
-    return {f"{name}/facts": facts_fingerprint(facts), f"{name}/taxonomy": taxonomy_fingerprint(taxonomy),
-            f"{name}/domain": file_fingerprint(domain_file)}
+    return {
+        f"{name}/facts": facts_fingerprint(facts),
+        f"{name}/taxonomy": taxonomy_fingerprint(taxonomy),
+        f"{name}/domain": file_fingerprint(domain_file),
+    }

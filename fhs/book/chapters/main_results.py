@@ -55,8 +55,9 @@ def mean_metric(runs: Sequence[Run], metric: str, interval: Mapping) -> float | 
     return over_runs(list(runs), metric, **interval).estimate
 
 
-def main_table(results: Results, oracle: Mapping[str, Run], datasets: Sequence[str], methods: Sequence[str],
-               interval: Mapping) -> pd.DataFrame:
+def main_table(
+    results: Results, oracle: Mapping[str, Run], datasets: Sequence[str], methods: Sequence[str], interval: Mapping
+) -> pd.DataFrame:
     """Tables 4 and 5, read across: per method and metric, the paper's figure, our mean (± std over runs,
     95% interval) and the gap on one row, then the gold-query probe (one run) the same way."""
     rows = []
@@ -74,8 +75,9 @@ def main_table(results: Results, oracle: Mapping[str, Run], datasets: Sequence[s
             ci = oracle[name].interval(m, **interval)
             value = oracle[name].metrics.get(m)
             probe[m] = None if value is None else Estimate(value, ci.low, ci.high)
-        rows += beside_paper(shown, "oracle (ceiling)", len(oracle[name].summaries), probe,
-                             _paper(name, "oracle", METRICS[:-1]))
+        rows += beside_paper(
+            shown, "oracle (ceiling)", len(oracle[name].summaries), probe, _paper(name, "oracle", METRICS[:-1])
+        )
     return pd.DataFrame(rows)
 
 
@@ -84,29 +86,43 @@ def _paper(dataset: str, method: str, metrics: Sequence[str]) -> dict[str, float
     return {m: paper_value(dataset, method, m) for m in metrics} if paper_evaluated(dataset) else {}
 
 
-def beside_paper(dataset: str, label: str, facts: Any, ours: Mapping[str, Estimate | None],
-                 paper: Mapping[str, float | None]) -> list[dict[str, Any]]:
+def beside_paper(
+    dataset: str, label: str, facts: Any, ours: Mapping[str, Estimate | None], paper: Mapping[str, float | None]
+) -> list[dict[str, Any]]:
     """One row per metric: the paper's figure, ours with its interval, and the gap, read across."""
     rows = []
     for metric, estimate in ours.items():
         reference = paper.get(metric)
-        rows.append({"dataset": dataset, "row": label, "facts": facts, "metric": metric, "paper": dash(reference),
-                     "ours [95% interval]": "—" if estimate is None else fmt_estimate(estimate),
-                     "gap": "" if estimate is None or reference is None
-                     else fmt_number(estimate.value - reference, signed=True)})
+        rows.append(
+            {
+                "dataset": dataset,
+                "row": label,
+                "facts": facts,
+                "metric": metric,
+                "paper": dash(reference),
+                "ours [95% interval]": "—" if estimate is None else fmt_estimate(estimate),
+                "gap": ""
+                if estimate is None or reference is None
+                else fmt_number(estimate.value - reference, signed=True),
+            }
+        )
     return rows
 
 
 def main_caption(results: Results, n_seeds: int) -> str:
     """Tables 4 and 5's caption: what a value is, and which definition of Acc. the runs' records get."""
     bases = sorted({accuracy_basis(run.summaries) for group in results.values() for run in group})
-    return ("Tables 4 and 5: ours (mean" + (" ± std across runs" if n_seeds > 1 else "")
-            + ", 95% interval) and the paper's (— where the paper gives no figure). "
-            + "; ".join(ACCURACY_BASES[b] for b in bases))
+    return (
+        "Tables 4 and 5: ours (mean"
+        + (" ± std across runs" if n_seeds > 1 else "")
+        + ", 95% interval) and the paper's (— where the paper gives no figure). "
+        + "; ".join(ACCURACY_BASES[b] for b in bases)
+    )
 
 
-def contrasts_table(results: Results, datasets: Sequence[str], baselines: Sequence[str],
-                    interval: Mapping) -> pd.DataFrame:
+def contrasts_table(
+    results: Results, datasets: Sequence[str], baselines: Sequence[str], interval: Mapping
+) -> pd.DataFrame:
     """FHS minus each baseline on the first seeded run, paired per fact, bootstrapped by context."""
     rows = []
     for name in datasets:
@@ -127,17 +143,25 @@ def modality_table(results: Results, datasets: Sequence[str], methods: Sequence[
     for name in datasets:
         for method in methods:
             for modality, block in results[(name, method)][0].metrics["by_modality"].items():
-                row = {"dataset": shown_name(results, name), "method": method, "modality": modality,
-                       "facts": block["n_facts"], "recall@1": block["recall@1"], "recall@50": block["recall@50"],
-                       "mrr": block["mrr"], "accuracy": block.get("accuracy")}
+                row = {
+                    "dataset": shown_name(results, name),
+                    "method": method,
+                    "modality": modality,
+                    "facts": block["n_facts"],
+                    "recall@1": block["recall@1"],
+                    "recall@50": block["recall@50"],
+                    "mrr": block["mrr"],
+                    "accuracy": block.get("accuracy"),
+                }
                 if any(paper_evaluated(n) for n in datasets):
                     row["accuracy (paper)"] = dash(modality_value(name, method, modality, "accuracy"))
                 rows.append(row)
     return pd.DataFrame(rows)
 
 
-def modality_contrasts(results: Results, datasets: Sequence[str], methods: Sequence[str],
-                       interval: Mapping) -> list[dict[str, Any]]:
+def modality_contrasts(
+    results: Results, datasets: Sequence[str], methods: Sequence[str], interval: Mapping
+) -> list[dict[str, Any]]:
     """Feedback refinement minus FHS per modality (first runs, paired); empty when either is not a row."""
     if "feedback-refine" not in methods:
         return []
@@ -169,22 +193,25 @@ def cost_table(results: Results, datasets: Sequence[str], methods: Sequence[str]
             records = results[(name, method)][0].records
             n = max(len(records), 1)
             own, selector = purpose_costs(records, "selector")
-            rows.append({
-                "dataset": shown_name(results, name), "method": method,
-                "calls / fact": own["calls"] / n,
-                **({"calls (paper)": dash(CALLS_PER_FACT.get(method))} if paper_columns else {}),
-                "cached share": (own["calls"] - own["fresh"]) / max(own["calls"], 1),
-                "tokens in / fact": own["tokens_in"] / n,
-                "tokens out / fact": own["tokens_out"] / n,
-                "model s / fact": own["recorded_seconds"] / n,
-                "selector calls / fact": selector["calls"] / n,
-                "selector tokens in / fact": selector["tokens_in"] / n,
-                "selector s / fact": selector["recorded_seconds"] / n,
-                "wall s / fact": sum(r.get("wall_seconds", 0.0) for r in records) / n,
-                "parse failures / fact": sum(r.get("parse_failures", 0) for r in records) / n,
-                # answers the profile's max_tokens cut off (the smoke profile's caps are small)
-                "answers cut / fact": sum(counts[2] for r in records for counts in record_health(r).values()) / n,
-            })
+            rows.append(
+                {
+                    "dataset": shown_name(results, name),
+                    "method": method,
+                    "calls / fact": own["calls"] / n,
+                    **({"calls (paper)": dash(CALLS_PER_FACT.get(method))} if paper_columns else {}),
+                    "cached share": (own["calls"] - own["fresh"]) / max(own["calls"], 1),
+                    "tokens in / fact": own["tokens_in"] / n,
+                    "tokens out / fact": own["tokens_out"] / n,
+                    "model s / fact": own["recorded_seconds"] / n,
+                    "selector calls / fact": selector["calls"] / n,
+                    "selector tokens in / fact": selector["tokens_in"] / n,
+                    "selector s / fact": selector["recorded_seconds"] / n,
+                    "wall s / fact": sum(r.get("wall_seconds", 0.0) for r in records) / n,
+                    "parse failures / fact": sum(r.get("parse_failures", 0) for r in records) / n,
+                    # answers the profile's max_tokens cut off (the smoke profile's caps are small)
+                    "answers cut / fact": sum(counts[2] for r in records for counts in record_health(r).values()) / n,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -199,8 +226,15 @@ def verdict_share_row(dataset: str, records: Sequence[Mapping], dimensions: Sequ
     return {"dataset": dataset, "verdicts": max(pairs * len(dimensions), 1), **shares}
 
 
-def main_results_metrics(results: Results, oracle: Mapping[str, Run], sizes: Mapping[str, int], methods: Sequence[str],
-                   cost: pd.DataFrame, relocation: Mapping[str, float], interval: Mapping) -> dict[str, float]:
+def main_results_metrics(
+    results: Results,
+    oracle: Mapping[str, Run],
+    sizes: Mapping[str, int],
+    methods: Sequence[str],
+    cost: pd.DataFrame,
+    relocation: Mapping[str, float],
+    interval: Mapping,
+) -> dict[str, float]:
     """What the chapter's closing check compares: facts, every method's metrics and calls, the oracle, relocation."""
     checked: dict[str, float] = {}
     for name, size in sizes.items():
@@ -221,6 +255,7 @@ def main_results_metrics(results: Results, oracle: Mapping[str, Run], sizes: Map
 
 # ---- figures ------------------------------------------------------------------------------
 
+
 def head_metrics_figure(results: Results, datasets: Sequence[str], methods: Sequence[str], interval: Mapping):
     """Recall@1, MRR and Acc. per method as bars (ours), the paper's value as a black tick."""
     import matplotlib.pyplot as plt
@@ -230,17 +265,31 @@ def head_metrics_figure(results: Results, datasets: Sequence[str], methods: Sequ
 
     fig, axes = plt.subplots(1, len(datasets), figsize=(6.4 * len(datasets), 3.6), sharey=True, layout="constrained")
     axes = np.atleast_1d(axes)
-    marked = any(paper_value(name, m, metric) is not None for name in datasets for m in methods
-                 for metric in ("recall@1", "mrr", "accuracy"))
+    marked = any(
+        paper_value(name, m, metric) is not None
+        for name in datasets
+        for m in methods
+        for metric in ("recall@1", "mrr", "accuracy")
+    )
     for ax, name in zip(axes, datasets):
         x = np.arange(len(methods))
-        for offset, metric, color in ((-0.2, "recall@1", OURS_COLOR), (0.0, "mrr", NEUTRAL_COLOR),
-                                      (0.2, "accuracy", ORACLE_COLOR)):
+        for offset, metric, color in (
+            (-0.2, "recall@1", OURS_COLOR),
+            (0.0, "mrr", NEUTRAL_COLOR),
+            (0.2, "accuracy", ORACLE_COLOR),
+        ):
             ours = [mean_metric(results[(name, m)], metric, interval) or 0.0 for m in methods]
             ax.bar(x + offset, ours, width=0.2, color=color, label=metric)
             paper = [paper_value(name, m, metric) for m in methods]
-            ax.scatter(x + offset, [p if p is not None else np.nan for p in paper], marker="_", s=300,
-                       color="black", zorder=3, label="paper" if metric == "recall@1" and marked else None)
+            ax.scatter(
+                x + offset,
+                [p if p is not None else np.nan for p in paper],
+                marker="_",
+                s=300,
+                color="black",
+                zorder=3,
+                label="paper" if metric == "recall@1" and marked else None,
+            )
         ax.set_xticks(x, methods, rotation=45, ha="right")
         ax.set_title(shown_name(results, name))
     axes[0].set_ylabel("score")
@@ -263,16 +312,22 @@ def tied_groups(points: Mapping[str, tuple[float, float]], decimals: int = 2) ->
 
 def group_label(names: Sequence[str], suffix: str = "", per_line: int = 3) -> str:
     """A group's label: its names, ``per_line`` to a line."""
-    lines = [", ".join(names[i:i + per_line]) for i in range(0, len(names), per_line)]
+    lines = [", ".join(names[i : i + per_line]) for i in range(0, len(names), per_line)]
     return ",\n".join(lines) + suffix
 
 
 def _annotate_groups(ax, points: Mapping[str, tuple[float, float]], suffix: str, below: bool) -> None:
     for x, y, names in tied_groups(points):
         left = x > 0.5  # a label right of a point near Recall@50 = 1 would leave the axes
-        ax.annotate(group_label(names, suffix), (x, y), fontsize=7, textcoords="offset points",
-                    xytext=(-3 if left else 3, -9 if below else 3), ha="right" if left else "left",
-                    va="top" if below else "bottom")
+        ax.annotate(
+            group_label(names, suffix),
+            (x, y),
+            fontsize=7,
+            textcoords="offset points",
+            xytext=(-3 if left else 3, -9 if below else 3),
+            ha="right" if left else "left",
+            va="top" if below else "bottom",
+        )
 
 
 def head_depth_figure(results: Results, datasets: Sequence[str], methods: Sequence[str], interval: Mapping):
@@ -282,8 +337,7 @@ def head_depth_figure(results: Results, datasets: Sequence[str], methods: Sequen
 
     from fhs.book.report import NEUTRAL_COLOR, OURS_COLOR
 
-    fig, axes = plt.subplots(2, len(datasets), figsize=(5.4 * len(datasets), 6.4), layout="constrained",
-                             squeeze=False)
+    fig, axes = plt.subplots(2, len(datasets), figsize=(5.4 * len(datasets), 6.4), layout="constrained", squeeze=False)
     for col, name in enumerate(datasets):
         for row, head in enumerate(("recall@1", "mrr")):
             ax = axes[row, col]
@@ -305,6 +359,7 @@ def head_depth_figure(results: Results, datasets: Sequence[str], methods: Sequen
             ax.set_ylabel(f"{head} (position)")
             ax.set_title(shown_name(results, name))
     marked = any(paper_value(name, m, "recall@50") is not None for name in datasets for m in methods)
-    fig.suptitle("Head against depth per method (dots: ours" + ("; crosses: the paper where it gives both)"
-                                                                 if marked else ")"))
+    fig.suptitle(
+        "Head against depth per method (dots: ours" + ("; crosses: the paper where it gives both)" if marked else ")")
+    )
     return fig

@@ -26,8 +26,12 @@ METRICS = ("recall@1", "recall@10", "recall@50", "recall@200", "mrr")
 LOCATED = "direct-located"  # the header-aware variant of direct (fhs/method/direct.py)
 LOCATED_METRICS = ("recall@1", "recall@10", "mrr")
 # Table 1's raw row and Appendix E.1's probe, for the datasets that stand in for the paper's benchmarks
-PAPER_ROWS = {("fincl", "direct"): PAPER["fintagging"]["direct"], ("fincl", "oracle"): PAPER["fintagging"]["oracle"],
-              ("codiesp", "direct"): PAPER["codiesp"]["direct"], ("codiesp", "oracle"): PAPER["codiesp"]["oracle"]}
+PAPER_ROWS = {
+    ("fincl", "direct"): PAPER["fintagging"]["direct"],
+    ("fincl", "oracle"): PAPER["fintagging"]["oracle"],
+    ("codiesp", "direct"): PAPER["codiesp"]["direct"],
+    ("codiesp", "oracle"): PAPER["codiesp"]["oracle"],
+}
 
 
 def data_rows(study: Study, datasets: Sequence[str]) -> list[dict[str, Any]]:
@@ -36,28 +40,35 @@ def data_rows(study: Study, datasets: Sequence[str]) -> list[dict[str, Any]]:
     for name in datasets:
         experiment = study.experiment(name)
         stats = dataset_stats(study.facts(name))
-        rows.append({
-            "dataset": study.dataset_name(name), "facts": stats["n_facts"], "contexts": stats["n_contexts"],
-            "table facts": stats["facts_by_modality"].get("table", 0),
-            "text facts": stats["facts_by_modality"].get("text", 0),
-            "facts per table": f"{stats['facts_per_table_context']['mean'] or 0:.2f}",
-            "gold concepts": stats["n_gold_concepts"],
-            "taxonomy": f"{experiment.taxonomy.name} ({len(experiment.taxonomy):,})",
-        })
+        rows.append(
+            {
+                "dataset": study.dataset_name(name),
+                "facts": stats["n_facts"],
+                "contexts": stats["n_contexts"],
+                "table facts": stats["facts_by_modality"].get("table", 0),
+                "text facts": stats["facts_by_modality"].get("text", 0),
+                "facts per table": f"{stats['facts_per_table_context']['mean'] or 0:.2f}",
+                "gold concepts": stats["n_gold_concepts"],
+                "taxonomy": f"{experiment.taxonomy.name} ({len(experiment.taxonomy):,})",
+            }
+        )
     return rows
 
 
 def relocation_lines(stats: Mapping[str, int]) -> list[str]:
     """What the CodiEsp loader kept: diagnosis rows, codes in the inventory, exact relocations (and the paper's)."""
     rate = stats["exact"] / stats["facts"]
-    return [f"diagnosis rows in testX.tsv: {stats['diagnosis_rows']:,}",
-            f"codes in the inventory: {stats['facts']:,} ({stats['facts'] / stats['diagnosis_rows']:.1%} of rows)",
-            f"relocated exactly: {stats['exact']:,} ({rate:.1%}); the paper relocated "
-            f"{RELOCATION['exact']:,} of {RELOCATION['mentions']:,} ({relocation_rate():.1%}) with an LLM"]
+    return [
+        f"diagnosis rows in testX.tsv: {stats['diagnosis_rows']:,}",
+        f"codes in the inventory: {stats['facts']:,} ({stats['facts'] / stats['diagnosis_rows']:.1%} of rows)",
+        f"relocated exactly: {stats['exact']:,} ({rate:.1%}); the paper relocated "
+        f"{RELOCATION['exact']:,} of {RELOCATION['mentions']:,} ({relocation_rate():.1%}) with an LLM",
+    ]
 
 
-def metric_table(runs: Mapping[tuple[str, str], Run], paper_rows: Mapping[tuple[str, str], Mapping],
-                 interval: Mapping) -> pd.DataFrame:
+def metric_table(
+    runs: Mapping[tuple[str, str], Run], paper_rows: Mapping[tuple[str, str], Mapping], interval: Mapping
+) -> pd.DataFrame:
     """One row per (dataset, query) with 95% context-clustered intervals, the paper's row below where it has one."""
     frame = []
     for (dataset, method), run in runs.items():
@@ -69,8 +80,14 @@ def metric_table(runs: Mapping[tuple[str, str], Run], paper_rows: Mapping[tuple[
         frame.append(row)
         paper = paper_rows.get((dataset, method))
         if paper:
-            frame.append({"dataset": run.dataset, "query": f"{method} (paper)", "facts": paper.get("facts"),
-                          **{m: paper.get(m) for m in METRICS}})
+            frame.append(
+                {
+                    "dataset": run.dataset,
+                    "query": f"{method} (paper)",
+                    "facts": paper.get("facts"),
+                    **{m: paper.get(m) for m in METRICS},
+                }
+            )
     return pd.DataFrame(frame)
 
 
@@ -91,8 +108,14 @@ def located_rows(direct: Mapping[str, Run], located: Mapping[str, Run], interval
                 row[m] = Estimate(ci.estimate, ci.low, ci.high)
             rows.append(row)
         differences = {m: paired_difference(run.summaries, base.summaries, m, **interval) for m in LOCATED_METRICS}
-        rows.append({"dataset": run.dataset, "query": f"Δ {LOCATED} − direct (paired)", "facts": len(run.summaries),
-                     **{m: Estimate(d.estimate, d.low, d.high) for m, d in differences.items()}})
+        rows.append(
+            {
+                "dataset": run.dataset,
+                "query": f"Δ {LOCATED} − direct (paired)",
+                "facts": len(run.summaries),
+                **{m: Estimate(d.estimate, d.low, d.high) for m, d in differences.items()},
+            }
+        )
     return rows
 
 
@@ -102,15 +125,21 @@ def located_lines(facts: Mapping[str, Sequence[Fact]]) -> list[str]:
     for name, group in facts.items():
         table = [f for f in group if f.modality == "table"]
         text = [f for f in group if f.modality == "text"]
-        parts = [f"{sum(bool(location(f)) for f in kind):,} of {len(kind):,} {label}"
-                 for kind, label in ((table, "table cells had a row or column header"),
-                                     (text, "text mentions had a sentence")) if kind]
+        parts = [
+            f"{sum(bool(location(f)) for f in kind):,} of {len(kind):,} {label}"
+            for kind, label in (
+                (table, "table cells had a row or column header"),
+                (text, "text mentions had a sentence"),
+            )
+            if kind
+        ]
         lines.append(f"{name}: " + ", ".join(parts) + "; a fact with neither issued the direct query.")
     return lines
 
 
-def coverage_rows(no_cov: Mapping[tuple[str, str], Run], with_cov: Mapping[tuple[str, str], Run],
-                  interval: Mapping) -> list[dict[str, Any]]:
+def coverage_rows(
+    no_cov: Mapping[tuple[str, str], Run], with_cov: Mapping[tuple[str, str], Run], interval: Mapping
+) -> list[dict[str, Any]]:
     """Table 13, Panel A: Recall@10 and MRR with w_cov 0 and 1, their paired difference."""
     rows = []
     for key, run0 in no_cov.items():
@@ -127,6 +156,7 @@ def coverage_rows(no_cov: Mapping[tuple[str, str], Run], with_cov: Mapping[tuple
 
 def label_length_bin(taxonomy) -> Callable[[Mapping], str]:
     """A record's bin by the number of distinct tokens in its gold concept's label (1 ... 4, 5+, n/a)."""
+
     def bin_of(record):
         gold = next((taxonomy[g] for g in record["gold"] if g in taxonomy), None)
         if gold is None:
@@ -141,14 +171,22 @@ def label_length_rows(with_cov: Run, without: Run, taxonomy) -> list[dict[str, A
     """Table 13, Panel B: raw-query Recall@10 with and without the coverage term, by gold label length."""
     key = label_length_bin(taxonomy)
     on, off = by_group(with_cov.summaries, key), by_group(without.summaries, key)
-    return [{"dataset": with_cov.dataset, "label words": length, "facts": on[length]["n_facts"],
-             "Recall@10, w_cov 0": off[length]["recall@10"], "Recall@10, w_cov 1": on[length]["recall@10"],
-             "gain": on[length]["recall@10"] - off[length]["recall@10"]}
-            for length in sorted(on, key=lambda b: (len(b), b))]
+    return [
+        {
+            "dataset": with_cov.dataset,
+            "label words": length,
+            "facts": on[length]["n_facts"],
+            "Recall@10, w_cov 0": off[length]["recall@10"],
+            "Recall@10, w_cov 1": on[length]["recall@10"],
+            "gain": on[length]["recall@10"] - off[length]["recall@10"],
+        }
+        for length in sorted(on, key=lambda b: (len(b), b))
+    ]
 
 
-def readiness_metrics(direct, oracle, no_cov, datasets, relocation_rate_=None, exact_oracle=None,
-                   located=None) -> dict[str, float]:
+def readiness_metrics(
+    direct, oracle, no_cov, datasets, relocation_rate_=None, exact_oracle=None, located=None
+) -> dict[str, float]:
     """Chapter 01's check: both queries' metrics, the coverage term off, facts, CodiEsp's relocation and probe,
     and the located query where the chapter ran it."""
     results: dict[str, float] = {}
@@ -234,10 +272,15 @@ def label_length_lines(panel_b: pd.DataFrame) -> list[str]:
             lines.append(f"{name}: the coverage term raises raw-query Recall@10 at no label length.")
             continue
         words = "five or more words" if best["label words"] == "5+" else f"{best['label words']} word(s)"
-        tail = f"; on labels of one or two words it is {short_gain:+.3f}" if short_gain is not None else \
-            "; no gold label here has one or two words"
-        lines.append(f"{name}: the coverage term's largest Recall@10 gain is on labels of {words} "
-                     f"({best['gain']:+.3f}, {int(best['facts'])} facts){tail}.")
+        tail = (
+            f"; on labels of one or two words it is {short_gain:+.3f}"
+            if short_gain is not None
+            else "; no gold label here has one or two words"
+        )
+        lines.append(
+            f"{name}: the coverage term's largest Recall@10 gain is on labels of {words} "
+            f"({best['gain']:+.3f}, {int(best['facts'])} facts){tail}."
+        )
     return lines
 
 
@@ -245,6 +288,9 @@ def own_dataset_lines(study: Study, datasets: Sequence[str]) -> list[str]:
     """What each dataset of one's own is, in its spec's words (the prose above describes the paper's)."""
     from fhs.data.datasets import is_spec_file
 
-    return [f"`{study.dataset_name(name)}`: "
-            f"{markdown_literal(study.experiment(name).spec.description) or 'no description in its spec'}."
-            for name in datasets if is_spec_file(name)]
+    return [
+        f"`{study.dataset_name(name)}`: "
+        f"{markdown_literal(study.experiment(name).spec.description) or 'no description in its spec'}."
+        for name in datasets
+        if is_spec_file(name)
+    ]

@@ -25,13 +25,21 @@ def relocation_comparison(study: Study, documents: int, seed: int, llm) -> tuple
     sample = set(relocation_documents(codiesp_documents(root), documents, seed))
     deterministic = load_split(root, taxonomy, documents=sample)
     with_llm = load_split(root, taxonomy, documents=sample, relocator=LLMRelocator(llm))
-    rates = {"deterministic": deterministic.stats["exact"] / deterministic.stats["facts"],
-             "llm": with_llm.stats["exact"] / with_llm.stats["facts"]}
-    frame = pd.DataFrame([{"relocator": k, "documents": len(sample), "mentions": deterministic.stats["facts"],
-                           "exact relocations": v} for k, v in rates.items()])
+    rates = {
+        "deterministic": deterministic.stats["exact"] / deterministic.stats["facts"],
+        "llm": with_llm.stats["exact"] / with_llm.stats["facts"],
+    }
+    frame = pd.DataFrame(
+        [
+            {"relocator": k, "documents": len(sample), "mentions": deterministic.stats["facts"], "exact relocations": v}
+            for k, v in rates.items()
+        ]
+    )
     return rates, frame
 
 
 def relocation_caption() -> str:
-    return ("Share of mentions relocated to an exact English substring (paper: "
-            f"{RELOCATION['exact']:,} of {RELOCATION['mentions']:,} = {relocation_rate():.3f})")
+    return (
+        "Share of mentions relocated to an exact English substring (paper: "
+        f"{RELOCATION['exact']:,} of {RELOCATION['mentions']:,} = {relocation_rate():.3f})"
+    )

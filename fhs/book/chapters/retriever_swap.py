@@ -32,17 +32,26 @@ def dense_index_rows(study: Study, datasets: Sequence[str]) -> list[dict[str, An
     for name in datasets:
         experiment = study.experiment(name)
         spec = MODELS[study.profile.dense_model_for(experiment.taxonomy.name)]
-        dense = cached_retriever(experiment.taxonomy, retrieval_config(experiment.spec.taxonomy, "dense"), "dense",
-                                 spec.name)
+        dense = cached_retriever(
+            experiment.taxonomy, retrieval_config(experiment.spec.taxonomy, "dense"), "dense", spec.name
+        )
         assert isinstance(dense, DenseRetriever)  # the kind asked for
         dense.warm_up()
         info = dense.build_info
-        rows.append({"taxonomy": experiment.taxonomy.name, "concepts": len(experiment.taxonomy),
-                     "encoder": spec.name, "cache": info.get("cache"), "seconds": round(info.get("seconds", 0.0), 1),
-                     "concepts/s (build)": round(info["concepts_per_second"], 1)
-                     if info.get("concepts_per_second") else None,
-                     "processes (build)": info.get("processes"),  # forked one-thread encoders
-                     "matrix MB": round(dense.matrix.nbytes / 2**20, 1)})
+        rows.append(
+            {
+                "taxonomy": experiment.taxonomy.name,
+                "concepts": len(experiment.taxonomy),
+                "encoder": spec.name,
+                "cache": info.get("cache"),
+                "seconds": round(info.get("seconds", 0.0), 1),
+                "concepts/s (build)": round(info["concepts_per_second"], 1)
+                if info.get("concepts_per_second")
+                else None,
+                "processes (build)": info.get("processes"),  # forked one-thread encoders
+                "matrix MB": round(dense.matrix.nbytes / 2**20, 1),
+            }
+        )
     return rows
 
 
@@ -51,14 +60,17 @@ def dense_caption(study: Study, datasets: Sequence[str]) -> str:
 
     taxonomies = dict.fromkeys(study.experiment(name).taxonomy.name for name in datasets)
     specs = [MODELS[study.profile.dense_model_for(taxonomy)] for taxonomy in taxonomies]
-    windows = "; ".join(f"{taxonomy}'s concept texts cut at {spec.document_max_length or spec.max_length} word pieces"
-                        for taxonomy, spec in zip(taxonomies, specs))
+    windows = "; ".join(
+        f"{taxonomy}'s concept texts cut at {spec.document_max_length or spec.max_length} word pieces"
+        for taxonomy, spec in zip(taxonomies, specs)
+    )
     spec = specs[0]
     return f"Concept embeddings ({spec.source}; {windows}; weights sha256 {spec.weights.sha256[:12]}…)"
 
 
-def readiness_runs(study: Study, datasets: Sequence[str], retrievers: Sequence[str],
-                   limit: int | None = None) -> dict[tuple[str, str, str], Run]:
+def readiness_runs(
+    study: Study, datasets: Sequence[str], retrievers: Sequence[str], limit: int | None = None
+) -> dict[tuple[str, str, str], Run]:
     """Direct and the gold-query probe per dataset and retriever, on the full test set (or its first ``limit``).
 
     A dataset's runs execute together, fact by fact, so the hybrid runs find each query's dense
@@ -77,14 +89,28 @@ def gap_rows(readiness: Mapping[tuple[str, str, str], Run]) -> list[dict[str, An
     """The readiness gap per retriever, the paper's BM25 rows after our BM25 ones."""
     rows = []
     for (name, retriever, method), run in readiness.items():
-        rows.append({"dataset": name, "retriever": retriever, "query": QUERY[method],
-                     "facts": len(run.summaries), **{m: run.metrics[m] for m in METRICS}})
+        rows.append(
+            {
+                "dataset": name,
+                "retriever": retriever,
+                "query": QUERY[method],
+                "facts": len(run.summaries),
+                **{m: run.metrics[m] for m in METRICS},
+            }
+        )
         if retriever == "bm25" and method == "oracle" and name in PAPER_BENCHMARK:  # a benchmark the paper ran
             benchmark = PAPER_BENCHMARK[name]
             for paper_method in QUERY:
                 paper = PAPER.get(benchmark, {}).get(paper_method, {})
-                rows.append({"dataset": name, "retriever": f"paper ({benchmark}), bm25", "query": QUERY[paper_method],
-                             "facts": paper.get("facts"), **{m: paper.get(m) for m in METRICS}})
+                rows.append(
+                    {
+                        "dataset": name,
+                        "retriever": f"paper ({benchmark}), bm25",
+                        "query": QUERY[paper_method],
+                        "facts": paper.get("facts"),
+                        **{m: paper.get(m) for m in METRICS},
+                    }
+                )
     return rows
 
 
@@ -97,13 +123,23 @@ def mean_of(group: Sequence[Run], metric: str, interval: Mapping) -> Estimate | 
 
 
 def method_rows(seeded: Mapping[tuple[str, str, str], Sequence[Run]], interval: Mapping) -> list[dict[str, Any]]:
-    return [{"dataset": name, "retriever": retriever, "method": method,
-             **{m: mean_of(group, m, interval) for m in ("recall@1", "recall@10", "recall@200", "mrr", "accuracy")}}
-            for (name, retriever, method), group in seeded.items()]
+    return [
+        {
+            "dataset": name,
+            "retriever": retriever,
+            "method": method,
+            **{m: mean_of(group, m, interval) for m in ("recall@1", "recall@10", "recall@200", "mrr", "accuracy")},
+        }
+        for (name, retriever, method), group in seeded.items()
+    ]
 
 
-def margins(seeded: Mapping[tuple[str, str, str], Sequence[Run]], datasets: Sequence[str],
-            retrievers: Sequence[str], interval: Mapping) -> tuple[dict, list[dict[str, Any]]]:
+def margins(
+    seeded: Mapping[tuple[str, str, str], Sequence[Run]],
+    datasets: Sequence[str],
+    retrievers: Sequence[str],
+    interval: Mapping,
+) -> tuple[dict, list[dict[str, Any]]]:
     """FHS minus one-pass structured per retriever (MRR, Acc.), paired per fact; the paper's margin beside it."""
     found, rows = {}, []
     for name in datasets:
@@ -119,21 +155,35 @@ def margins(seeded: Mapping[tuple[str, str, str], Sequence[Run]], datasets: Sequ
     return found, rows
 
 
-def swap_deltas(seeded: Mapping[tuple[str, str, str], Sequence[Run]], datasets: Sequence[str],
-                retrievers: Sequence[str], interval: Mapping) -> tuple[dict, list[dict[str, Any]]]:
+def swap_deltas(
+    seeded: Mapping[tuple[str, str, str], Sequence[Run]],
+    datasets: Sequence[str],
+    retrievers: Sequence[str],
+    interval: Mapping,
+) -> tuple[dict, list[dict[str, Any]]]:
     """Each method under dense / hybrid minus itself under BM25 (MRR, paired), the paper's delta beside it."""
     found, rows = {}, []
     for name in datasets:
         for method in LLM_ROWS:
             base = seeded[(name, "bm25", method)]
             for retriever in [r for r in retrievers if r != "bm25"]:
-                d = across_differences([paired_difference(a.summaries, b.summaries, "mrr", **interval)
-                                        for a, b in zip(seeded[(name, retriever, method)], base)])
+                d = across_differences(
+                    [
+                        paired_difference(a.summaries, b.summaries, "mrr", **interval)
+                        for a, b in zip(seeded[(name, retriever, method)], base)
+                    ]
+                )
                 found[(name, method, retriever)] = d
                 paper = SWAP_DELTA_MRR.get(method, {}).get(retriever)
-                rows.append({"dataset": name, "method": method, "swap": f"{retriever} − bm25", "Δ mrr": d,
-                             **({"paper Δ mrr": Estimate(*paper) if paper else None} if name in PAPER_BENCHMARK
-                                else {})})
+                rows.append(
+                    {
+                        "dataset": name,
+                        "method": method,
+                        "swap": f"{retriever} − bm25",
+                        "Δ mrr": d,
+                        **({"paper Δ mrr": Estimate(*paper) if paper else None} if name in PAPER_BENCHMARK else {}),
+                    }
+                )
     return found, rows
 
 
@@ -160,10 +210,20 @@ def readiness_figure(readiness, datasets: Sequence[str], retrievers: Sequence[st
     fig, axes = plt.subplots(1, len(datasets), figsize=(4.2 * len(datasets), 3.2), squeeze=False)
     for ax, name in zip(axes[0], datasets):
         x = np.arange(len(retrievers))
-        ax.bar(x - 0.2, [readiness[(name, r, "direct")].metrics["recall@1"] for r in retrievers], 0.4,
-               color=OURS_COLOR, label="raw fact")
-        ax.bar(x + 0.2, [readiness[(name, r, "oracle")].metrics["recall@1"] for r in retrievers], 0.4,
-               color=ORACLE_COLOR, label="gold-query probe")
+        ax.bar(
+            x - 0.2,
+            [readiness[(name, r, "direct")].metrics["recall@1"] for r in retrievers],
+            0.4,
+            color=OURS_COLOR,
+            label="raw fact",
+        )
+        ax.bar(
+            x + 0.2,
+            [readiness[(name, r, "oracle")].metrics["recall@1"] for r in retrievers],
+            0.4,
+            color=ORACLE_COLOR,
+            label="gold-query probe",
+        )
         ax.set_xticks(x, retrievers)
         ax.set_ylim(0, 1.05)
         ax.set_title(name)
@@ -186,12 +246,12 @@ def margin_figure(margins_found, datasets: Sequence[str], retrievers: Sequence[s
         x = np.arange(len(retrievers))
         marks = [margins_found[(name, r, "mrr")] for r in retrievers]
         est = np.array([m.value for m in marks])
-        spread = np.array([[m.value - m.low, m.high - m.value] if m.low is not None else [m.std or 0.0, m.std or 0.0]
-                           for m in marks]).T.clip(min=0.0)  # an interval equal to its mean but for the last bit
+        spread = np.array(
+            [[m.value - m.low, m.high - m.value] if m.low is not None else [m.std or 0.0, m.std or 0.0] for m in marks]
+        ).T.clip(min=0.0)  # an interval equal to its mean but for the last bit
         ax.errorbar(x - 0.1, est, yerr=spread, fmt="o", color=OURS_COLOR, capsize=3, label="ours")
         if name in PAPER_BENCHMARK:  # no paper mark beside a dataset the paper never ran
-            ax.plot(x + 0.1, [SWAP_FHS_MARGIN[r]["mrr"] for r in retrievers], "s", color=PAPER_COLOR,
-                    label="paper")
+            ax.plot(x + 0.1, [SWAP_FHS_MARGIN[r]["mrr"] for r in retrievers], "s", color=PAPER_COLOR, label="paper")
         ax.axhline(0, color=NEUTRAL_COLOR, lw=0.8)
         ax.set_xticks(x, retrievers)
         ax.set_title(name)

@@ -26,18 +26,29 @@ LEAD_STATS = ("gold_in_window", "dimensions_resolved")  # the window statistics 
 
 def panel_frame(panels: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> pd.DataFrame:
     """One row per dataset and group of a Table 15 panel (``panel_a`` or ``panel_b`` per dataset)."""
-    return pd.concat([pd.DataFrame([{"dataset": name, "group": group, **values} for group, values in panel.items()])
-                      for name, panel in panels.items()])
+    return pd.concat(
+        [
+            pd.DataFrame([{"dataset": name, "group": group, **values} for group, values in panel.items()])
+            for name, panel in panels.items()
+        ]
+    )
 
 
 def window_frame(stats: Mapping[str, Mapping[str, float]]) -> pd.DataFrame:
     """Appendix E.2's window statistics per dataset, with the paper's FinTagging row below when a dataset of the
     page stands for that benchmark (another dataset has no paper value to sit beside)."""
-    paper: list[dict[str, Any]] = [{"dataset": "paper (FinTagging)", "calls": VERIFIER["calls"],
-                                    "gold_in_window": VERIFIER["gold_in_window"],
-                                    "dimensions_resolved": VERIFIER["dimensions_resolved"]}]
-    return pd.DataFrame([{"dataset": name, **s} for name, s in stats.items()]
-                        + (paper if any(PAPER_BENCHMARK.get(name) == "fintagging" for name in stats) else []))
+    paper: list[dict[str, Any]] = [
+        {
+            "dataset": "paper (FinTagging)",
+            "calls": VERIFIER["calls"],
+            "gold_in_window": VERIFIER["gold_in_window"],
+            "dimensions_resolved": VERIFIER["dimensions_resolved"],
+        }
+    ]
+    return pd.DataFrame(
+        [{"dataset": name, **s} for name, s in stats.items()]
+        + (paper if any(PAPER_BENCHMARK.get(name) == "fintagging" for name in stats) else [])
+    )
 
 
 def lead_frame(stats: Mapping[str, Mapping[str, float]]) -> pd.DataFrame:
@@ -48,30 +59,41 @@ def lead_frame(stats: Mapping[str, Mapping[str, float]]) -> pd.DataFrame:
     frames = []
     for name, values in stats.items():
         paper = VERIFIER if PAPER_BENCHMARK.get(name) == "fintagging" else {}
-        frame = ours_vs_paper({key: values.get(key) for key in LEAD_STATS},
-                              {key: paper.get(key) for key in LEAD_STATS}, label="quantity")
+        frame = ours_vs_paper(
+            {key: values.get(key) for key in LEAD_STATS}, {key: paper.get(key) for key in LEAD_STATS}, label="quantity"
+        )
         frame.insert(0, "dataset", name)
         frame["verifier calls"] = values.get("calls")
         frames.append(frame)
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def abstain_rows(seeded: Mapping[str, Sequence[Run]], dims: Mapping[str, Sequence[str]],
-                 interval: Mapping, beta: float = 0.6) -> list[dict[str, Any]]:
+def abstain_rows(
+    seeded: Mapping[str, Sequence[Run]], dims: Mapping[str, Sequence[str]], interval: Mapping, beta: float = 0.6
+) -> list[dict[str, Any]]:
     """Each run re-scored under each abstain convention (zero model calls): R@1, MRR, Δ MRR against ``paper``."""
     rows, per_scoring = [], {}
     for name, group in seeded.items():
         for scoring in SCORINGS:
-            per_run = [[rescore(r, beta=beta, vbar=rescored_vbar(r, dims[name], scoring)) for r in run.records]
-                       for run in group]
+            per_run = [
+                [rescore(r, beta=beta, vbar=rescored_vbar(r, dims[name], scoring)) for r in run.records]
+                for run in group
+            ]
             per_scoring[(name, scoring)] = per_run
             values = [metrics(records) for records in per_run]
-            row = {"dataset": name, "scoring": scoring, "recall@1": across([v["recall@1"] for v in values]),
-                   "mrr": across([v["mrr"] for v in values])}
+            row = {
+                "dataset": name,
+                "scoring": scoring,
+                "recall@1": across([v["recall@1"] for v in values]),
+                "mrr": across([v["mrr"] for v in values]),
+            }
             if scoring != "paper":
                 row["Δ MRR vs paper"] = across_differences(
-                    [paired_difference(records, base, "mrr", **interval)
-                     for records, base in zip(per_run, per_scoring[(name, "paper")])])
+                    [
+                        paired_difference(records, base, "mrr", **interval)
+                        for records, base in zip(per_run, per_scoring[(name, "paper")])
+                    ]
+                )
             rows.append(row)
     return rows
 
@@ -81,9 +103,14 @@ def arms_frame(with_verifier: Sequence[Run], without: Sequence[Run]) -> list[dic
     rows = []
     for label, group in (("FHS", with_verifier), ("− verifier (β = 0)", without)):
         accuracy = [run.metrics.get("accuracy") for run in group]
-        rows.append({"arm": label, "recall@1": across([run.metrics["recall@1"] for run in group]),
-                     "mrr": across([run.metrics["mrr"] for run in group]),
-                     "accuracy": across_reported(accuracy)})
+        rows.append(
+            {
+                "arm": label,
+                "recall@1": across([run.metrics["recall@1"] for run in group]),
+                "mrr": across([run.metrics["mrr"] for run in group]),
+                "accuracy": across_reported(accuracy),
+            }
+        )
     return rows
 
 
@@ -91,8 +118,10 @@ def verifier_metrics(stats, panels_a, panels_b, abstain, arms) -> dict[str, floa
     """What chapter 04's closing check compares (values the page could not compute are left out)."""
     checked: dict[str, Any] = {}
     if arms:
-        checked = {"codiesp/no_verifier/mrr": arms[1]["mrr"].value,
-                   "codiesp/no_verifier/accuracy": arms[1]["accuracy"].value if arms[1]["accuracy"] else None}
+        checked = {
+            "codiesp/no_verifier/mrr": arms[1]["mrr"].value,
+            "codiesp/no_verifier/accuracy": arms[1]["accuracy"].value if arms[1]["accuracy"] else None,
+        }
     for name in stats:
         checked[f"{name}/verifier/calls"] = stats[name]["calls"]
         checked[f"{name}/verifier/gold_in_window"] = stats[name]["gold_in_window"]

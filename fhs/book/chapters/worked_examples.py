@@ -35,16 +35,18 @@ def hypothesis(**values: str) -> Hypothesis:
 
 def reply(entries: Mapping[str, Mapping[str, str]]) -> str:
     """A verifier reply ``{"verdicts": [{"id": ..., DIM: label}]}``; unnamed dimensions 'unresolved'."""
-    return json.dumps({"verdicts": [{"id": cid, **{d: labels.get(d, "unresolved") for d in DIMS}}
-                                    for cid, labels in entries.items()]})
+    return json.dumps(
+        {"verdicts": [{"id": cid, **{d: labels.get(d, "unresolved") for d in DIMS}} for cid, labels in entries.items()]}
+    )
 
 
 def pool_of(ids_and_scores: Sequence[tuple[str, float]]) -> FusedPool:
     """A fused pool whose S~ are the given scores, each candidate from one ranking."""
     ids = tuple(cid for cid, _ in ids_and_scores)
     scores = tuple(s for _, s in ids_and_scores)
-    return FusedPool(ids=ids, scores=scores, normalized=scores,
-                     contributions=tuple(((0, i + 1),) for i in range(len(ids))))
+    return FusedPool(
+        ids=ids, scores=scores, normalized=scores, contributions=tuple(((0, i + 1),) for i in range(len(ids)))
+    )
 
 
 @dataclass(frozen=True)
@@ -90,8 +92,15 @@ def score_example(example: WorkedExample, scoring: str = "paper", beta: float = 
     parsed = [parse_verdicts(text, ids, DIMS) for text in example.replies]
     filled = [fill_support(support(v, h, scoring), ids) for v, h in zip(parsed, example.hypotheses)]
     vbar = consensus(filled, ids)
-    return Scored(example, scoring, tuple({cid: v.to_dict() for cid, v in p.items()} for p in parsed),
-                  tuple(filled), vbar, final_scores(example.pool, vbar, beta), beta)
+    return Scored(
+        example,
+        scoring,
+        tuple({cid: v.to_dict() for cid, v in p.items()} for p in parsed),
+        tuple(filled),
+        vbar,
+        final_scores(example.pool, vbar, beta),
+        beta,
+    )
 
 
 # ---- worked example 1: the RSU rollforward (Appendix G, Tables 21-22) ---------------------------
@@ -103,21 +112,36 @@ RSU_LEAD = lookup("appendix-g/rsu/lead")  # the options concept's S~ lead over t
 
 
 def rsu_example() -> WorkedExample:
-    h1 = hypothesis(FAMILY="Share-Based Compensation", ROLE="Nonvested Shares", EVENT="Outstanding nonvested awards",
-                    QUALIFIER="Number of shares", TEMPORAL="End of period")
-    h2 = hypothesis(FAMILY="Equity", ROLE="Share-based compensation", EVENT="Nonvested awards",
-                    TEMPORAL="As of December 31, 2023")
+    h1 = hypothesis(
+        FAMILY="Share-Based Compensation",
+        ROLE="Nonvested Shares",
+        EVENT="Outstanding nonvested awards",
+        QUALIFIER="Number of shares",
+        TEMPORAL="End of period",
+    )
+    h2 = hypothesis(
+        FAMILY="Equity", ROLE="Share-based compensation", EVENT="Nonvested awards", TEMPORAL="As of December 31, 2023"
+    )
     support_4 = {d: "support" for d in ("FAMILY", "ROLE", "EVENT", "TEMPORAL")}
     failing = {d: {**support_4, "ROLE": "contradict", "TEMPORAL": "contradict"} for d in RSU_BETWEEN}
     # Under h1 the verifier supports the gold on Family, Role, Event, Temporal and abstains on the other
     # two; the options concept gets the same verdicts except Role. Under h2 both get full support.
     r1 = {RSU_GOLD: support_4, RSU_OPTIONS: {**support_4, "ROLE": "contradict"}, **failing}
     r2 = {RSU_GOLD: support_4, RSU_OPTIONS: support_4, **failing}
-    fused = [(RSU_OPTIONS, 1.0)] + [(d, 1.0 - 0.01 * (i + 1)) for i, d in enumerate(RSU_BETWEEN)] \
+    fused = (
+        [(RSU_OPTIONS, 1.0)]
+        + [(d, 1.0 - 0.01 * (i + 1)) for i, d in enumerate(RSU_BETWEEN)]
         + [(RSU_GOLD, 1.0 - RSU_LEAD)]
-    return WorkedExample("RSU rollforward (table)",
-                         "1,229,202 nonvested restricted stock units at December 31, 2023 (a rollforward table cell)",
-                         (h1, h2), (reply(r1), reply(r2)), pool_of(fused), RSU_GOLD, RSU_OPTIONS)
+    )
+    return WorkedExample(
+        "RSU rollforward (table)",
+        "1,229,202 nonvested restricted stock units at December 31, 2023 (a rollforward table cell)",
+        (h1, h2),
+        (reply(r1), reply(r2)),
+        pool_of(fused),
+        RSU_GOLD,
+        RSU_OPTIONS,
+    )
 
 
 # ---- worked example 2: the securitization facility (Appendix G, Tables 23-24) --------------------
@@ -134,14 +158,28 @@ def securitization_example() -> WorkedExample:
     h2 = hypothesis(FAMILY="Liabilities", ROLE="Debt")
     capacity = (SEC_MAX_CAP, SEC_REMAINING, SEC_CURRENT)
     r1 = {c: {"EVENT": "contradict"} for c in capacity + SEC_FACILITY}
-    r2 = {**{c: {"FAMILY": "support", "ROLE": "support"} for c in capacity},
-          **{c: {"FAMILY": "contradict", "ROLE": "contradict"} for c in SEC_FACILITY}}
+    r2 = {
+        **{c: {"FAMILY": "support", "ROLE": "support"} for c in capacity},
+        **{c: {"FAMILY": "contradict", "ROLE": "contradict"} for c in SEC_FACILITY},
+    }
     # The two groups interleave; within the capacity group maximum > remaining > current.
-    fused = [(SEC_FACILITY[0], 1.0), (SEC_MAX_CAP, 0.95), (SEC_FACILITY[1], 0.9), (SEC_REMAINING, 0.85),
-             (SEC_FACILITY[2], 0.8), (SEC_CURRENT, 0.75)]
-    return WorkedExample("Securitization facility (text)",
-                         "a sentence on an amended securitization facility whose commitments rose to a new maximum",
-                         (h1, h2), (reply(r1), reply(r2)), pool_of(fused), SEC_MAX_CAP, SEC_FACILITY[0])
+    fused = [
+        (SEC_FACILITY[0], 1.0),
+        (SEC_MAX_CAP, 0.95),
+        (SEC_FACILITY[1], 0.9),
+        (SEC_REMAINING, 0.85),
+        (SEC_FACILITY[2], 0.8),
+        (SEC_CURRENT, 0.75),
+    ]
+    return WorkedExample(
+        "Securitization facility (text)",
+        "a sentence on an amended securitization facility whose commitments rose to a new maximum",
+        (h1, h2),
+        (reply(r1), reply(r2)),
+        pool_of(fused),
+        SEC_MAX_CAP,
+        SEC_FACILITY[0],
+    )
 
 
 def examples() -> list[WorkedExample]:

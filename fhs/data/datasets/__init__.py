@@ -51,16 +51,40 @@ class DatasetSpec:
 DATASETS: dict[str, DatasetSpec] = {
     spec.name: spec
     for spec in (
-        DatasetSpec("fincl", "fhs.data.datasets.fincl", "load", "us-gaap-2024",
-                    "FinTagging FinCL eval subset: 500 located facts (tables and text)", expected_facts=500),
-        DatasetSpec("ixbrl", "fhs.data.datasets.ixbrl", "load_test", "us-gaap-2024",
-                    "SEC inline-XBRL filings tagged with us-gaap 2024/2025 (test)", dev="ixbrl-dev"),
-        DatasetSpec("ixbrl-dev", "fhs.data.datasets.ixbrl", "load_dev", "us-gaap-2024",
-                    "SEC inline-XBRL filings tagged with us-gaap 2023 (development)"),
+        DatasetSpec(
+            "fincl",
+            "fhs.data.datasets.fincl",
+            "load",
+            "us-gaap-2024",
+            "FinTagging FinCL eval subset: 500 located facts (tables and text)",
+            expected_facts=500,
+        ),
+        DatasetSpec(
+            "ixbrl",
+            "fhs.data.datasets.ixbrl",
+            "load_test",
+            "us-gaap-2024",
+            "SEC inline-XBRL filings tagged with us-gaap 2024/2025 (test)",
+            dev="ixbrl-dev",
+        ),
+        DatasetSpec(
+            "ixbrl-dev",
+            "fhs.data.datasets.ixbrl",
+            "load_dev",
+            "us-gaap-2024",
+            "SEC inline-XBRL filings tagged with us-gaap 2023 (development)",
+        ),
         # CodiEsp rescored the BM25 top 200 x 10 with Eq. 6 rather than the whole index (the authors' setting)
-        DatasetSpec("codiesp", "fhs.data.datasets.codiesp", "load", "icd-10-cm",
-                    "CodiEsp-D test split: diagnosis mentions relocated into the English text",
-                    oracle_with_id=True, domain="icd-10-cm", retrieval=(("pool_multiplier", 10),)),
+        DatasetSpec(
+            "codiesp",
+            "fhs.data.datasets.codiesp",
+            "load",
+            "icd-10-cm",
+            "CodiEsp-D test split: diagnosis mentions relocated into the English text",
+            oracle_with_id=True,
+            domain="icd-10-cm",
+            retrieval=(("pool_multiplier", 10),),
+        ),
     )
 }
 

@@ -92,8 +92,9 @@ def _parse_offsets(text: str, path: Path, line: int) -> tuple[tuple[int, int], .
     for part in text.split(";"):
         pieces = part.split()
         if len(pieces) != 2 or not all(piece.isdigit() for piece in pieces):
-            raise InputError(f"expected 'start end' pairs separated by ';', got {text!r}",
-                             path=path, line=line, field="offsets")
+            raise InputError(
+                f"expected 'start end' pairs separated by ';', got {text!r}", path=path, line=line, field="offsets"
+            )
         start, end = int(pieces[0]), int(pieces[1])
         if end < start:
             raise InputError(f"span {start} {end} ends before it starts", path=path, line=line, field="offsets")
@@ -108,8 +109,7 @@ def read_mentions(path: str | Path) -> list[Mention]:
     """Every row of a CodiEsp-X file, checked; errors name the file, line and field."""
     path = Path(path)
     if not path.is_file():
-        raise InputError("no such CodiEsp annotation file", path=path,
-                         fix=SOURCES["codiesp"].how_to_get)
+        raise InputError("no such CodiEsp annotation file", path=path, fix=SOURCES["codiesp"].how_to_get)
     mentions: list[Mention] = []
     with path.open(encoding="utf-8") as handle:
         for number, raw in enumerate(handle, start=1):
@@ -118,9 +118,13 @@ def read_mentions(path: str | Path) -> list[Mention]:
                 continue
             parts = text.split("\t")
             if len(parts) != len(_FIELDS):
-                raise InputError(f"expected {len(_FIELDS)} tab-separated fields, got {len(parts)}",
-                                 path=path, line=number, field=_FIELDS[min(len(parts), len(_FIELDS) - 1)],
-                                 fix=f"columns are {', '.join(_FIELDS)}")
+                raise InputError(
+                    f"expected {len(_FIELDS)} tab-separated fields, got {len(parts)}",
+                    path=path,
+                    line=number,
+                    field=_FIELDS[min(len(parts), len(_FIELDS) - 1)],
+                    fix=f"columns are {', '.join(_FIELDS)}",
+                )
             document_id, label, code, reference, offsets = (part.strip() for part in parts)
             if not document_id:
                 raise InputError("empty document id", path=path, line=number, field="articleID")
@@ -132,8 +136,9 @@ def read_mentions(path: str | Path) -> list[Mention]:
                 try:
                     normalized = normalize_code(code)
                 except (InputError, ValueError) as error:
-                    raise InputError(f"not an ICD-10 diagnosis code: {code!r}", path=path, line=number,
-                                     field="code") from error
+                    raise InputError(
+                        f"not an ICD-10 diagnosis code: {code!r}", path=path, line=number, field="code"
+                    ) from error
             else:  # procedure (ICD-10-PCS) codes are kept as written, upper-cased
                 normalized = code.upper()
             if not reference:
@@ -168,15 +173,22 @@ def codiesp_dir(data_dir: str | os.PathLike, split: str) -> Path:
     folder = root / split
     missing = [name for name in (f"{split}X.tsv", "text_files", "text_files_en") if not (folder / name).exists()]
     if missing:
-        raise InputError(f"missing {', '.join(missing)} from {SOURCES['codiesp'].origin}", path=folder,
-                         fix=SOURCES["codiesp"].how_to_get)
+        raise InputError(
+            f"missing {', '.join(missing)} from {SOURCES['codiesp'].origin}",
+            path=folder,
+            fix=SOURCES["codiesp"].how_to_get,
+        )
     return folder
 
 
 def _read_text(path: Path) -> str:
     if not path.is_file():
-        raise InputError("no such text file", path=path, fix="the text_files/ and text_files_en/ folders must hold "
-                         "one <articleID>.txt per document named in the .tsv")
+        raise InputError(
+            "no such text file",
+            path=path,
+            fix="the text_files/ and text_files_en/ folders must hold "
+            "one <articleID>.txt per document named in the .tsv",
+        )
     return path.read_text(encoding="utf-8")
 
 
@@ -211,8 +223,11 @@ def load_split(
     folder = codiesp_dir(data_dir, split)
     relocator = relocator or DeterministicRelocator()
     tsv = folder / f"{split}X.tsv"
-    rows = [mention for mention in read_mentions(tsv) if mention.label == chosen.label
-            and (documents is None or mention.document_id in documents)]
+    rows = [
+        mention
+        for mention in read_mentions(tsv)
+        if mention.label == chosen.label and (documents is None or mention.document_id in documents)
+    ]
     kept: list[Mention] = []
     seen: set[tuple[str, str, str]] = set()
     for mention in rows:
@@ -231,8 +246,7 @@ def load_split(
     else:
         cache_path = Path(cache)
     # the documents' alignments, beside the relocations (one file for every track and relocator)
-    alignments = AlignmentStore(None if cache_path is None else
-                                cache_path.parent / f"alignments-codiesp-{split}.json")
+    alignments = AlignmentStore(None if cache_path is None else cache_path.parent / f"alignments-codiesp-{split}.json")
     aligned: dict[str, AlignedDocument] = {}
     tasks: list[RelocationTask] = []
     located: list[PieceMention] = []
@@ -288,8 +302,15 @@ def _gold_match(track: Track, code: str) -> str:
     return "prefix" if track.code_length is not None and len(code) < track.code_length else "exact"
 
 
-def _fact(split: str, track: Track, mention: Mention, task: RelocationTask, relocation: Relocation,
-          document: AlignedDocument, repeat: int) -> Fact:
+def _fact(
+    split: str,
+    track: Track,
+    mention: Mention,
+    task: RelocationTask,
+    relocation: Relocation,
+    document: AlignedDocument,
+    repeat: int,
+) -> Fact:
     # The id names the document and the Spanish offsets, never the code; a second code on
     # the same mention gets a running number.
     offsets = mention.offsets.replace(" ", "-").replace(";", "+")
@@ -394,11 +415,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--align", default="dp", choices=ALIGN_METHODS)
     parser.add_argument("--no-cache", action="store_true")
     parser.add_argument("--track", default="diagnosis", choices=list(TRACKS))
-    parser.add_argument("--pieces", action="store_true",
-                        help="retry discontinuous mentions piece by piece (fhs/data/relocate/pieces.py)")
+    parser.add_argument(
+        "--pieces",
+        action="store_true",
+        help="retry discontinuous mentions piece by piece (fhs/data/relocate/pieces.py)",
+    )
     parser.add_argument("--max-cover-words", type=int, default=MAX_COVER_WORDS)
-    parser.add_argument("--lexicon", default=None,
-                        help="extra 'spanish: english ...' words for the relocator (fhs/data/relocate/user_lexicon.py)")
+    parser.add_argument(
+        "--lexicon",
+        default=None,
+        help="extra 'spanish: english ...' words for the relocator (fhs/data/relocate/user_lexicon.py)",
+    )
     parser.add_argument("--taxonomy", default=None, help="concept file: keep only facts whose gold it holds")
     parser.add_argument("--keep", default="exact", choices=KEEP, help="facts written by --out")
     parser.add_argument("--out", default=None, help="write the facts here (JSONL)")
@@ -406,17 +433,28 @@ def main(argv: list[str] | None = None) -> None:
     try:
         root = resolve_data_dir(args.data)
         taxonomy = load_taxonomy_file(args.taxonomy) if args.taxonomy else None
-        result = load_split(root, taxonomy, args.split, DeterministicRelocator(extra_lexicon=args.lexicon),
-                            align=AlignConfig(method=args.align), cache=not args.no_cache, track=args.track,
-                            pieces=args.pieces, max_cover_words=args.max_cover_words)
+        result = load_split(
+            root,
+            taxonomy,
+            args.split,
+            DeterministicRelocator(extra_lexicon=args.lexicon),
+            align=AlignConfig(method=args.align),
+            cache=not args.no_cache,
+            track=args.track,
+            pieces=args.pieces,
+            max_cover_words=args.max_cover_words,
+        )
     except InputError as error:
         raise SystemExit(f"error: {error}") from None
     if args.out:
         write_facts(result.facts if args.keep == "exact" else result.all_facts, args.out)
     statuses = Counter(fact.metadata["relocation_status"] for fact in result.all_facts)
-    report = dict(result.stats, statuses=dict(statuses),
-                  exact_rate=round(len(result.facts) / max(1, len(result.all_facts)), 4),
-                  sentence_count_match=alignment_summary(root, args.split))
+    report = dict(
+        result.stats,
+        statuses=dict(statuses),
+        exact_rate=round(len(result.facts) / max(1, len(result.all_facts)), 4),
+        sentence_count_match=alignment_summary(root, args.split),
+    )
     print(json.dumps(report, indent=2))
 
 

@@ -78,12 +78,14 @@ def read_rows(path: str | Path) -> list[FinclRow]:
         try:
             header = next(reader)
         except StopIteration:
-            raise InputError("empty file", path=path, line=1,
-                             fix=f"expected the columns {', '.join(COLUMNS)}") from None
+            raise InputError(
+                "empty file", path=path, line=1, fix=f"expected the columns {', '.join(COLUMNS)}"
+            ) from None
         missing = [name for name in COLUMNS if name not in header]
         if missing:
-            raise InputError("missing column", path=path, line=1, field=missing[0],
-                             fix=f"expected the columns {', '.join(COLUMNS)}")
+            raise InputError(
+                "missing column", path=path, line=1, field=missing[0], fix=f"expected the columns {', '.join(COLUMNS)}"
+            )
         position = {name: header.index(name) for name in COLUMNS}
         start = reader.line_num + 1
         while True:
@@ -99,22 +101,33 @@ def read_rows(path: str | Path) -> list[FinclRow]:
     return rows
 
 
-def _check(record: list[str], header: list[str], position: dict[str, int], index: int, line: int,
-           path: Path) -> FinclRow:
+def _check(
+    record: list[str], header: list[str], position: dict[str, int], index: int, line: int, path: Path
+) -> FinclRow:
     if len(record) != len(header):
         field = header[len(record)] if len(record) < len(header) else None
-        raise InputError(f"expected {len(header)} fields, got {len(record)}", path=path, line=line, field=field,
-                         fix="quote fields that hold commas or newlines")
+        raise InputError(
+            f"expected {len(header)} fields, got {len(record)}",
+            path=path,
+            line=line,
+            field=field,
+            fix="quote fields that hold commas or newlines",
+        )
     values = {name: record[position[name]] for name in COLUMNS}
     for name in ("context", "entity", "entity_type", "answer"):
         if not values[name].strip():
             raise InputError("empty value", path=path, line=line, field=name)
     if values["category"] not in CATEGORIES:
-        raise InputError(f"expected one of {CATEGORIES}, got {values['category']!r}", path=path, line=line,
-                         field="category")
+        raise InputError(
+            f"expected one of {CATEGORIES}, got {values['category']!r}", path=path, line=line, field="category"
+        )
     if not _GOLD.fullmatch(values["answer"].strip()):
-        raise InputError(f"expected a prefixed concept such as us-gaap:Assets, got {values['answer']!r}",
-                         path=path, line=line, field="answer")
+        raise InputError(
+            f"expected a prefixed concept such as us-gaap:Assets, got {values['answer']!r}",
+            path=path,
+            line=line,
+            field="answer",
+        )
     return FinclRow(index=index, line=line, **values)
 
 
@@ -217,19 +230,21 @@ def facts_from_rows(rows: Iterable[FinclRow], taxonomy=None) -> list[Fact]:
         if taxonomy is not None:
             metadata["gold_in_inventory"] = concept is not None
             metadata["taxonomy_datatype"] = concept.datatype if concept is not None else ""
-        facts.append(Fact(
-            id=f"fincl-{row.index:04d}",
-            context_id=context_id(row.context),
-            modality=row.category,
-            value=row.entity.strip(),
-            datatype=row.entity_type.strip(),
-            context=text,
-            gold=(gold,),
-            row_header=where.row_header,
-            column_header=where.column_header,
-            sentence=where.sentence,
-            metadata=metadata,
-        ))
+        facts.append(
+            Fact(
+                id=f"fincl-{row.index:04d}",
+                context_id=context_id(row.context),
+                modality=row.category,
+                value=row.entity.strip(),
+                datatype=row.entity_type.strip(),
+                context=text,
+                gold=(gold,),
+                row_header=where.row_header,
+                column_header=where.column_header,
+                sentence=where.sentence,
+                metadata=metadata,
+            )
+        )
     return facts
 
 

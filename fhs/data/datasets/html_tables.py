@@ -50,6 +50,7 @@ _CLOSERS = re.compile(r"[)%\]]+")
 
 # --- grid ----------------------------------------------------------------------------------
 
+
 def cell_kind(text: str) -> str:
     """``empty``, ``symbol`` ($, %, parentheses), ``period`` (a bare year), ``value`` or ``label``.
 
@@ -130,9 +131,12 @@ class GridTooLarge(InputError):
     """A table whose expanded grid would pass the cell limit (:class:`fhs.core.untrusted.ReadLimits`)."""
 
     def __init__(self, limit: int, line: int | None = None) -> None:
-        super().__init__(f"a table expands to more than {limit:,} cells once colspan and rowspan are applied, "
-                         f"the limit on one table", line=line,
-                         fix="a table this large is not one table of a report; split it, or check its spans")
+        super().__init__(
+            f"a table expands to more than {limit:,} cells once colspan and rowspan are applied, "
+            f"the limit on one table",
+            line=line,
+            fix="a table this large is not one table of a report; split it, or check its spans",
+        )
 
 
 _UNIT_PT = {"pt": 1.0, "px": 0.75, "em": 10.0, "rem": 10.0, "in": 72.0, "cm": 28.35, "mm": 2.835, "": 0.75}
@@ -270,6 +274,7 @@ def _classify_rows(rows: list[list[GridCell]]) -> tuple[list[str], int]:
 
 
 # --- headers -------------------------------------------------------------------------------
+
 
 def row_label(grid: TableGrid, cell: GridCell) -> GridCell | None:
     """The nearest label cell left of ``cell`` in its row."""
@@ -412,6 +417,7 @@ def column_header(grid: TableGrid, cell: GridCell, pieces: int = COLUMN_PIECES) 
 
 
 # --- finding and rendering -----------------------------------------------------------------
+
 
 def find_value_cells(grid: TableGrid, value: str) -> list[GridCell]:
     """Cells outside header rows that display exactly ``value``, in reading order."""

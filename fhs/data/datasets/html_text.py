@@ -29,11 +29,43 @@ IX_NAMESPACE_PREFIX = "http://www.xbrl.org/"
 # Elements whose content is never shown.
 SKIPPED = frozenset({"script", "style", "head", "title", "meta", "link", "noscript", "template"})
 # Elements that start a new line.
-BLOCKS = frozenset({
-    "p", "div", "li", "ul", "ol", "h1", "h2", "h3", "h4", "h5", "h6", "section", "article",
-    "blockquote", "center", "dd", "dt", "dl", "hr", "pre", "address", "header", "footer",
-    "table", "tr", "caption", "body", "html", "form", "figure", "figcaption", "nav", "main",
-})
+BLOCKS = frozenset(
+    {
+        "p",
+        "div",
+        "li",
+        "ul",
+        "ol",
+        "h1",
+        "h2",
+        "h3",
+        "h4",
+        "h5",
+        "h6",
+        "section",
+        "article",
+        "blockquote",
+        "center",
+        "dd",
+        "dt",
+        "dl",
+        "hr",
+        "pre",
+        "address",
+        "header",
+        "footer",
+        "table",
+        "tr",
+        "caption",
+        "body",
+        "html",
+        "form",
+        "figure",
+        "figcaption",
+        "nav",
+        "main",
+    }
+)
 
 _NONE, _SPACE, _NEWLINE = 0, 1, 2
 
@@ -67,8 +99,10 @@ def too_deep(parser) -> tuple[str, int | None] | None:
         if entry.type_name == "ERR_RESOURCE_LIMIT":
             depth = re.search(r"depth in document: (\d+)", entry.message)
             limit = f" of {depth.group(1)} levels" if depth else ""
-            return (f"elements nest deeper than the parser's limit{limit}, so what lies deeper would be lost",
-                    entry.line)
+            return (
+                f"elements nest deeper than the parser's limit{limit}, so what lies deeper would be lost",
+                entry.line,
+            )
     return None
 
 
@@ -179,8 +213,9 @@ def _walk(root, out: TextBuilder, marks: Collection, offsets: dict, render_table
                 stack.append(("open", child))
 
 
-def text_with_offsets(element, marks: Collection = (), *,
-                      render_table: TableRenderer | None = None) -> tuple[str, dict]:
+def text_with_offsets(
+    element, marks: Collection = (), *, render_table: TableRenderer | None = None
+) -> tuple[str, dict]:
     """Visible text of ``element`` and the offset in it where each marked element starts.
 
     A nested ``<table>`` is rendered by ``render_table`` when one is given (the
@@ -203,10 +238,12 @@ def inline_text(element) -> str:
 
 # --- sentences -----------------------------------------------------------------------------
 
-_ABBREVIATIONS = frozenset("""
+_ABBREVIATIONS = frozenset(
+    """
     u.s u.k inc corp co ltd llc l.p lp n.a s.a no nos mr mrs ms dr jr sr st vs e.g i.e etc approx
     jan feb mar apr jun jul aug sep sept oct nov dec fig figs dept est
-""".split())
+""".split()
+)
 _BOUNDARY = re.compile(r"[.!?][\"'”’)\]]*\s+(?=[\"'“‘(\[]?[A-Z0-9$])|\n+")
 
 
@@ -225,7 +262,7 @@ def sentence_spans(text: str) -> list[Span]:
     start = 0
     for match in _BOUNDARY.finditer(text):
         if match.group().startswith("."):
-            word = re.search(r"([A-Za-z.]+)$", text[start:match.start()])
+            word = re.search(r"([A-Za-z.]+)$", text[start : match.start()])
             token = (word.group(1) if word else "").lower().strip(".")
             if token in _ABBREVIATIONS or (len(token) == 1 and token.isalpha()):
                 continue
@@ -243,6 +280,5 @@ def sentence_at(text: str, offset: int) -> str:
     spans = sentence_spans(text)
     for span in spans:
         if offset < span.end:
-            return text[span.start:span.end].strip()
-    return text[spans[-1].start:spans[-1].end].strip() if spans else ""
-
+            return text[span.start : span.end].strip()
+    return text[spans[-1].start : spans[-1].end].strip() if spans else ""

@@ -76,11 +76,16 @@ _TEXT_BLOCKS = frozenset({"p", "div", "li", "h1", "h2", "h3", "h4", "h5", "h6", 
 
 # --- numbers -------------------------------------------------------------------------------
 
-_SMALL = {word: n for n, word in enumerate(
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
-    "sixteen seventeen eighteen nineteen".split())}
-_TENS = {word: 10 * n for n, word in enumerate("_ _ twenty thirty forty fifty sixty seventy eighty ninety".split())
-         if n > 1}
+_SMALL = {
+    word: n
+    for n, word in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
+        "sixteen seventeen eighteen nineteen".split()
+    )
+}
+_TENS = {
+    word: 10 * n for n, word in enumerate("_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()) if n > 1
+}
 _MULTIPLIERS = {"hundred": 100, "thousand": 1_000, "million": 1_000_000, "billion": 1_000_000_000}
 
 
@@ -150,12 +155,15 @@ def _decimal(text: str) -> Decimal | None:
 
 # --- units and datatypes -------------------------------------------------------------------
 
+
 def read_units(root) -> dict[str, str]:
     """``unit id -> measure`` (``iso4217:USD``, ``xbrli:shares``, ``iso4217:USD/xbrli:shares``)."""
     units: dict[str, str] = {}
     for unit in root.iter(f"{{{XBRLI}}}unit"):
+
         def measures(parent) -> str:
             return "*".join((m.text or "").strip() for m in parent.iter(f"{{{XBRLI}}}measure"))
+
         divide = unit.find(f"{{{XBRLI}}}divide")
         if divide is not None:
             numerator = divide.find(f"{{{XBRLI}}}unitNumerator")
@@ -168,8 +176,10 @@ def read_units(root) -> dict[str, str]:
 
 def datatype_from_unit(measure: str, percent_shown: bool = False) -> str:
     """A datatype guess for a concept the taxonomy lacks, from the fact's unit."""
+
     def local(m: str) -> str:
         return m.rsplit(":", 1)[-1].lower()
+
     if "/" in measure:
         numerator, denominator = measure.split("/", 1)
         if numerator.startswith("iso4217:") and local(denominator) == "shares":
@@ -186,16 +196,17 @@ def datatype_from_unit(measure: str, percent_shown: bool = False) -> str:
 
 # --- extraction ----------------------------------------------------------------------------
 
+
 @dataclass
 class ExtractStats:
     """Counts that let a test reconcile a filing with an independent tally (MANIFEST.tsv)."""
 
     us_gaap_elements: int = 0  # = hidden + undisplayed + empty + facts + merged
-    hidden: int = 0            # inside ix:header (ix:hidden)
-    undisplayed: int = 0       # inside a display:none box of the body
-    empty: int = 0             # nothing displayed (xsi:nil)
+    hidden: int = 0  # inside ix:header (ix:hidden)
+    undisplayed: int = 0  # inside a display:none box of the body
+    empty: int = 0  # nothing displayed (xsi:nil)
     facts: int = 0
-    merged: int = 0            # nested elements folded into an enclosing fact
+    merged: int = 0  # nested elements folded into an enclosing fact
 
 
 def parse_document(data: bytes):
@@ -278,9 +289,12 @@ def extract_facts(root, stem: str, limits: ReadLimits = LIMITS) -> tuple[list[Fa
         try:
             number = ix_number(displayed, element.get("format"), element.get("scale"), element.get("sign"))
         except ValueError as error:
-            raise InputError(str(error), line=element.sourceline,
-                             field=f"scale of ix:nonFraction {element.get('id') or names[0]}",
-                             fix="inline XBRL scales are powers of ten such as 3 (thousands) or 6 (millions)") from None
+            raise InputError(
+                str(error),
+                line=element.sourceline,
+                field=f"scale of ix:nonFraction {element.get('id') or names[0]}",
+                fix="inline XBRL scales are powers of ten such as 3 (thousands) or 6 (millions)",
+            ) from None
         record = {
             "id": f"{stem}:{element.get('id') or 'n' + str(stats.facts)}",
             "value": displayed,
@@ -318,8 +332,7 @@ def extract_facts(root, stem: str, limits: ReadLimits = LIMITS) -> tuple[list[Fa
             if block is None:
                 block = element.getparent()
             if block_index is None:
-                block_index = {el: i for i, el in enumerate(
-                    el for el in root.iter() if local_name(el) in _TEXT_BLOCKS)}
+                block_index = {el: i for i, el in enumerate(el for el in root.iter() if local_name(el) in _TEXT_BLOCKS)}
             record["modality"] = "text"
             record["context_id"] = f"{stem}#p{block_index.setdefault(block, len(block_index))}"
             pending_text.setdefault(block, []).append((element, record))
@@ -356,6 +369,7 @@ def filing_stem(path: Path) -> str:
 
 # --- cache ---------------------------------------------------------------------------------
 
+
 def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
     """``cache_dir``, else ``$FHS_CACHE``, else ``~/.cache/fhs``."""
     return files.cache_dir(root=cache_dir)
@@ -373,8 +387,10 @@ def _write_cache(path: Path, facts: list[Fact], stats: ExtractStats, digest: str
         for fact in facts:
             if fact.context_id not in contexts:
                 contexts[fact.context_id] = fact.context
-                handle.write(json.dumps({"kind": "context", "id": fact.context_id, "text": fact.context},
-                                        ensure_ascii=False) + "\n")
+                handle.write(
+                    json.dumps({"kind": "context", "id": fact.context_id, "text": fact.context}, ensure_ascii=False)
+                    + "\n"
+                )
             record = fact.to_dict()
             del record["context"]
             handle.write(json.dumps({"kind": "fact", **record}, ensure_ascii=False) + "\n")
@@ -401,9 +417,13 @@ def _read_cache(path: Path) -> tuple[list[Fact], ExtractStats] | None:
         return None  # unreadable or stale: parse again
 
 
-def extract_filing(path: str | Path, cache_dir: str | os.PathLike | None = None,
-                   use_cache: bool = True, stem: str | None = None,
-                   limits: ReadLimits = LIMITS) -> tuple[list[Fact], ExtractStats]:
+def extract_filing(
+    path: str | Path,
+    cache_dir: str | os.PathLike | None = None,
+    use_cache: bool = True,
+    stem: str | None = None,
+    limits: ReadLimits = LIMITS,
+) -> tuple[list[Fact], ExtractStats]:
     """The taxonomy-free facts of one filing (``.htm`` or ``.htm.gz``), from the cache when possible.
 
     ``stem`` names the filing in fact and context ids (default: the file name without its suffixes).
@@ -414,8 +434,11 @@ def extract_filing(path: str | Path, cache_dir: str | os.PathLike | None = None,
         raise InputError("no such inline-XBRL file", path=path, fix="pass an .htm or .htm.gz filing")
     limit = limits.filing_bytes
     if path.stat().st_size > limit:
-        raise InputError(f"is larger than {size_text(limit)}, the limit on a filing", path=path,
-                         fix="pass one filing, not a bundle of them")
+        raise InputError(
+            f"is larger than {size_text(limit)}, the limit on a filing",
+            path=path,
+            fix="pass one filing, not a bundle of them",
+        )
     raw = path.read_bytes()
     digest = hashlib.sha256(raw).hexdigest()
     stem = stem or filing_stem(path)
@@ -427,11 +450,17 @@ def extract_filing(path: str | Path, cache_dir: str | os.PathLike | None = None,
     try:
         data = gunzip(raw, limit) if path.name.endswith(".gz") else raw
     except TooLarge as error:
-        raise InputError(f"expands to {error}, the limit on a filing's content: a gzip bomb, or not one filing",
-                         path=path, fix="pass one filing, .htm or .htm.gz") from None
+        raise InputError(
+            f"expands to {error}, the limit on a filing's content: a gzip bomb, or not one filing",
+            path=path,
+            fix="pass one filing, .htm or .htm.gz",
+        ) from None
     except ValueError as error:
-        raise InputError(f"truncated or damaged gzip file ({error})",
-                         path=path, fix="download the filing again (MANIFEST.tsv lists its sha256)") from None
+        raise InputError(
+            f"truncated or damaged gzip file ({error})",
+            path=path,
+            fix="download the filing again (MANIFEST.tsv lists its sha256)",
+        ) from None
     try:
         root = parse_document(data)
     except (etree.LxmlError, ValueError) as error:
@@ -450,6 +479,7 @@ def extract_filing(path: str | Path, cache_dir: str | os.PathLike | None = None,
 
 # --- taxonomy and loaders ------------------------------------------------------------------
 
+
 def apply_taxonomy(facts: Iterable[Fact], taxonomy) -> list[Fact]:
     """Take each fact's datatype from the taxonomy and flag gold concepts outside it."""
     out = []
@@ -464,8 +494,15 @@ def apply_taxonomy(facts: Iterable[Fact], taxonomy) -> list[Fact]:
     return out
 
 
-def load_filing(path: str | Path, taxonomy=None, *, cache_dir: str | os.PathLike | None = None,
-                keep_unreachable: bool = True, stem: str | None = None, limits: ReadLimits = LIMITS) -> list[Fact]:
+def load_filing(
+    path: str | Path,
+    taxonomy=None,
+    *,
+    cache_dir: str | os.PathLike | None = None,
+    keep_unreachable: bool = True,
+    stem: str | None = None,
+    limits: ReadLimits = LIMITS,
+) -> list[Fact]:
     """The located facts of any inline-XBRL filing a user brings (``.htm`` or ``.htm.gz``).
 
     With a taxonomy, datatypes come from it and facts whose gold concepts are all
@@ -508,19 +545,35 @@ def read_manifest(folder: Path) -> list[Filing]:
                 raise InputError(f"expected a year, got {version!r}", path=path, line=line, field="us_gaap_version")
             inside = folder.resolve()
             if inside not in (folder / name).resolve().parents:
-                raise InputError(f"file name {name!r} points outside the data folder", path=path, line=line,
-                                 field="file", fix=f"list plain file names of {folder}")
+                raise InputError(
+                    f"file name {name!r} points outside the data folder",
+                    path=path,
+                    line=line,
+                    field="file",
+                    fix=f"list plain file names of {folder}",
+                )
             candidates = [folder / name, folder / f"{name}.gz"]
             found = next((c for c in candidates if c.is_file()), None)
             if found is None:
-                raise InputError(f"listed filing {name} is missing", path=path, line=line, field="file",
-                                 fix=f"put {name}.gz in {folder}")
+                raise InputError(
+                    f"listed filing {name} is missing",
+                    path=path,
+                    line=line,
+                    field="file",
+                    fix=f"put {name}.gz in {folder}",
+                )
             filings.append(Filing(name, found, version, dict(row)))
     return filings
 
 
-def load_filings(filings: Sequence[Filing], taxonomy, *, keep_unreachable: bool = False,
-                 cache_dir: str | os.PathLike | None = None, progress: bool = True) -> list[Fact]:
+def load_filings(
+    filings: Sequence[Filing],
+    taxonomy,
+    *,
+    keep_unreachable: bool = False,
+    cache_dir: str | os.PathLike | None = None,
+    progress: bool = True,
+) -> list[Fact]:
     facts: list[Fact] = []
     for filing in tqdm(filings, desc="iXBRL filings", unit="filing", disable=not progress):
         facts.extend(load_filing(filing.path, taxonomy, cache_dir=cache_dir, keep_unreachable=keep_unreachable))
@@ -533,13 +586,18 @@ def _load(data_dir, taxonomy, versions, keep_unreachable, cache_dir, progress, f
     if files is not None:
         wanted = set(files)
         filings = [f for f in filings if f.file in wanted or filing_stem(f.path) in wanted]
-    return load_filings(filings, taxonomy, keep_unreachable=keep_unreachable, cache_dir=cache_dir,
-                        progress=progress)
+    return load_filings(filings, taxonomy, keep_unreachable=keep_unreachable, cache_dir=cache_dir, progress=progress)
 
 
-def load_test(data_dir: Path | None, taxonomy, *, keep_unreachable: bool = False,
-              cache_dir: str | os.PathLike | None = None, progress: bool = True,
-              files: Iterable[str] | None = None) -> list[Fact]:
+def load_test(
+    data_dir: Path | None,
+    taxonomy,
+    *,
+    keep_unreachable: bool = False,
+    cache_dir: str | os.PathLike | None = None,
+    progress: bool = True,
+    files: Iterable[str] | None = None,
+) -> list[Fact]:
     """Test split: filings tagged with us-gaap 2024 or 2025.
 
     Facts whose gold concepts are all outside ``taxonomy`` (2025 filings may use
@@ -550,9 +608,15 @@ def load_test(data_dir: Path | None, taxonomy, *, keep_unreachable: bool = False
     return _load(data_dir, taxonomy, TEST_VERSIONS, keep_unreachable, cache_dir, progress, files)
 
 
-def load_dev(data_dir: Path | None, taxonomy, *, keep_unreachable: bool = False,
-             cache_dir: str | os.PathLike | None = None, progress: bool = True,
-             files: Iterable[str] | None = None) -> list[Fact]:
+def load_dev(
+    data_dir: Path | None,
+    taxonomy,
+    *,
+    keep_unreachable: bool = False,
+    cache_dir: str | os.PathLike | None = None,
+    progress: bool = True,
+    files: Iterable[str] | None = None,
+) -> list[Fact]:
     """Development split: filings tagged with us-gaap 2023 (the only iXBRL data to tune on).
 
     Unreachable facts (gold outside ``taxonomy``: elements deprecated by 2024)

@@ -34,11 +34,17 @@ def load_dataset(spec: DatasetSpec, data: str | Path | None = None, *, progress:
         taxonomy = load_taxonomy(spec.taxonomy, root)
     facts = load_facts(spec, root, taxonomy, progress=progress)
     if spec.expected_facts and len(facts) < spec.expected_facts:
-        warn(f"dataset {spec.name} has {len(facts)} facts, the release has {spec.expected_facts}: "
-             f"its file under {root} may be truncated or edited")
+        warn(
+            f"dataset {spec.name} has {len(facts)} facts, the release has {spec.expected_facts}: "
+            f"its file under {root} may be truncated or edited"
+        )
     if not facts:
-        raise InputError(f"dataset {spec.name} has no facts", path=spec.facts_file or root, field="dataset",
-                         fix="check its files (see book/data.md)")
+        raise InputError(
+            f"dataset {spec.name} has no facts",
+            path=spec.facts_file or root,
+            field="dataset",
+            fix="check its files (see book/data.md)",
+        )
     return LoadedDataset(spec, taxonomy, facts)
 
 
@@ -51,8 +57,12 @@ def files_dataset(facts_path: str | Path, taxonomy_path: str | Path, domain: str
     name = str(taxonomy_path)
     builtin = name in TAXONOMIES
     own = taxonomy_dataset(name) if builtin else None
-    return DatasetSpec(Path(facts_path).stem, taxonomy=name if builtin else Path(taxonomy_path).stem,
-                       description=f"facts from {facts_path}",
-                       domain=domain or (own.domain if own is not None else "us-gaap" if builtin else ""),
-                       retrieval=own.retrieval if own is not None else (), facts_file=Path(facts_path),
-                       taxonomy_file=None if builtin else Path(taxonomy_path))
+    return DatasetSpec(
+        Path(facts_path).stem,
+        taxonomy=name if builtin else Path(taxonomy_path).stem,
+        description=f"facts from {facts_path}",
+        domain=domain or (own.domain if own is not None else "us-gaap" if builtin else ""),
+        retrieval=own.retrieval if own is not None else (),
+        facts_file=Path(facts_path),
+        taxonomy_file=None if builtin else Path(taxonomy_path),
+    )

@@ -93,27 +93,39 @@ def csv_rows(path: str | Path) -> list[tuple[int, list[str]]]:
 
 def _csv_error(message: str, text: str, delimiter: str, path, start: int, line: int) -> InputError:
     if "field larger than field limit" in message:
-        return InputError(f"a cell holds more than {CELL_CHARS:,} characters, the limit on one cell",
-                          path=path, line=line, fix="a table cell holds a value or a label, not a document")
+        return InputError(
+            f"a cell holds more than {CELL_CHARS:,} characters, the limit on one cell",
+            path=path,
+            line=line,
+            fix="a table cell holds a value or a label, not a document",
+        )
     if "unexpected end of data" in message:
         opened = _open_quote_line(text, start, delimiter)
-        return InputError('a quoted cell opens here and never closes, so the rest of the file would be read '
-                          'into it', path=path, line=opened, fix='close the quote, or remove it ("99 -> 99)')
+        return InputError(
+            "a quoted cell opens here and never closes, so the rest of the file would be read into it",
+            path=path,
+            line=opened,
+            fix='close the quote, or remove it ("99 -> 99)',
+        )
     after = f" (the row starts at line {start})" if start != line else ""
-    return InputError(f"malformed quoting: {message}{after}", path=path, line=line,
-                      fix='a quoted cell is "like this", with a quote inside it doubled ("")')
+    return InputError(
+        f"malformed quoting: {message}{after}",
+        path=path,
+        line=line,
+        fix='a quoted cell is "like this", with a quote inside it doubled ("")',
+    )
 
 
 def _open_quote_line(text: str, start: int, delimiter: str) -> int:
     """The line of the last quote that opens a cell, reading as the csv module does from line ``start``."""
     opened, quoted = start, False
-    for number, line in enumerate(text.split("\n")[start - 1:], start=start):
+    for number, line in enumerate(text.split("\n")[start - 1 :], start=start):
         at_start = not quoted
         i = 0
         while i < len(line):
             char = line[i]
             if quoted and char == '"':
-                if line[i + 1:i + 2] == '"':
+                if line[i + 1 : i + 2] == '"':
                     i += 1  # a doubled quote stands for one quote
                 else:
                     quoted = False
@@ -131,16 +143,18 @@ def read_cell_map(path: str | Path) -> dict[tuple[int, int, int], CellGold]:
     names = rows[0][1] if rows else []
     missing = {"row", "column", "gold"} - set(names)
     if missing:
-        raise InputError(f"a cell map needs the columns row, column, gold; missing {', '.join(sorted(missing))}",
-                         path=path, line=1)
+        raise InputError(
+            f"a cell map needs the columns row, column, gold; missing {', '.join(sorted(missing))}", path=path, line=1
+        )
     cells: dict[tuple[int, int, int], CellGold] = {}
     for line, row in rows[1:]:
         record = dict(zip(names, row))
         try:
             key = int(record.get("table") or 1) - 1, int(record["row"]), int(record["column"])
         except (KeyError, TypeError, ValueError):
-            raise InputError("row and column are whole numbers counted from 1", path=path, line=line,
-                             field="row") from None
+            raise InputError(
+                "row and column are whole numbers counted from 1", path=path, line=line, field="row"
+            ) from None
         gold = _ids(record.get("gold") or "")
         if not gold:
             raise InputError("no gold concept id", path=path, line=line, field="gold")
@@ -184,16 +198,24 @@ def _tables(markup: str, path: str | Path) -> list:
     try:
         root = lxml_html.document_fromstring(markup, parser=parser)
     except etree.ParserError as error:  # "Document is empty"
-        raise InputError(f"no <table> in this file ({error})", path=path,
-                         fix="give a CSV, TSV or an HTML file with a table") from None
+        raise InputError(
+            f"no <table> in this file ({error})", path=path, fix="give a CSV, TSV or an HTML file with a table"
+        ) from None
     deep = too_deep(parser)
     if deep is not None:
         raise InputError(deep[0], path=path, line=deep[1], fix="give the table without the elements wrapped around it")
     return [element for element in root.iter() if isinstance(element.tag, str) and local_name(element) == "table"]
 
 
-def facts_from_table(path: str | Path, *, stem: str | None = None, cell_map: str | Path | None = None,
-                     datatype: str = "", taxonomy=None, limits: ReadLimits = LIMITS) -> list[Fact]:
+def facts_from_table(
+    path: str | Path,
+    *,
+    stem: str | None = None,
+    cell_map: str | Path | None = None,
+    datatype: str = "",
+    taxonomy=None,
+    limits: ReadLimits = LIMITS,
+) -> list[Fact]:
     """The located facts of one CSV, TSV or HTML file (every ``<table>`` of an HTML file).
 
     A fact's datatype is, in order: the gold concept's in ``taxonomy``, the cell's own
@@ -226,12 +248,18 @@ def facts_from_table(path: str | Path, *, stem: str | None = None, cell_map: str
                 if tagged is None:
                     continue
                 if not cell.text:
-                    raise InputError(f"table {k + 1}, row {r}, cell {c} is tagged but empty", path=cell_map or path,
-                                     fix="tag the cell that shows the value")
+                    raise InputError(
+                        f"table {k + 1}, row {r}, cell {c} is tagged but empty",
+                        path=cell_map or path,
+                        fix="tag the cell that shows the value",
+                    )
                 facts.append(_fact(stem, k, r, c, grid, cell, context, tagged, datatype, taxonomy, path))
     if not facts:
-        raise InputError("no tagged value cells", path=path,
-                         fix="add a 'gold' column, data-gold on the cells, or a cell map (--cells)")
+        raise InputError(
+            "no tagged value cells",
+            path=path,
+            fix="add a 'gold' column, data-gold on the cells, or a cell map (--cells)",
+        )
     return facts
 
 
@@ -245,8 +273,14 @@ def _fact(stem, k, r, c, grid, cell, context, tagged: CellGold, datatype, taxono
     known = [concept for concept in known if concept is not None]
     chosen = (known[0].datatype if known and known[0].datatype else "") or tagged.datatype or datatype
     return Fact(
-        id=f"{stem}:t{k}:r{r}c{c}", context_id=f"{stem}#t{k}", modality="table", value=cell.text,
-        datatype=chosen, context=context, gold=tagged.gold,
-        row_header=row_header(grid, cell), column_header=column_header(grid, cell),
+        id=f"{stem}:t{k}:r{r}c{c}",
+        context_id=f"{stem}#t{k}",
+        modality="table",
+        value=cell.text,
+        datatype=chosen,
+        context=context,
+        gold=tagged.gold,
+        row_header=row_header(grid, cell),
+        column_header=column_header(grid, cell),
         metadata={"source": "table", "file": path.name, "table": k, "row": r, "column": c},
     )

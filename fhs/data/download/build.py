@@ -27,29 +27,43 @@ from fhs.data.download.publishers import (
     raw_url,
 )
 
-ABOUT = ("Every file the fhs loaders read: its place under $FHS_DATA, where its publisher serves it, its size "
-         "and SHA-256. Written by `fhs data lock --from DIR`; read by `fhs data fetch` and `fhs data check`.")
+ABOUT = (
+    "Every file the fhs loaders read: its place under $FHS_DATA, where its publisher serves it, its size "
+    "and SHA-256. Written by `fhs data lock --from DIR`; read by `fhs data fetch` and `fhs data check`."
+)
 
 
 def _file(root: Path, path: str, *, gunzip: bool = False, **where) -> LockedFile:
     local = root / path
     if not local.is_file():
-        raise InputError("missing from the folder the lock is written from", path=local,
-                         fix="write the lock from a complete data folder")
+        raise InputError(
+            "missing from the folder the lock is written from",
+            path=local,
+            fix="write the lock from a complete data folder",
+        )
     size, sha = digest(local, gunzip=gunzip)
     return LockedFile(path=path, size=size, sha256=sha, gzip=gunzip, **where)
 
 
 def _source(publisher: Publisher, files, **extra) -> LockedSource:
     origin = SOURCES[publisher.name]
-    return LockedSource(name=publisher.name, title=origin.origin, license=origin.license,
-                        homepage=publisher.homepage, elsewhere=publisher.elsewhere, files=tuple(files),
-                        notes=publisher.notes, **extra)
+    return LockedSource(
+        name=publisher.name,
+        title=origin.origin,
+        license=origin.license,
+        homepage=publisher.homepage,
+        elsewhere=publisher.elsewhere,
+        files=tuple(files),
+        notes=publisher.notes,
+        **extra,
+    )
 
 
 def _repository_source(root: Path, publisher: Publisher) -> LockedSource:
-    return _source(publisher, [_file(root, f.path, url=raw_url(f.repo, f.commit, f.repo_path), commit=f.commit)
-                               for f in publisher.files])
+    return _source(
+        publisher,
+        [_file(root, f.path, url=raw_url(f.repo, f.commit, f.repo_path), commit=f.commit) for f in publisher.files],
+    )
 
 
 def read_table(path: Path) -> Table:
@@ -76,12 +90,21 @@ def _ixbrl_source(root: Path) -> LockedSource:
     files = []
     for line, values in enumerate(table.rows, start=2):
         row = dict(zip(table.columns, values))
-        locked = _file(root, f"ixbrl/{row['file']}.gz", gunzip=True,
-                       url=raw_url(row["source_repo"], row["commit"], row["source_path"]), commit=row["commit"],
-                       elsewhere=edgar_page(row["cik"], row["form"]))
+        locked = _file(
+            root,
+            f"ixbrl/{row['file']}.gz",
+            gunzip=True,
+            url=raw_url(row["source_repo"], row["commit"], row["source_path"]),
+            commit=row["commit"],
+            elsewhere=edgar_page(row["cik"], row["form"]),
+        )
         if (locked.sha256, str(locked.size)) != (row["sha256"], row["bytes"]):
-            raise InputError(f"{row['file']}.gz holds {locked.size} bytes with sha256 {locked.sha256}, the manifest "
-                             f"says {row['bytes']} and {row['sha256']}", path=manifest_path, line=line)
+            raise InputError(
+                f"{row['file']}.gz holds {locked.size} bytes with sha256 {locked.sha256}, the manifest "
+                f"says {row['bytes']} and {row['sha256']}",
+                path=manifest_path,
+                line=line,
+            )
         files.append(locked)
     size, sha = digest(manifest_path)
     files.append(LockedFile(path="ixbrl/MANIFEST.tsv", size=size, sha256=sha, table=True))
@@ -91,8 +114,9 @@ def _ixbrl_source(root: Path) -> LockedSource:
 def _codiesp_source(root: Path) -> LockedSource:
     archive = Archive(**CODIESP_ARCHIVE)
     folder = root / archive.folder
-    paths = sorted(p.relative_to(root).as_posix() for split in CODIESP_SPLITS
-                   for p in (folder / split).rglob("*") if p.is_file())
+    paths = sorted(
+        p.relative_to(root).as_posix() for split in CODIESP_SPLITS for p in (folder / split).rglob("*") if p.is_file()
+    )
     if not paths:
         raise InputError("no CodiEsp files", path=folder, fix="write the lock from a complete data folder")
     return _source(CODIESP, [_file(root, path) for path in paths], archive=archive)
@@ -101,5 +125,11 @@ def _codiesp_source(root: Path) -> LockedSource:
 def build_lock(root: str | Path) -> Lock:
     """The lock of the data folder ``root`` (which must hold every source complete)."""
     root = Path(root)
-    return Lock((_repository_source(root, FINTAGGING), _repository_source(root, XBRL_TERMINOLOGY),
-                 _ixbrl_source(root), _codiesp_source(root)))
+    return Lock(
+        (
+            _repository_source(root, FINTAGGING),
+            _repository_source(root, XBRL_TERMINOLOGY),
+            _ixbrl_source(root),
+            _codiesp_source(root),
+        )
+    )

@@ -33,8 +33,9 @@ def check(lock: Lock, root: Path, only: list[str] | None = None) -> CheckResult:
                 result.missing.append(locked.path)
                 continue
             try:
-                size, sha = digest(path, gunzip=locked.gzip,
-                                   limit=locked.size if isinstance(locked.size, int) else None)
+                size, sha = digest(
+                    path, gunzip=locked.gzip, limit=locked.size if isinstance(locked.size, int) else None
+                )
             except OSError as error:  # unreadable, or a .gz that is not gzip
                 result.different.append((locked.path, f"unreadable: {error}"))
                 continue

@@ -24,7 +24,7 @@ def digest(path: str | Path, *, gunzip: bool = False, limit: int | None = None) 
     sha = hashlib.sha256()
     size = 0
     with open(path, "rb") as handle:
-        for chunk in (_gunzipped(handle, limit) if gunzip else iter(lambda: handle.read(CHUNK), b"")):
+        for chunk in _gunzipped(handle, limit) if gunzip else iter(lambda: handle.read(CHUNK), b""):
             sha.update(chunk)
             size += len(chunk)
             if size > limit:

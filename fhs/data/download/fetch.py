@@ -59,8 +59,16 @@ def _megabytes(size: int) -> str:
 def _bar(total: int | None, desc: str, show: bool):
     from tqdm import tqdm
 
-    return tqdm(total=total, desc=desc, unit="B", unit_scale=True, unit_divisor=1024, file=sys.stderr,
-                disable=not show, leave=False)
+    return tqdm(
+        total=total,
+        desc=desc,
+        unit="B",
+        unit_scale=True,
+        unit_divisor=1024,
+        file=sys.stderr,
+        disable=not show,
+        leave=False,
+    )
 
 
 def _place(part: Path, locked: LockedFile, root: Path) -> None:
@@ -68,8 +76,9 @@ def _place(part: Path, locked: LockedFile, root: Path) -> None:
     target = root / locked.path
     if locked.gzip:
         with atomic_write(target, "wb") as handle, part.open("rb") as source:
-            with gzip.GzipFile(filename=target.name[:-3], mode="wb", fileobj=handle, compresslevel=9,
-                               mtime=0) as packed:
+            with gzip.GzipFile(
+                filename=target.name[:-3], mode="wb", fileobj=handle, compresslevel=9, mtime=0
+            ) as packed:
                 shutil.copyfileobj(source, packed)
         part.unlink()
     else:
@@ -82,16 +91,20 @@ def _fetch_files(client, source: LockedSource, files: list[LockedFile], root: Pa
     with _bar(sum(f.size for f in files), source.name, show) as bar:
         for locked in files:
             assert locked.url is not None  # _fetch_source sends only the files with a URL here
-            wanted = Wanted(locked.path, locked.url, locked.size, locked.sha256,
-                            html=locked.path.endswith((".htm.gz", ".htm", ".html")),
-                            elsewhere=locked.elsewhere or source.elsewhere)
+            wanted = Wanted(
+                locked.path,
+                locked.url,
+                locked.size,
+                locked.sha256,
+                html=locked.path.endswith((".htm.gz", ".htm", ".html")),
+                elsewhere=locked.elsewhere or source.elsewhere,
+            )
             part = download(client, wanted, staging / (locked.path + ".part"), bar, pace)
             _place(part, locked, root)
     return sum(f.size for f in files)
 
 
-def _fetch_archive(client, source: LockedSource, files: list[LockedFile], root: Path, show: bool,
-                   pace: Pace) -> int:
+def _fetch_archive(client, source: LockedSource, files: list[LockedFile], root: Path, show: bool, pace: Pace) -> int:
     archive = source.archive
     assert archive is not None  # the lock gives a file neither URL nor table only where its source has an archive
     staging = root / STAGING
@@ -106,8 +119,9 @@ def _fetch_archive(client, source: LockedSource, files: list[LockedFile], root: 
         os.replace(part, whole)
     from tqdm import tqdm
 
-    with tqdm(total=len(files), desc=f"{source.name}: unpacking", unit="file", file=sys.stderr,
-              disable=not show, leave=False) as bar:
+    with tqdm(
+        total=len(files), desc=f"{source.name}: unpacking", unit="file", file=sys.stderr, disable=not show, leave=False
+    ) as bar:
         extract(whole, archive, files, root, label=label, elsewhere=source.elsewhere, progress=bar)
     whole.unlink()
     return received
@@ -119,8 +133,11 @@ def _write_table(source: LockedSource, locked: LockedFile, root: Path) -> None:
     assert source.table is not None  # the lock refuses a table file in a source without a table
     data = source.table.render()
     if hashlib.sha256(data).hexdigest() != locked.sha256:
-        raise FetchError("the lock's table does not give the locked bytes; the lock is damaged",
-                         path=locked.path, fix="reinstall fhs or regenerate the lock with `fhs data lock`")
+        raise FetchError(
+            "the lock's table does not give the locked bytes; the lock is damaged",
+            path=locked.path,
+            fix="reinstall fhs or regenerate the lock with `fhs data lock`",
+        )
     with atomic_write(root / locked.path, "wb") as handle:
         handle.write(data)
 
@@ -128,13 +145,19 @@ def _write_table(source: LockedSource, locked: LockedFile, root: Path) -> None:
 def _make_folder(root: Path) -> None:
     """The data folder, made if it is not there; a file or an unwritable place in its way is named."""
     if root.exists() and not root.is_dir():
-        raise InputError("is a file, not a folder; the data folder must be a folder", path=root,
-                         fix=f"point --to or ${ENV_VAR} at a folder (it is made if it does not exist)")
+        raise InputError(
+            "is a file, not a folder; the data folder must be a folder",
+            path=root,
+            fix=f"point --to or ${ENV_VAR} at a folder (it is made if it does not exist)",
+        )
     try:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as error:
-        raise InputError(f"cannot make the data folder: {error.strerror or error}", path=root,
-                         fix=f"point --to or ${ENV_VAR} at a folder you can write") from None
+        raise InputError(
+            f"cannot make the data folder: {error.strerror or error}",
+            path=root,
+            fix=f"point --to or ${ENV_VAR} at a folder you can write",
+        ) from None
 
 
 @contextmanager
@@ -147,9 +170,11 @@ def _only_fetch(root: Path) -> Iterator[None]:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise InputError("another `fhs data fetch` is filling this data folder", path=root,
-                             fix="wait for it to end, then run `fhs data fetch` again: it fetches only what is "
-                                 "still missing") from None
+            raise InputError(
+                "another `fhs data fetch` is filling this data folder",
+                path=root,
+                fix="wait for it to end, then run `fhs data fetch` again: it fetches only what is still missing",
+            ) from None
         except OSError:  # a file system without locks: go on unguarded, as before
             pass
         yield
@@ -171,11 +196,14 @@ def _in_the_way(root: Path, files: list[LockedFile]) -> None:
                 raise InputError("is not a folder, and the lock puts files in it", path=folder, fix=fix)
 
 
-def _fetch_source(client, source: LockedSource, lacking: list[LockedFile], root: Path, say, show: bool,
-                  pace: Pace) -> int:
+def _fetch_source(
+    client, source: LockedSource, lacking: list[LockedFile], root: Path, say, show: bool, pace: Pace
+) -> int:
     """The lacking files of one source, after its license; the bytes received."""
-    say(f"{source.name}: {len(lacking):,} of {len(source.files):,} files to fetch "
-        f"({_megabytes(sum(f.size for f in lacking))}) from {source.title}")
+    say(
+        f"{source.name}: {len(lacking):,} of {len(source.files):,} files to fetch "
+        f"({_megabytes(sum(f.size for f in lacking))}) from {source.title}"
+    )
     say(f"  license: {source.license}")
     urls = [source.archive.url] if source.archive else [f.url for f in lacking if f.url]
     more = f" and {len(urls) - 1:,} more URL{'s' if len(urls) > 2 else ''} of the lock" if len(urls) > 1 else ""
@@ -193,8 +221,16 @@ def _fetch_source(client, source: LockedSource, lacking: list[LockedFile], root:
     return received
 
 
-def fetch(lock: Lock, root: Path, only: list[str] | None = None, *, say: Callable[[str], None] = print,
-          progress: bool = True, client=None, limits: FetchLimits | None = None) -> FetchReport:
+def fetch(
+    lock: Lock,
+    root: Path,
+    only: list[str] | None = None,
+    *,
+    say: Callable[[str], None] = print,
+    progress: bool = True,
+    client=None,
+    limits: FetchLimits | None = None,
+) -> FetchReport:
     """Download every locked file of the chosen sources that ``root`` lacks; see the module docstring.
 
     ``limits``: the deadline, minimum rate and size cap (``pace.py``); the defaults when None.

@@ -64,7 +64,7 @@ class Archive:
     note: str = ""
 
     def member_of(self, locked: LockedFile) -> str:
-        return self.prefix + locked.path[len(self.folder):]
+        return self.prefix + locked.path[len(self.folder) :]
 
 
 @dataclass(frozen=True)
@@ -107,8 +107,7 @@ class Lock:
         for source in self.sources:
             if source.name == name:
                 return source
-        raise InputError(f"unknown data source {name!r}", field="only",
-                         fix=f"choose one of {', '.join(self.names)}")
+        raise InputError(f"unknown data source {name!r}", field="only", fix=f"choose one of {', '.join(self.names)}")
 
     @property
     def names(self) -> list[str]:
@@ -127,8 +126,9 @@ class Lock:
 
 
 def _file_from_json(raw, where: Where) -> LockedFile:
-    raw = values.mapping(raw, where, ("path", "size", "sha256"),
-                         ("url", "commit", "member", "table", "gzip", "elsewhere"))
+    raw = values.mapping(
+        raw, where, ("path", "size", "sha256"), ("url", "commit", "member", "table", "gzip", "elsewhere")
+    )
     return LockedFile(
         path=values.relative_path(raw["path"], where.at("path")),
         size=values.size(raw["size"], where.at("size")),
@@ -138,37 +138,49 @@ def _file_from_json(raw, where: Where) -> LockedFile:
         member=values.text(raw.get("member"), where.at("member"), optional=True),
         table=values.flag(raw.get("table", False), where.at("table")),
         gzip=values.flag(raw.get("gzip", False), where.at("gzip")),
-        elsewhere=values.text(raw.get("elsewhere"), where.at("elsewhere"), optional=True))
+        elsewhere=values.text(raw.get("elsewhere"), where.at("elsewhere"), optional=True),
+    )
 
 
 def _archive_from_json(raw, where: Where) -> Archive:
     raw = values.mapping(raw, where, ("name", "url", "prefix", "folder"), ("size", "sha256", "note"))
-    return Archive(name=values.file_name(raw["name"], where.at("name")),
-                   url=values.url(raw["url"], where.at("url")),
-                   prefix=values.text(raw["prefix"], where.at("prefix")),
-                   folder=values.relative_path(raw["folder"], where.at("folder"), folder=True),
-                   size=values.size(raw.get("size"), where.at("size"), optional=True),
-                   sha256=values.sha256(raw.get("sha256"), where.at("sha256"), optional=True),
-                   note=values.text(raw.get("note", ""), where.at("note")))
+    return Archive(
+        name=values.file_name(raw["name"], where.at("name")),
+        url=values.url(raw["url"], where.at("url")),
+        prefix=values.text(raw["prefix"], where.at("prefix")),
+        folder=values.relative_path(raw["folder"], where.at("folder"), folder=True),
+        size=values.size(raw.get("size"), where.at("size"), optional=True),
+        sha256=values.sha256(raw.get("sha256"), where.at("sha256"), optional=True),
+        note=values.text(raw.get("note", ""), where.at("note")),
+    )
 
 
 def _table_from_json(raw, where: Where) -> Table:
     raw = values.mapping(raw, where, ("columns", "rows"))
-    columns = tuple(values.text(c, where.at("columns").at(i)) for i, c in
-                    enumerate(values.items(raw["columns"], where.at("columns"))))
-    rows = tuple(tuple(values.text(cell, where.at("rows").at(r).at(c))
-                       for c, cell in enumerate(values.items(row, where.at("rows").at(r))))
-                 for r, row in enumerate(values.items(raw["rows"], where.at("rows"), empty=True)))
+    columns = tuple(
+        values.text(c, where.at("columns").at(i))
+        for i, c in enumerate(values.items(raw["columns"], where.at("columns")))
+    )
+    rows = tuple(
+        tuple(
+            values.text(cell, where.at("rows").at(r).at(c))
+            for c, cell in enumerate(values.items(row, where.at("rows").at(r)))
+        )
+        for r, row in enumerate(values.items(raw["rows"], where.at("rows"), empty=True))
+    )
     return Table(columns, rows)
 
 
 def _source_from_json(raw, where: Where) -> LockedSource:
-    raw = values.mapping(raw, where, ("name", "title", "license", "homepage", "elsewhere", "files"),
-                         ("notes", "archive", "table"))
+    raw = values.mapping(
+        raw, where, ("name", "title", "license", "homepage", "elsewhere", "files"), ("notes", "archive", "table")
+    )
     archive = None if raw.get("archive") is None else _archive_from_json(raw["archive"], where.at("archive"))
     table = None if raw.get("table") is None else _table_from_json(raw["table"], where.at("table"))
-    files = tuple(_file_from_json(item, where.at("files").at(i))
-                  for i, item in enumerate(values.items(raw["files"], where.at("files"))))
+    files = tuple(
+        _file_from_json(item, where.at("files").at(i))
+        for i, item in enumerate(values.items(raw["files"], where.at("files")))
+    )
     for i, locked in enumerate(files):
         at = where.at("files").at(i)
         if locked.table and table is None:
@@ -178,14 +190,21 @@ def _source_from_json(raw, where: Where) -> LockedSource:
                 raise at.at("url").error("missing: the file has no URL and its source no archive to take it from")
             if not locked.path.startswith(archive.folder):
                 raise at.at("path").error(f"an archive member outside the archive's folder {archive.folder!r}")
-    notes = tuple(values.text(n, where.at("notes").at(i))
-                  for i, n in enumerate(values.items(raw.get("notes", []), where.at("notes"), empty=True)))
+    notes = tuple(
+        values.text(n, where.at("notes").at(i))
+        for i, n in enumerate(values.items(raw.get("notes", []), where.at("notes"), empty=True))
+    )
     return LockedSource(
-        name=values.text(raw["name"], where.at("name")), title=values.text(raw["title"], where.at("title")),
+        name=values.text(raw["name"], where.at("name")),
+        title=values.text(raw["title"], where.at("title")),
         license=values.text(raw["license"], where.at("license")),
         homepage=values.text(raw["homepage"], where.at("homepage")),
         elsewhere=values.text(raw["elsewhere"], where.at("elsewhere")),
-        files=files, archive=archive, table=table, notes=notes)
+        files=files,
+        archive=archive,
+        table=table,
+        notes=notes,
+    )
 
 
 def _one_place_each(sources: tuple[LockedSource, ...], where: Where) -> None:
@@ -199,15 +218,17 @@ def _one_place_each(sources: tuple[LockedSource, ...], where: Where) -> None:
         for i, locked in enumerate(source.files):
             at = where.at(s).at("files").at(i).at("path")
             if locked.path in placed:
-                raise at.error(f"{locked.path!r} is locked twice (also {placed[locked.path]}): one place holds "
-                               f"one file")
+                raise at.error(
+                    f"{locked.path!r} is locked twice (also {placed[locked.path]}): one place holds one file"
+                )
             placed[locked.path] = at.field
     for path, field_name in placed.items():
         parts = path.split("/")
         for n in range(1, len(parts)):
             if "/".join(parts[:n]) in placed:
                 raise Where(where.file, field_name).error(
-                    f"{path!r} needs {'/'.join(parts[:n])!r} to be a folder, and the lock locks a file there")
+                    f"{path!r} needs {'/'.join(parts[:n])!r} to be a folder, and the lock locks a file there"
+                )
 
 
 def parse_lock(raw, where: Path) -> Lock:
@@ -215,8 +236,9 @@ def parse_lock(raw, where: Path) -> Lock:
     top = Where(Path(where), "")
     raw = values.mapping(raw, top, ("format", "sources"), ("about",))
     if type(raw["format"]) is not int or raw["format"] != FORMAT:
-        raise top.at("format").error(f"lock format {shown(raw['format'])}, this fhs reads {FORMAT}",
-                                     fix="upgrade fhs or regenerate the lock")
+        raise top.at("format").error(
+            f"lock format {shown(raw['format'])}, this fhs reads {FORMAT}", fix="upgrade fhs or regenerate the lock"
+        )
     values.text(raw.get("about", ""), top.at("about"))
     at = top.at("sources")
     sources = tuple(_source_from_json(s, at.at(i)) for i, s in enumerate(values.items(raw["sources"], at)))
@@ -231,8 +253,9 @@ def load_lock(path: str | Path | None = None) -> Lock:
         with where.open("rb") as handle:
             data = handle.read(MAX_LOCK_BYTES + 1)
     except FileNotFoundError:
-        raise InputError("no data lock", path=where,
-                         fix="write it with `fhs data lock --from DIR --out FILE`") from None
+        raise InputError(
+            "no data lock", path=where, fix="write it with `fhs data lock --from DIR --out FILE`"
+        ) from None
     except IsADirectoryError:
         raise InputError("is a folder, not a lock file", path=where, field="lock") from None
     if len(data) > MAX_LOCK_BYTES:

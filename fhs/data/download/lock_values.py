@@ -29,12 +29,18 @@ class Where:
     field: str
 
     def at(self, key: str | int) -> Where:
-        return Where(self.file, f"{self.field}[{key}]" if isinstance(key, int) else
-                     (f"{self.field}.{key}" if self.field else key))
+        return Where(
+            self.file,
+            f"{self.field}[{key}]" if isinstance(key, int) else (f"{self.field}.{key}" if self.field else key),
+        )
 
     def error(self, problem: str, fix: str | None = None) -> InputError:
-        return InputError(problem, path=self.file, field=self.field or None,
-                          fix=fix or "fix the lock, or leave out --lock to use the one shipped with fhs")
+        return InputError(
+            problem,
+            path=self.file,
+            field=self.field or None,
+            fix=fix or "fix the lock, or leave out --lock to use the one shipped with fhs",
+        )
 
 
 def mapping(value, where: Where, required: tuple[str, ...], optional: tuple[str, ...] = ()) -> dict:
@@ -128,22 +134,33 @@ def relative_path(value, where: Where, *, folder: bool = False) -> str:
     drive letter are refused too, so the same lock means the same place on every system.
     """
     value = text(value, where)
-    expected = ("a relative path such as 'codiesp/' (ends in /)" if folder
-                else "a relative path such as 'ixbrl/a.htm.gz'")
+    expected = (
+        "a relative path such as 'codiesp/' (ends in /)" if folder else "a relative path such as 'ixbrl/a.htm.gz'"
+    )
     body = value[:-1] if folder and value.endswith("/") else value
     if folder and not value.endswith("/"):
         raise where.error(f"expected {expected}, got {shown(value)}")
     if len(value) > MAX_PATH:
         raise where.error(f"a path of {len(value):,} characters, at most {MAX_PATH:,} are expected")
     parts = body.split("/")
-    bad = (not body or value.startswith("/") or "\\" in value or ":" in parts[0]
-           or any(p in ("", ".", "..") for p in parts) or any(ord(c) < 32 for c in value))
+    bad = (
+        not body
+        or value.startswith("/")
+        or "\\" in value
+        or ":" in parts[0]
+        or any(p in ("", ".", "..") for p in parts)
+        or any(ord(c) < 32 for c in value)
+    )
     if bad:
-        raise where.error(f"{shown(value)} is not {expected}: it must stay inside the data folder "
-                          f"(no leading /, no . or .. or empty parts, no \\ or drive)")
+        raise where.error(
+            f"{shown(value)} is not {expected}: it must stay inside the data folder "
+            f"(no leading /, no . or .. or empty parts, no \\ or drive)"
+        )
     if parts[0] == STAGING:
-        raise where.error(f"{shown(value)} lies in {STAGING}/, fetch's own folder of partial downloads; a locked "
-                          f"file must be elsewhere inside the data folder")
+        raise where.error(
+            f"{shown(value)} lies in {STAGING}/, fetch's own folder of partial downloads; a locked "
+            f"file must be elsewhere inside the data folder"
+        )
     if any(len(p.encode("utf-8")) > MAX_NAME_BYTES for p in parts):
         raise where.error(f"a name in {shown(value)} is longer than {MAX_NAME_BYTES} bytes")
     return value
@@ -152,7 +169,13 @@ def relative_path(value, where: Where, *, folder: bool = False) -> str:
 def file_name(value, where: Where) -> str:
     """One name, no folder: where a download waits under the staging folder."""
     value = text(value, where)
-    if (not value or "/" in value or "\\" in value or value in (".", "..") or any(ord(c) < 32 for c in value)
-            or len(value.encode("utf-8")) > MAX_NAME_BYTES - len(".part")):
+    if (
+        not value
+        or "/" in value
+        or "\\" in value
+        or value in (".", "..")
+        or any(ord(c) < 32 for c in value)
+        or len(value.encode("utf-8")) > MAX_NAME_BYTES - len(".part")
+    ):
         raise where.error(f"expected a file name such as 'codiesp.zip' (no folder, no / or ..), got {shown(value)}")
     return value

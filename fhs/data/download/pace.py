@@ -33,8 +33,7 @@ class FetchLimits:
             if not 0 < getattr(self, name) < float("inf"):
                 raise InputError(f"must be a number of seconds above 0, got {getattr(self, name)!r}", field=name)
         if not 0 <= self.min_rate < float("inf"):
-            raise InputError(f"must be a finite number of bytes a second >= 0, got {self.min_rate!r}",
-                             field="min_rate")
+            raise InputError(f"must be a finite number of bytes a second >= 0, got {self.min_rate!r}", field="min_rate")
         if self.max_download < 1:
             raise InputError(f"must be at least 1 byte, got {self.max_download!r}", field="max_download")
 
@@ -64,9 +63,12 @@ class Pace:
 
     def check(self, label: str, url: str) -> None:
         if self.left() <= 0:
-            raise PaceError(f"the fetch passed its deadline of {self.limits.deadline_s:g} s (--deadline) while "
-                            f"{url} was sending; what arrived is kept, run `fhs data fetch` again (with a larger "
-                            f"--deadline) to resume", path=label)
+            raise PaceError(
+                f"the fetch passed its deadline of {self.limits.deadline_s:g} s (--deadline) while "
+                f"{url} was sending; what arrived is kept, run `fhs data fetch` again (with a larger "
+                f"--deadline) to resume",
+                path=label,
+            )
 
     def start(self) -> None:
         self._window_start, self._window_bytes = self.clock(), 0
@@ -79,7 +81,10 @@ class Pace:
         if elapsed < self.limits.rate_window_s:
             return
         if self._window_bytes < self.limits.min_rate * elapsed:
-            raise PaceError(f"{url} sent {self._window_bytes:,} bytes in {elapsed:.1f} s, below the minimum of "
-                            f"{self.limits.min_rate:g} bytes a second (--min-rate); what arrived is kept, run "
-                            f"`fhs data fetch` again to resume, or lower --min-rate", path=label)
+            raise PaceError(
+                f"{url} sent {self._window_bytes:,} bytes in {elapsed:.1f} s, below the minimum of "
+                f"{self.limits.min_rate:g} bytes a second (--min-rate); what arrived is kept, run "
+                f"`fhs data fetch` again to resume, or lower --min-rate",
+                path=label,
+            )
         self.start()

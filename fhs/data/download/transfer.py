@@ -62,10 +62,16 @@ def mirror_base(base: str | None = None) -> str:
         parts.port  # noqa: B018  (a port that is not a number raises here)
     except ValueError as error:
         raise InputError(f"not a URL ({error}): {shown(base)}", field=BASE_URL_ENV, fix=fix) from None
-    if (parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment
-            or any(c.isspace() for c in base)):
-        raise InputError(f"expected an http:// or https:// URL with a host, got {shown(base)}", field=BASE_URL_ENV,
-                         fix=fix)
+    if (
+        parts.scheme not in ("http", "https")
+        or not parts.hostname
+        or parts.query
+        or parts.fragment
+        or any(c.isspace() for c in base)
+    ):
+        raise InputError(
+            f"expected an http:// or https:// URL with a host, got {shown(base)}", field=BASE_URL_ENV, fix=fix
+        )
     return base
 
 
@@ -92,16 +98,20 @@ def _looks_like_html(head: bytes) -> bool:
 def _check_response(response, wanted: Wanted, url: str) -> None:
     status = response.status_code
     if status in (404, 410):
-        raise FetchError(f"HTTP {status}: {url} has no such file; the publisher may have moved or removed it"
-                         f"{_elsewhere(wanted)}", path=wanted.label)
+        raise FetchError(
+            f"HTTP {status}: {url} has no such file; the publisher may have moved or removed it{_elsewhere(wanted)}",
+            path=wanted.label,
+        )
     if status in RETRY_STATUS:
         raise _Retry(f"HTTP {status}")
     if status >= 400:
         raise FetchError(f"HTTP {status} from {url}{_elsewhere(wanted)}", path=wanted.label)
     kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
     if kind == "text/html" and not wanted.html:
-        raise FetchError(f"{url} answered with an HTML page, not the file (an error, login or moved page)"
-                         f"{_elsewhere(wanted)}", path=wanted.label)
+        raise FetchError(
+            f"{url} answered with an HTML page, not the file (an error, login or moved page){_elsewhere(wanted)}",
+            path=wanted.label,
+        )
 
 
 def _complete_after_416(response, have: int) -> bool:
@@ -113,10 +123,15 @@ def _complete_after_416(response, have: int) -> bool:
 def _too_much(part: Path, wanted: Wanted, url: str, limit: int) -> FetchError:
     part.unlink(missing_ok=True)
     if wanted.size is not None:
-        return FetchError(f"{url} sent more than the {limit:,} bytes the lock pins; nothing was kept"
-                          f"{_elsewhere(wanted)}", path=wanted.label)
-    return FetchError(f"{url} sent more than {limit:,} bytes, the most fetch takes for one download "
-                      f"(--max-download); nothing was kept", path=wanted.label)
+        return FetchError(
+            f"{url} sent more than the {limit:,} bytes the lock pins; nothing was kept{_elsewhere(wanted)}",
+            path=wanted.label,
+        )
+    return FetchError(
+        f"{url} sent more than {limit:,} bytes, the most fetch takes for one download "
+        f"(--max-download); nothing was kept",
+        path=wanted.label,
+    )
 
 
 def _receive(client, url: str, part: Path, wanted: Wanted, progress, pace: Pace) -> None:
@@ -170,12 +185,18 @@ def download(client, wanted: Wanted, part: Path, progress, pace: Pace | None = N
     pace = pace or Pace()
     url = mirrored(wanted.url)
     if wanted.size is not None and wanted.size > pace.limits.max_download:
-        raise FetchError(f"the lock pins {wanted.size:,} bytes, more than {pace.limits.max_download:,}, the most fetch "
-                         f"takes for one download (--max-download); nothing was asked for", path=wanted.label,
-                         fix="check where the lock came from, or raise --max-download")
+        raise FetchError(
+            f"the lock pins {wanted.size:,} bytes, more than {pace.limits.max_download:,}, the most fetch "
+            f"takes for one download (--max-download); nothing was asked for",
+            path=wanted.label,
+            fix="check where the lock came from, or raise --max-download",
+        )
     if part.is_symlink() or (part.exists() and not part.is_file()):
-        raise FetchError(f"{part} is not a plain file, so the download cannot be kept there", path=wanted.label,
-                         fix=f"move {part} out of the way and run `fhs data fetch` again")
+        raise FetchError(
+            f"{part} is not a plain file, so the download cannot be kept there",
+            path=wanted.label,
+            fix=f"move {part} out of the way and run `fhs data fetch` again",
+        )
     if part.exists():
         progress.update(part.stat().st_size)
     for attempt in range(1, ATTEMPTS + 1):
@@ -191,8 +212,11 @@ def download(client, wanted: Wanted, part: Path, progress, pace: Pace | None = N
         except _Retry as error:
             pace.check(wanted.label, url)
             if attempt == ATTEMPTS:
-                raise FetchError(f"could not download {url} in {ATTEMPTS} tries ({error}); run `fhs data fetch` "
-                                 f"again to resume{_elsewhere(wanted)}", path=wanted.label) from None
+                raise FetchError(
+                    f"could not download {url} in {ATTEMPTS} tries ({error}); run `fhs data fetch` "
+                    f"again to resume{_elsewhere(wanted)}",
+                    path=wanted.label,
+                ) from None
             time.sleep(max(0.0, min(attempt, pace.left())))
     verify_part(part, wanted, url)
     return part
@@ -213,8 +237,14 @@ def verify_part(part: Path, wanted: Wanted, url: str) -> None:
         return
     part.unlink()
     if not wanted.html and _looks_like_html(head):
-        raise FetchError(f"{url} sent an HTML page instead of the file (an error, login or moved page); "
-                         f"nothing was kept{_elsewhere(wanted)}", path=wanted.label)
+        raise FetchError(
+            f"{url} sent an HTML page instead of the file (an error, login or moved page); "
+            f"nothing was kept{_elsewhere(wanted)}",
+            path=wanted.label,
+        )
     expected = f"{wanted.size} bytes, sha256 {wanted.sha256}"
-    raise FetchError(f"checksum mismatch: {url} sent {size} bytes, sha256 {got}; the lock pins {expected}; "
-                     f"nothing was kept{_elsewhere(wanted)}", path=wanted.label)
+    raise FetchError(
+        f"checksum mismatch: {url} sent {size} bytes, sha256 {got}; the lock pins {expected}; "
+        f"nothing was kept{_elsewhere(wanted)}",
+        path=wanted.label,
+    )

@@ -20,7 +20,7 @@ from fhs.data.download.transfer import FetchError
 
 def _prefix(names: set[str], archive: Archive, first: LockedFile) -> str:
     """The archive's folder of the files: the lock's, or the one that holds the first file (a renamed top folder)."""
-    inner = first.path[len(archive.folder):]
+    inner = first.path[len(archive.folder) :]
     if archive.prefix + inner in names:
         return archive.prefix
     for name in sorted(names):
@@ -29,8 +29,16 @@ def _prefix(names: set[str], archive: Archive, first: LockedFile) -> str:
     return archive.prefix
 
 
-def extract(zip_path: Path, archive: Archive, files: list[LockedFile], root: Path, *, label: str,
-            elsewhere: str = "", progress=None) -> None:
+def extract(
+    zip_path: Path,
+    archive: Archive,
+    files: list[LockedFile],
+    root: Path,
+    *,
+    label: str,
+    elsewhere: str = "",
+    progress=None,
+) -> None:
     """Write ``files`` (members of ``zip_path``) under ``root``, each checked against the lock first."""
     look = f"; look at {elsewhere}" if elsewhere else ""
     try:
@@ -38,27 +46,37 @@ def extract(zip_path: Path, archive: Archive, files: list[LockedFile], root: Pat
             names = set(bundle.namelist())
             prefix = _prefix(names, archive, files[0])
             for locked in files:
-                member = prefix + locked.path[len(archive.folder):]
+                member = prefix + locked.path[len(archive.folder) :]
                 if member not in names:
-                    raise FetchError(f"{archive.name} has no member {member}; the record may have a new version"
-                                     f"{look}", path=locked.path)
+                    raise FetchError(
+                        f"{archive.name} has no member {member}; the record may have a new version{look}",
+                        path=locked.path,
+                    )
                 info = bundle.getinfo(member)
                 if info.file_size != locked.size:
-                    raise FetchError(f"checksum mismatch: {archive.name}:{member} holds {info.file_size} bytes, "
-                                     f"the lock pins {locked.size}; nothing was kept{look}", path=locked.path)
+                    raise FetchError(
+                        f"checksum mismatch: {archive.name}:{member} holds {info.file_size} bytes, "
+                        f"the lock pins {locked.size}; nothing was kept{look}",
+                        path=locked.path,
+                    )
                 data = bundle.read(info)
                 got = hashlib.sha256(data).hexdigest()
                 if got != locked.sha256:
-                    raise FetchError(f"checksum mismatch: {archive.name}:{member} has sha256 {got}, the lock pins "
-                                     f"{locked.sha256}; nothing was kept{look}", path=locked.path)
+                    raise FetchError(
+                        f"checksum mismatch: {archive.name}:{member} has sha256 {got}, the lock pins "
+                        f"{locked.sha256}; nothing was kept{look}",
+                        path=locked.path,
+                    )
                 with atomic_write(root / locked.path, "wb") as handle:
                     handle.write(data)
                 if progress is not None:
                     progress.update(1)
     except (zipfile.BadZipFile, zlib.error, EOFError) as error:
         zip_path.unlink(missing_ok=True)
-        raise FetchError(f"{archive.name} is not a readable zip archive ({error}); it was deleted, run "
-                         f"`fhs data fetch` again{look}", path=label) from None
+        raise FetchError(
+            f"{archive.name} is not a readable zip archive ({error}); it was deleted, run `fhs data fetch` again{look}",
+            path=label,
+        ) from None
     except FetchError:
         zip_path.unlink(missing_ok=True)
         raise

@@ -85,9 +85,10 @@ def _spanish_signatures(word: str) -> frozenset[str]:
 
 
 def _spanish_unit(text: str, segment: Segment) -> _Unit:
-    sentence = text[segment.start:segment.end]
-    signatures = tuple(_spanish_signatures(word) for word in content_words(sentence)
-                       if len(word) > 3 and not word.isdigit())
+    sentence = text[segment.start : segment.end]
+    signatures = tuple(
+        _spanish_signatures(word) for word in content_words(sentence) if len(word) > 3 and not word.isdigit()
+    )
     return _Unit(len(sentence), _numbers(sentence), signatures, segment.paragraph_break)
 
 
@@ -108,23 +109,29 @@ def _bead_cost(spanish: Sequence[_Unit], english: Sequence[_Unit], ratio: float,
         both = all(unit.marker for unit in spanish) and all(unit.marker for unit in english)
         return -1.0 if both and shape == (1, 1) else config.skip_penalty * 2
     penalty = {(1, 1): 0.0, (1, 2): config.merge_penalty, (2, 1): config.merge_penalty}.get(
-        shape, config.wide_merge_penalty)
+        shape, config.wide_merge_penalty
+    )
     length_es = sum(unit.length for unit in spanish)
     length_en = sum(unit.length for unit in english)
     length_cost = abs(math.log((length_en + 10) / (ratio * length_es + 10)))
     english_signatures = frozenset().union(*(unit.signatures[0] for unit in english))
     spanish_words = [signature for unit in spanish for signature in unit.signatures]
-    overlap = (sum(1 for signature in spanish_words if signature & english_signatures) / len(spanish_words)
-               if spanish_words else 0.0)
+    overlap = (
+        sum(1 for signature in spanish_words if signature & english_signatures) / len(spanish_words)
+        if spanish_words
+        else 0.0
+    )
     numbers_es = frozenset().union(*(unit.numbers for unit in spanish))
     numbers_en = frozenset().union(*(unit.numbers for unit in english))
     numbers = len(numbers_es & numbers_en) / len(numbers_es | numbers_en) if numbers_es | numbers_en else 0.0
-    return (penalty + config.length_weight * length_cost
-            - config.overlap_weight * overlap - config.number_weight * numbers)
+    return (
+        penalty + config.length_weight * length_cost - config.overlap_weight * overlap - config.number_weight * numbers
+    )
 
 
-def align_document(spanish_text: str, segments: Sequence[Segment], lines: Sequence[str],
-                   config: AlignConfig = AlignConfig()) -> Alignment | None:
+def align_document(
+    spanish_text: str, segments: Sequence[Segment], lines: Sequence[str], config: AlignConfig = AlignConfig()
+) -> Alignment | None:
     """Pair Spanish sentences with English lines; ``None`` when the rule gives no alignment.
 
     ``segments`` come from ``split_spanish_sentences(text, paragraph_breaks=True)``.
@@ -134,8 +141,9 @@ def align_document(spanish_text: str, segments: Sequence[Segment], lines: Sequen
             return None
         return Alignment("count", tuple(((i,), (i,)) for i in range(len(lines))))
     if config.method != "dp":
-        raise InputError(f"unknown alignment method {config.method!r}", field="align",
-                         fix=f"use one of {', '.join(ALIGN_METHODS)}")
+        raise InputError(
+            f"unknown alignment method {config.method!r}", field="align", fix=f"use one of {', '.join(ALIGN_METHODS)}"
+        )
     if not segments or not lines:
         return None
     spanish = [_spanish_unit(spanish_text, segment) for segment in segments]
@@ -152,7 +160,7 @@ def align_document(spanish_text: str, segments: Sequence[Segment], lines: Sequen
             for di, dj in _BEADS:
                 if i + di > rows or j + dj > cols:
                     continue
-                cost = best[i][j] + _bead_cost(spanish[i:i + di], english[j:j + dj], ratio, config)
+                cost = best[i][j] + _bead_cost(spanish[i : i + di], english[j : j + dj], ratio, config)
                 if cost < best[i + di][j + dj]:
                     best[i + di][j + dj] = cost
                     back[i + di][j + dj] = (di, dj)

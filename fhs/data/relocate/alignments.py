@@ -64,13 +64,17 @@ class AlignmentStore:
         entry = self._known[key]
         try:
             return True, None if entry is None else Alignment(
-                entry["method"], tuple((tuple(s), tuple(e)) for s, e in entry["beads"]))
+                entry["method"], tuple((tuple(s), tuple(e)) for s, e in entry["beads"])
+            )
         except (KeyError, TypeError, ValueError):
             return False, None
 
     def put(self, key: str, alignment: Alignment | None) -> None:
-        self._known[key] = None if alignment is None else {"method": alignment.method,
-                                                            "beads": [list(map(list, b)) for b in alignment.beads]}
+        self._known[key] = (
+            None
+            if alignment is None
+            else {"method": alignment.method, "beads": [list(map(list, b)) for b in alignment.beads]}
+        )
         self._added = True
 
     def save(self) -> None:

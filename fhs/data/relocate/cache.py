@@ -47,8 +47,9 @@ def write_relocation_cache(path: Path, records: Iterable[Mapping[str, Any]]) -> 
             handle.write(json.dumps(record, ensure_ascii=False) + "\n")
 
 
-def relocate_cached(tasks: Sequence[RelocationTask], relocator: Relocator, path: Path | None,
-                    *, chunk: int = 256) -> list[Relocation]:
+def relocate_cached(
+    tasks: Sequence[RelocationTask], relocator: Relocator, path: Path | None, *, chunk: int = 256
+) -> list[Relocation]:
     """Relocate ``tasks``, reusing and extending the cache at ``path`` (none when ``None``).
 
     A cached answer is reused only for a task with the same fingerprint (same
@@ -58,15 +59,18 @@ def relocate_cached(tasks: Sequence[RelocationTask], relocator: Relocator, path:
     if path is None:
         return relocator.relocate(tasks)
     records = read_relocation_cache(path)
-    missing = list({task.fingerprint(): task for task in tasks
-                    if task.fingerprint() not in records}.items())
+    missing = list({task.fingerprint(): task for task in tasks if task.fingerprint() not in records}.items())
     for begin in range(0, len(missing), chunk):
-        part = missing[begin:begin + chunk]
+        part = missing[begin : begin + chunk]
         results = relocator.relocate([task for _, task in part])
         if len(results) != len(part):
             raise RuntimeError(f"{relocator.name}: {len(results)} relocations for {len(part)} tasks")
         for (key, task), relocation in zip(part, results):
-            records[key] = {"key": key, "document_id": task.document_id, "mention": task.mention,
-                            "relocation": relocation.to_dict()}
+            records[key] = {
+                "key": key,
+                "document_id": task.document_id,
+                "mention": task.mention,
+                "relocation": relocation.to_dict(),
+            }
         write_relocation_cache(path, records.values())
     return [Relocation(**records[task.fingerprint()]["relocation"]) for task in tasks]

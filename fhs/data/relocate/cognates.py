@@ -22,21 +22,54 @@ _ROMAN = {"ii": "2", "iii": "3", "iv": "4", "vi": "6", "vii": "7", "viii": "8", 
 
 # Spanish -> English spelling rules, tried on the end of a (singular) Spanish word.
 _SUFFIX_RULES = (
-    ("ccion", "ction"), ("cion", "tion"), ("sion", "sion"), ("dad", "ty"), ("tad", "ty"),
-    ("oso", "ous"), ("osa", "ous"), ("ico", "ical"), ("ica", "ical"), ("ia", "y"),
-    ("ario", "ary"), ("aria", "ary"), ("ar", "ary"), ("ivo", "ive"), ("iva", "ive"),
-    ("mento", "ment"), ("ado", "ed"), ("ada", "ed"), ("ado", "ated"), ("ada", "ated"),
-    ("ido", "ed"), ("ida", "ed"),
-    ("o", "um"), ("o", "us"), ("on", "um"), ("encia", "ence"), ("ancia", "ance"), ("eo", "eal"),
-    ("ea", "eal"), ("al", ""),
+    ("ccion", "ction"),
+    ("cion", "tion"),
+    ("sion", "sion"),
+    ("dad", "ty"),
+    ("tad", "ty"),
+    ("oso", "ous"),
+    ("osa", "ous"),
+    ("ico", "ical"),
+    ("ica", "ical"),
+    ("ia", "y"),
+    ("ario", "ary"),
+    ("aria", "ary"),
+    ("ar", "ary"),
+    ("ivo", "ive"),
+    ("iva", "ive"),
+    ("mento", "ment"),
+    ("ado", "ed"),
+    ("ada", "ed"),
+    ("ado", "ated"),
+    ("ada", "ated"),
+    ("ido", "ed"),
+    ("ida", "ed"),
+    ("o", "um"),
+    ("o", "us"),
+    ("on", "um"),
+    ("encia", "ence"),
+    ("ancia", "ance"),
+    ("eo", "eal"),
+    ("ea", "eal"),
+    ("al", ""),
 )
 # Spanish spellings inside a word: hepatoesplenomegalia -> hepatosplenomegaly.
 _INFIX_RULES = (("oesp", "osp"), ("oest", "ost"), ("oesc", "osc"), ("linf", "lymph"), ("inm", "imm"))
 # Spanish -> English spelling rules at the start of a word.
 _PREFIX_RULES = (("neu", "pneu"), ("sic", "psych"), ("eso", "oeso"))
 # Spelling differences neither language marks consistently; applied to both sides.
-_KEY_RULES = (("ph", "f"), ("th", "t"), ("rh", "r"), ("ch", "c"), ("qu", "c"), ("k", "c"),
-              ("y", "i"), ("ae", "e"), ("oe", "e"), ("z", "s"))
+_KEY_RULES = (
+    ("ph", "f"),
+    ("th", "t"),
+    ("rh", "r"),
+    ("ch", "c"),
+    ("qu", "c"),
+    ("k", "c"),
+    ("y", "i"),
+    ("ae", "e"),
+    ("oe", "e"),
+    ("z", "s"),
+)
 
 
 def words(text: str) -> list[tuple[int, int, str]]:
@@ -82,7 +115,7 @@ def spanish_keys(word: str) -> frozenset[str]:
             forms.add(form[1:])
         for old, new in _PREFIX_RULES:
             if form.startswith(old):
-                forms.add(new + form[len(old):])
+                forms.add(new + form[len(old) :])
         for old, new in _INFIX_RULES:
             if old in form:
                 forms.add(form.replace(old, new))
@@ -190,8 +223,9 @@ _LEXICON_ENGLISH: dict[str, frozenset[str]] = {
     strip_accents(spanish): frozenset(_english_base(english) for english in values)
     for spanish, values in LEXICON.items()
 }
-_LEXICON_ENGLISH.update({spanish: frozenset(_english_base(english) for english in values)
-                         for spanish, values in LEXICON.items()})
+_LEXICON_ENGLISH.update(
+    {spanish: frozenset(_english_base(english) for english in values) for spanish, values in LEXICON.items()}
+)
 
 
 @lru_cache(maxsize=500_000)

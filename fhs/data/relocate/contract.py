@@ -40,9 +40,14 @@ class AlignedDocument:
     alignment: Alignment | None
 
     @classmethod
-    def build(cls, document_id: str, spanish: str, english: str,
-              config: AlignConfig = AlignConfig(),
-              alignments: AlignmentStore | None = None) -> AlignedDocument:
+    def build(
+        cls,
+        document_id: str,
+        spanish: str,
+        english: str,
+        config: AlignConfig = AlignConfig(),
+        alignments: AlignmentStore | None = None,
+    ) -> AlignedDocument:
         """``alignments``: an ``AlignmentStore`` (``alignments.py``) to read the alignment from and add it to."""
         segments = tuple(split_spanish_sentences(spanish, paragraph_breaks=True))
         lines = tuple(english_lines(english))
@@ -73,11 +78,17 @@ class AlignedDocument:
         for start, end in spans:
             if not 0 <= start < end <= len(self.spanish):
                 raise ValueError(f"span {start}-{end} outside the Spanish text (length {len(self.spanish)})")
-            hits = [i for i, segment in enumerate(self.segments)
-                    if not segment.paragraph_break and segment.start < end and start < segment.end]
+            hits = [
+                i
+                for i, segment in enumerate(self.segments)
+                if not segment.paragraph_break and segment.start < end and start < segment.end
+            ]
             if not hits:
-                before = [i for i, segment in enumerate(self.segments)
-                          if not segment.paragraph_break and segment.start <= start]
+                before = [
+                    i
+                    for i, segment in enumerate(self.segments)
+                    if not segment.paragraph_break and segment.start <= start
+                ]
                 hits = before[-1:] or [0]
             found.update(hits)
         return tuple(sorted(found))
@@ -88,7 +99,7 @@ class AlignedDocument:
         # A mention over several sentences takes every sentence from the first to the last.
         indices = tuple(i for i in range(hit[0], hit[-1] + 1) if not self.segments[i].paragraph_break)
         first, last = self.segments[indices[0]], self.segments[indices[-1]]
-        spanish_context = normalize_whitespace(self.spanish[first.start:last.end])
+        spanish_context = normalize_whitespace(self.spanish[first.start : last.end])
         english_indices = self.alignment.english_for(indices) if self.alignment is not None else ()
         english_indices = tuple(j for j in english_indices if not is_paragraph_line(self.lines[j]))
         if english_indices:
@@ -130,8 +141,9 @@ class RelocationTask:
 
     def fingerprint(self) -> str:
         """A hash of the inputs: a cached answer is reused only for identical inputs."""
-        payload = json.dumps([self.mention, self.spanish_context, self.candidate, self.scope,
-                              self.position], ensure_ascii=False)
+        payload = json.dumps(
+            [self.mention, self.spanish_context, self.candidate, self.scope, self.position], ensure_ascii=False
+        )
         return hashlib.sha1(payload.encode("utf-8")).hexdigest()[:20]
 
 

@@ -57,8 +57,11 @@ class DeterministicRelocator:
 
     method = "deterministic"
 
-    def __init__(self, config: DeterministicConfig = DeterministicConfig(),
-                 extra_lexicon: Mapping[str, Iterable[str]] | str | Path | None = None) -> None:
+    def __init__(
+        self,
+        config: DeterministicConfig = DeterministicConfig(),
+        extra_lexicon: Mapping[str, Iterable[str]] | str | Path | None = None,
+    ) -> None:
         """``extra_lexicon``: more Spanish -> English words (a mapping, or a lexicon file read with
         ``fhs.data.relocate.user_lexicon.read_lexicon_file``), used beside the bundled lexicon."""
         self.config = config
@@ -94,13 +97,14 @@ class DeterministicRelocator:
         span = self.find_span(spanish, task.candidate, task.position, optional_words(spanish))
         if span is None:
             return Relocation.not_found(task, self.method, "no compact English match")
-        located = accept_span(task.candidate[span[0]:span[1]], task.candidate, task.position)
+        located = accept_span(task.candidate[span[0] : span[1]], task.candidate, task.position)
         if located is None:  # cannot happen for a slice of the candidate; the rule is checked anyway
             return Relocation.not_found(task, self.method, "span is not a substring")
         return Relocation.accepted(task, span[0], span[1], self.method)
 
-    def find_span(self, spanish: Sequence[str], candidate: str, position: float,
-                  optional: frozenset[int] | set[int] = frozenset()) -> tuple[int, int] | None:
+    def find_span(
+        self, spanish: Sequence[str], candidate: str, position: float, optional: frozenset[int] | set[int] = frozenset()
+    ) -> tuple[int, int] | None:
         """Character span of the best English stretch, or ``None``.
 
         ``optional`` indexes Spanish words that may stay unmatched (see ``OPTIONAL_WORDS``).
@@ -129,15 +133,17 @@ class DeterministicRelocator:
             for last in positions[i:]:
                 if last - first + 1 > max_width:
                     break
-                found = [max((s for t, s in per_word.items() if first <= t <= last), default=0.0)
-                         for per_word in scores]
+                found = [
+                    max((s for t, s in per_word.items() if first <= t <= last), default=0.0) for per_word in scores
+                ]
                 covered = sum(1 for w, s in enumerate(found) if s > 0 and w not in optional)
                 if covered < required:
                     continue
                 covered += sum(1 for w in optional if found[w] > 0)
                 first_kept, last_kept = _extend(first, last, matched, max(max_width, 3))
-                unmatched = sum(1 for t in range(first_kept, last_kept + 1)
-                                if t not in matched and _is_content(tokens[t][2]))
+                unmatched = sum(
+                    1 for t in range(first_kept, last_kept + 1) if t not in matched and _is_content(tokens[t][2])
+                )
                 if unmatched > max_unmatched:
                     continue
                 start, end = _expand_compound(candidate, tokens[first_kept][0], tokens[last_kept][1])
@@ -196,7 +202,7 @@ def _expand_compound(text: str, start: int, end: int) -> tuple[int, int]:
         begin = start - 1
         while begin > 0 and text[begin - 1].isalnum():
             begin -= 1
-        if text[begin:start - 1].lower() in _NEGATING_PREFIXES:
+        if text[begin : start - 1].lower() in _NEGATING_PREFIXES:
             break
         start = begin
     while end + 1 < len(text) and text[end] in "-'’" and text[end + 1].isalnum():

@@ -55,13 +55,15 @@ def piece_tasks(mention: Mention) -> list[RelocationTask]:
     for start, end in spans:
         shift = ((start + end) / 2 - (low + high) / 2) / max(1, len(task.spanish_context))
         position = min(1.0, max(0.0, task.position + shift))
-        tasks.append(replace(task, mention=normalize_whitespace(mention.spanish[start:end]),
-                             position=round(position, 4)))
+        tasks.append(
+            replace(task, mention=normalize_whitespace(mention.spanish[start:end]), position=round(position, 4))
+        )
     return tasks
 
 
-def combine_pieces(task: RelocationTask, found: Sequence[Relocation],
-                   max_cover_words: int = MAX_COVER_WORDS) -> Relocation:
+def combine_pieces(
+    task: RelocationTask, found: Sequence[Relocation], max_cover_words: int = MAX_COVER_WORDS
+) -> Relocation:
     """One relocation from every piece's: the covering stretch, or the pieces themselves."""
     stretches: list[tuple[int, int]] = []
     for piece in found:
@@ -73,15 +75,30 @@ def combine_pieces(task: RelocationTask, found: Sequence[Relocation],
     cover = task.candidate[low:high]
     method = found[0].method
     if len(cover.split()) <= max_cover_words and not _SENTENCE_BREAK.search(cover):
-        return Relocation(cover, low, high, "exact", method, task.scope,
-                          note=f"covering stretch of {len(spans)} pieces", pieces=spans)
+        return Relocation(
+            cover, low, high, "exact", method, task.scope, note=f"covering stretch of {len(spans)} pieces", pieces=spans
+        )
     joined = PIECE_JOIN.join(task.candidate[start:end] for start, end in spans)
-    return Relocation(joined, None, None, "exact-pieces", method, task.scope,
-                      note=f"{len(spans)} pieces, not one stretch", pieces=spans)
+    return Relocation(
+        joined,
+        None,
+        None,
+        "exact-pieces",
+        method,
+        task.scope,
+        note=f"{len(spans)} pieces, not one stretch",
+        pieces=spans,
+    )
 
 
-def relocate_mentions(mentions: Sequence[Mention], relocator: Relocator, cache_path: Path | None, *,
-                      pieces: bool = True, max_cover_words: int = MAX_COVER_WORDS) -> list[Relocation]:
+def relocate_mentions(
+    mentions: Sequence[Mention],
+    relocator: Relocator,
+    cache_path: Path | None,
+    *,
+    pieces: bool = True,
+    max_cover_words: int = MAX_COVER_WORDS,
+) -> list[Relocation]:
     """Relocate every mention whole; with ``pieces``, retry discontinuous misses piece by piece."""
     joint = relocate_cached([m.task for m in mentions], relocator, cache_path)
     if not pieces:
@@ -91,7 +108,7 @@ def relocate_mentions(mentions: Sequence[Mention], relocator: Relocator, cache_p
     answers = relocate_cached([t for i in retry for t in per_mention[i]], relocator, cache_path)
     out, cursor = list(joint), 0
     for i in retry:
-        found = answers[cursor:cursor + len(per_mention[i])]
+        found = answers[cursor : cursor + len(per_mention[i])]
         cursor += len(per_mention[i])
         if all(r.exact for r in found):
             out[i] = combine_pieces(mentions[i].task, found, max_cover_words)

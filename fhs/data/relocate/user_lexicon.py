@@ -42,8 +42,12 @@ def read_lexicon_file(path: str | Path) -> dict[str, frozenset[str]]:
         spanish, colon, english = line.partition(":")
         spanish = spanish.strip().lower()
         if not colon or not spanish or len(spanish.split()) != 1 or not english.split():
-            raise InputError(f"expected 'spanish: english english ...', got {raw.strip()!r}", path=path,
-                             line=number, fix="one Spanish word, a colon, then the English words")
+            raise InputError(
+                f"expected 'spanish: english english ...', got {raw.strip()!r}",
+                path=path,
+                line=number,
+                fix="one Spanish word, a colon, then the English words",
+            )
         entries.setdefault(spanish, set()).update(word.lower() for word in english.split())
     return {key: frozenset(values) for key, values in entries.items()}
 

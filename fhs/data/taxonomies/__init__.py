@@ -32,10 +32,20 @@ class TaxonomySpec:
 TAXONOMIES: dict[str, TaxonomySpec] = {
     spec.name: spec
     for spec in (
-        TaxonomySpec("us-gaap-2024", "fhs.data.taxonomies.usgaap", "load_us_gaap_2024", True,
-                     "US-GAAP 2024: FinTagging's 17,388-concept inventory with FASB definitions merged"),
-        TaxonomySpec("icd-10-cm", "fhs.data.taxonomies.icd10cm", "load_icd10cm", False,
-                     "ICD-10-CM billable codes from the simple-icd-10-cm package"),
+        TaxonomySpec(
+            "us-gaap-2024",
+            "fhs.data.taxonomies.usgaap",
+            "load_us_gaap_2024",
+            True,
+            "US-GAAP 2024: FinTagging's 17,388-concept inventory with FASB definitions merged",
+        ),
+        TaxonomySpec(
+            "icd-10-cm",
+            "fhs.data.taxonomies.icd10cm",
+            "load_icd10cm",
+            False,
+            "ICD-10-CM billable codes from the simple-icd-10-cm package",
+        ),
     )
 }
 
@@ -56,8 +66,11 @@ def load_taxonomy(name: str, data_dir: str | Path | None = None, **options) -> T
     """
     spec = TAXONOMIES.get(name)
     if spec is None:
-        raise InputError(f"unknown taxonomy {name!r}", field="taxonomy",
-                         fix=f"choose one of {', '.join(TAXONOMIES)}, or load a concept file with load_taxonomy_file")
+        raise InputError(
+            f"unknown taxonomy {name!r}",
+            field="taxonomy",
+            fix=f"choose one of {', '.join(TAXONOMIES)}, or load a concept file with load_taxonomy_file",
+        )
     accepted = [
         parameter.name
         for parameter in inspect.signature(_loader(spec)).parameters.values()
@@ -65,8 +78,11 @@ def load_taxonomy(name: str, data_dir: str | Path | None = None, **options) -> T
     ]
     unknown = sorted(set(options) - set(accepted))
     if unknown:
-        raise InputError(f"taxonomy {name!r} has no option {', '.join(unknown)}", field=unknown[0],
-                         fix=f"its options are: {', '.join(accepted) or 'none'}")
+        raise InputError(
+            f"taxonomy {name!r} has no option {', '.join(unknown)}",
+            field=unknown[0],
+            fix=f"its options are: {', '.join(accepted) or 'none'}",
+        )
     # The data directory only matters to loaders that read it; resolving it here
     # makes $FHS_DATA part of the cache key.
     directory = None
@@ -78,8 +94,9 @@ def load_taxonomy(name: str, data_dir: str | Path | None = None, **options) -> T
         frozen = tuple(sorted(options.items()))
         hash(frozen)
     except TypeError:
-        raise InputError(f"options of taxonomy {name!r} must be plain values (str, bool, number)",
-                         field="options") from None
+        raise InputError(
+            f"options of taxonomy {name!r} must be plain values (str, bool, number)", field="options"
+        ) from None
     return _load_cached(name, directory, frozen)
 
 

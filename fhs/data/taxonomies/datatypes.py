@@ -37,7 +37,9 @@ def check_datatypes(facts: Iterable[Fact], taxonomy, where: str) -> Counter:
         if key in _WARNED:
             continue
         _WARNED.add(key)
-        warn(f"{where}: {count} fact(s) have datatype {datatype!r}, which no concept of taxonomy "
-             f"{getattr(taxonomy, 'name', '')!r} has, so their search ignores datatypes; the concepts' "
-             f"datatypes are {shown} (spell it as one of those, or leave it empty)")
+        warn(
+            f"{where}: {count} fact(s) have datatype {datatype!r}, which no concept of taxonomy "
+            f"{getattr(taxonomy, 'name', '')!r} has, so their search ignores datatypes; the concepts' "
+            f"datatypes are {shown} (spell it as one of those, or leave it empty)"
+        )
     return unmatched

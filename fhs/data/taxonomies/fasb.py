@@ -78,8 +78,7 @@ def read_schema(schema: Path) -> dict[str, Element]:
         if not name:
             raise InputError("xs:element without a name", path=schema, line=node.sourceline, field="name")
         if name in names:
-            raise InputError(f"element {name!r} is declared twice", path=schema, line=node.sourceline,
-                             field="name")
+            raise InputError(f"element {name!r} is declared twice", path=schema, line=node.sourceline, field="name")
         names.add(name)
         element = Element(
             name=name,
@@ -137,11 +136,19 @@ def read_label_linkbase(
         for arc in arcs:
             source, target = arc.get(f"{{{XLINK}}}from") or "", arc.get(f"{{{XLINK}}}to") or ""
             if source not in locs:
-                raise InputError(f"labelArrow from {source!r} names no link:loc", path=linkbase,
-                                 line=arc.sourceline, field="xlink:from")
+                raise InputError(
+                    f"labelArrow from {source!r} names no link:loc",
+                    path=linkbase,
+                    line=arc.sourceline,
+                    field="xlink:from",
+                )
             if target not in resources:
-                raise InputError(f"labelArrow to {target!r} names no link:label", path=linkbase,
-                                 line=arc.sourceline, field="xlink:to")
+                raise InputError(
+                    f"labelArrow to {target!r} names no link:label",
+                    path=linkbase,
+                    line=arc.sourceline,
+                    field="xlink:to",
+                )
             for element in locs[source]:
                 for role, text in resources[target]:
                     labels.setdefault(element.name, {}).setdefault(role, text)  # first label per role wins
@@ -155,14 +162,18 @@ def _resolve_href(node: etree._Element, linkbase: Path, schema: Path, elements_b
     if target_file != schema.name:
         raise InputError(
             f"link:loc href {href!r} points into {target_file}, not the schema {schema.name}",
-            path=linkbase, line=node.sourceline, field="xlink:href",
+            path=linkbase,
+            line=node.sourceline,
+            field="xlink:href",
             fix="pass the schema this linkbase was written for",
         )
     element = elements_by_id.get(unquote(parts.fragment)) if parts.fragment else None
     if element is None:
         raise InputError(
             f"link:loc href {href!r} points at no element of {schema.name}",
-            path=linkbase, line=node.sourceline, field="xlink:href",
+            path=linkbase,
+            line=node.sourceline,
+            field="xlink:href",
         )
     return element
 

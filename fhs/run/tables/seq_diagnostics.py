@@ -76,16 +76,27 @@ def stop_distribution(records: Sequence[Mapping[str, Any]]) -> dict[str, float]:
 
 def single_hypothesis_ranking(record: Mapping[str, Any], j: int, config: FHSConfig) -> list[str]:
     """Round-1 hypothesis ``j`` scored alone: its renderings fused, then S~ + beta * v_j (Eq. 3 with J = 1)."""
-    own = [Ranking(ids=tuple(ids), scores=(0.0,) * len(ids))
-           for q, ids in zip(record["queries"], record["rankings"]) if q["hypothesis_index"] == j]
-    pool = fuse(own, kappa=config.kappa, k=config.k, method=config.fusion, normalize=config.normalize,
-                normalize_over=config.normalize_over)
+    own = [
+        Ranking(ids=tuple(ids), scores=(0.0,) * len(ids))
+        for q, ids in zip(record["queries"], record["rankings"])
+        if q["hypothesis_index"] == j
+    ]
+    pool = fuse(
+        own,
+        kappa=config.kappa,
+        k=config.k,
+        method=config.fusion,
+        normalize=config.normalize,
+        normalize_over=config.normalize_over,
+    )
     verifier = record["rounds"][0].get("verifier")
     if verifier is None or config.beta == 0:
         return list(pool.ids)
     judged, fill = verifier["support"][j], verifier["fill"][j]
-    scored = sorted(((s + config.beta * judged.get(cid, fill), cid) for cid, s in zip(pool.ids, pool.normalized)),
-                    key=lambda item: (-item[0], item[1]))
+    scored = sorted(
+        ((s + config.beta * judged.get(cid, fill), cid) for cid, s in zip(pool.ids, pool.normalized)),
+        key=lambda item: (-item[0], item[1]),
+    )
     return [cid for _, cid in scored]
 
 

@@ -32,8 +32,10 @@ def _calls(records: Sequence[Mapping[str, Any]]):
 
 def hypothesis_is_correct(record: Mapping[str, Any], j: int, k: int = 10) -> bool:
     gold = set(record["gold"])
-    return any(q["hypothesis_index"] == j and gold & set(ranking[:k])
-               for q, ranking in zip(record["queries"], record["rankings"]))
+    return any(
+        q["hypothesis_index"] == j and gold & set(ranking[:k])
+        for q, ranking in zip(record["queries"], record["rankings"])
+    )
 
 
 def _rate(counts: Mapping[str, int]) -> float | None:
@@ -62,9 +64,12 @@ def support_by_group(records: Sequence[Mapping[str, Any]], dimensions: Sequence[
     for label, entries in sorted(rows.items()):
         counts = _tally(entries, dimensions)
         total = {v: sum(c[v] for c in counts.values()) for v in VERDICTS}
-        result[label] = {"pairs": len(entries),
-                         **{d: _rate(c) for d, c in counts.items()}, "all": _rate(total),
-                         "abstain": total["abstain"] / max(sum(total.values()), 1)}
+        result[label] = {
+            "pairs": len(entries),
+            **{d: _rate(c) for d, c in counts.items()},
+            "all": _rate(total),
+            "abstain": total["abstain"] / max(sum(total.values()), 1),
+        }
     return result
 
 
@@ -75,20 +80,23 @@ def panel_a(records, dimensions):
 
 def panel_b(records, dimensions, k: int = 10):
     """Does it judge the hypothesis? Support under correct vs incorrect hypotheses (module docstring)."""
-    return support_by_group(records, dimensions,
-                            lambda r, j, cid: "correct hypothesis" if hypothesis_is_correct(r, j, k)
-                            else "incorrect hypothesis")
+    return support_by_group(
+        records,
+        dimensions,
+        lambda r, j, cid: "correct hypothesis" if hypothesis_is_correct(r, j, k) else "incorrect hypothesis",
+    )
 
 
 def window_stats(records: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     """How often the gold is in the judged window (per verifier call), and dimensions resolved per call."""
     calls = list(_calls(records))
     inside = [bool(set(r["gold"]) & set(r["verifier"]["window"]["ids"])) for r, _, _, _ in calls]
-    resolved = [sum(1 for v in h["dimensions"].values() if str(v).strip().upper() not in ("", "UNRESOLVED"))
-                for _, _, h, _ in calls]
+    resolved = [
+        sum(1 for v in h["dimensions"].values() if str(v).strip().upper() not in ("", "UNRESOLVED"))
+        for _, _, h, _ in calls
+    ]
     n = max(len(calls), 1)
-    return {"calls": len(calls), "gold_in_window": sum(inside) / n,
-            "dimensions_resolved": sum(resolved) / n}
+    return {"calls": len(calls), "gold_in_window": sum(inside) / n, "dimensions_resolved": sum(resolved) / n}
 
 
 def verdict_shares(records: Sequence[Mapping[str, Any]], dimensions: Sequence[str]) -> dict[str, dict[str, float]]:
