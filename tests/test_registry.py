@@ -130,3 +130,15 @@ def test_an_adapters_book_admits_a_registered_toy_chapter_by_its_needs():
     assert plan.titles["10_toy"] == "A toy chapter"
     with pytest.raises(InputError, match="not a chapter an adapter's book can hold"):
         plan_book([mine], ("01_readiness_gap", "10_toy"))
+
+
+def test_a_chapters_profile_overrides_live_in_its_entry_and_name_known_profiles():
+    """The shipped profile file names no chapter (the stems stay in the registry and _toc.yml); every override in
+    the registry is for a profile the file defines, and reaches the chapter's parameters."""
+    profiles = load_profiles(PROFILES)
+    assert set(profiles.chapter_overrides) <= NOT_CHAPTERS
+    for chapter in REGISTRY.chapters:
+        assert set(chapter.profile_parameters) <= set(profiles.profiles), chapter.stem
+    assert profiles.parameters("cpu", "02_main_results")["relocation_documents"] == 1
+    assert profiles.parameters("paper", "06_fhs_seq")["datasets"] == ["fincl", "ixbrl"]
+    assert "relocation_documents" not in profiles.parameters("cpu", "04_verifier_diagnostics")

@@ -38,9 +38,12 @@ class ChapterEntry:
     needs: tuple[str, ...] | None = None
     adapter_default: bool = False  # an adapter's book considers it unless CHAPTERS names others
     fixed_datasets: tuple[str, ...] = ()  # datasets it runs on that no parameter names (chapter 8's own)
+    # per-profile overrides of its parameters, on top of the profile's (fhs/book/profiles.yaml)
+    profile_parameters: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "defaults", MappingProxyType(dict(self.defaults)))
+        object.__setattr__(self, "profile_parameters", MappingProxyType(dict(self.profile_parameters)))
 
     @property
     def datasets(self) -> tuple[str, ...]:
@@ -83,6 +86,15 @@ class Registry:
 
 
 _SERVER: dict[str, Any] = {"server": {}}
+_GPU = ("paper", "gpu-sample", "paper-full")
+
+
+def _on_gpu(datasets: list[str]) -> dict[str, dict[str, Any]]:
+    """On a GPU box the financial chapters read both financial test sets (FinCL and the iXBRL sample: the
+    paper's ~2,509 facts together); every GPU profile gets the same datasets."""
+    return {profile: {"datasets": datasets} for profile in _GPU}
+
+
 _SAMPLE: dict[str, Any] = {"sample": {}}
 
 REGISTRY = Registry(
@@ -109,6 +121,8 @@ REGISTRY = Registry(
             runs=planned.main_results,
             needs=("domain", "model"),
             adapter_default=True,
+            # the LLM relocator asks once per mention: one document on two cores
+            profile_parameters={"cpu": {"relocation_documents": 1}, **_on_gpu(["fincl", "ixbrl", "codiesp"])},
         ),
         ChapterEntry(
             "03_ablations",
@@ -117,6 +131,9 @@ REGISTRY = Registry(
             runs=planned.ablations,
             needs=("domain", "dev", "model"),
             adapter_default=True,
+            # Table 11's pilot reads recall before the selector; paper-full runs it with the selector, on every
+            # development fact, so its cost can be planned
+            profile_parameters={"paper-full": {"pilot_selector": True}},
         ),
         ChapterEntry(
             "04_verifier_diagnostics",
@@ -125,6 +142,7 @@ REGISTRY = Registry(
             runs=planned.verifier_diagnostics,
             needs=("domain", "model"),
             adapter_default=True,
+            profile_parameters=_on_gpu(["fincl", "ixbrl", "codiesp"]),
         ),
         ChapterEntry(
             "05_retriever_swap",
@@ -142,6 +160,7 @@ REGISTRY = Registry(
             extra="dense",
             needs=("domain", "model", "dense"),
             adapter_default=True,
+            profile_parameters=_on_gpu(["fincl", "ixbrl", "codiesp"]),
         ),
         ChapterEntry(
             "06_fhs_seq",
@@ -150,6 +169,9 @@ REGISTRY = Registry(
             runs=planned.fhs_seq,
             needs=("domain", "model"),
             adapter_default=True,
+            # FHS-Seq makes up to 19 calls a fact; the cpu profile runs it on chapter 02's sample, whose first round
+            # (FHS) is replayed from the cache
+            profile_parameters=_on_gpu(["fincl", "ixbrl"]),
         ),
         ChapterEntry(
             "07_case_studies",
@@ -172,6 +194,8 @@ REGISTRY = Registry(
             runs=planned.procedures,
             extra="pcs",
             fixed_datasets=(PCS,),
+            # one document: FHS makes five calls per fact, slow even for SmolLM2 on a shared CPU
+            profile_parameters={"smoke": {"sample": {"llm_limit": 1}}},
         ),
         ChapterEntry(
             "09_stage_ceilings",

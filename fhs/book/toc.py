@@ -198,8 +198,15 @@ class ProfileFile:
             ) from None
 
     def parameters(self, profile: str, stem: str) -> dict[str, Any]:
-        """The profile's parameters with the chapter's overrides for that profile on top."""
-        parameters = merged(self.profile(profile).parameters, self.chapter_overrides.get(stem, {}).get(profile, {}))
+        """The profile's parameters, the chapter's registry overrides for that profile on top
+        (:mod:`fhs.book.registry`), then this file's (a user's own profile file may add some)."""
+        from fhs.book.registry import REGISTRY
+
+        entry = next((chapter for chapter in REGISTRY.chapters if chapter.stem == stem), None)
+        registered = dict(entry.profile_parameters.get(profile, {})) if entry is not None else {}
+        parameters = merged(
+            merged(self.profile(profile).parameters, registered), self.chapter_overrides.get(stem, {}).get(profile, {})
+        )
         parameters["profile"] = profile
         return parameters
 
