@@ -36,6 +36,9 @@ sample = {}  # llm_limit, llm_fraction, runs, seed, bootstrap_resamples, protoco
 relocation_documents = 6  # CodiEsp documents relocated by the LLM relocator for the comparison
 codiesp_config = "paper"  # named FHS configuration on CodiEsp: paper, or codiesp-authors (fhs/method/config.py)
 
+# %% tags=["needs-codiesp", "hide-input"]
+configurations = {"codiesp": codiesp_config}  # CodiEsp's named FHS configuration, as chapter 2 runs it
+
 # %% tags=["hide-input"]
 import matplotlib.pyplot as plt
 import pandas as pd
@@ -52,7 +55,7 @@ from fhs.method.registry import METHODS as REGISTERED
 
 use_style()
 page = open_page("02_main_results", profile, runs_dir, server=server, sample=sample,
-                 configurations={"codiesp": codiesp_config})
+                 configurations=configurations)
 study, choices, seeds, interval = page.study, page.choices, page.seeds, page.interval
 METHODS = main_results.main_methods(REGISTERED)  # the paper's row order; FHS-Seq joins when registered
 BASELINES = [m for m in METHODS if m != "fhs"]
@@ -241,7 +244,7 @@ else:
 # a seeded sample of test documents, beside the deterministic relocator (no model) used
 # for the facts above.
 
-# %%
+# %% tags=["needs-codiesp"]
 relocation = {}
 if "codiesp" in datasets:
     relocation, frame = relocation_comparison(study, relocation_documents, interval["seed"], choices[0].llm())

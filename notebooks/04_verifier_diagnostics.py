@@ -66,7 +66,7 @@ profile_note(profile, display_name(choice.model), facts={name: len(run.records) 
 # %% tags=["hide-input"]
 stats = {name: verdict_stats.window_stats(records) for name, records in pooled.items()}
 show(verifier_diagnostics.lead_frame(stats), caption="Appendix E.2's window statistics, ours beside the paper's")
-sampled.lead(["Table 15", "the window", "the abstain convention", "the CodiEsp arms"])
+sampled.lead(verifier_diagnostics.folded_tables(runs))
 
 # %% [markdown]
 # Everything here reads the FHS records of chapter 2 (same sample, same calls, through

@@ -35,6 +35,9 @@ server = {}  # backend, model, base_url, max_in_flight, thinking, replay, cache_
 sample = {}  # llm_limit, llm_fraction, runs, seed, bootstrap_resamples, protocol_check (fhs/book/page.py)
 codiesp_config = "paper"  # as chapter 2, so its FHS runs are reused
 
+# %% tags=["needs-codiesp", "hide-input"]
+configurations = {"codiesp": codiesp_config}  # CodiEsp's named FHS configuration, as chapter 2 runs it
+
 # %% tags=["hide-input"]
 import matplotlib.pyplot as plt
 import pandas as pd
@@ -46,7 +49,7 @@ from fhs.llm.models import display_name
 
 use_style()
 page = open_page("05_retriever_swap", profile, runs_dir, server=server, sample=sample,
-                 configurations={"codiesp": codiesp_config})
+                 configurations=configurations)
 study, choice, choices, seeds, interval = page.study, page.choice, page.choices, page.seeds, page.interval
 datasets = [study.dataset_name(name) for name in datasets]  # a spec file is read once, then goes by its name
 samples = {name: study.facts(name, llm=True) for name in datasets}

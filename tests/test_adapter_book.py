@@ -280,6 +280,14 @@ def test_the_same_book_with_a_server_given_adds_every_chapter_the_spec_allows(tm
     page = nbformat.read(out / "book" / "03_ablations.ipynb", as_version=4)
     shown = "".join(str(output) for cell in page.cells for output in cell.get("outputs", []))
     assert "β chosen on ghg-dev" in shown and "FinTagging" not in shown
+    for path in sorted((out / "book").glob("*.ipynb")):  # what a page shows: its kept cells' code and outputs
+        for cell in nbformat.read(path, as_version=4).cells:
+            tags = cell.get("metadata", {}).get("tags", [])
+            if "remove-cell" in tags:
+                continue
+            text = ("" if "remove-input" in tags else cell.source) + (
+                "" if "remove-output" in tags else "".join(str(output) for output in cell.get("outputs", [])))
+            assert not PAPER_NAMES.search(text), (path.name, PAPER_NAMES.search(text).group(0), cell.source[:200])
     print("chapter seconds:", {stem: entry["seconds"] for stem, entry in log.items()})
 
 

@@ -51,6 +51,11 @@ def window_frame(stats: Mapping[str, Mapping[str, float]]) -> pd.DataFrame:
     )
 
 
+def folded_tables(runs: Mapping[str, Any]) -> list[str]:
+    """The tables a CPU model's few facts fold, by name; the CodiEsp arms only where CodiEsp ran."""
+    return ["Table 15", "the window", "the abstain convention", *(["the CodiEsp arms"] if "codiesp" in runs else [])]
+
+
 def lead_frame(stats: Mapping[str, Mapping[str, float]]) -> pd.DataFrame:
     """The page's lead: per dataset, the window statistics Appendix E.2 reports, ours and the paper's on one row
     (the paper's only beside a dataset that stands for its FinTagging benchmark)."""
