@@ -36,6 +36,9 @@ def dense_index_rows(study: Study, datasets: Sequence[str]) -> list[dict[str, An
             experiment.taxonomy, retrieval_config(experiment.spec.taxonomy, "dense"), "dense", spec.name
         )
         assert isinstance(dense, DenseRetriever)  # the kind asked for
+        # a cold build's bar would print a line every half minute above the chapter's first table; the
+        # table below gives the build's time, and the runner's console shows the cell running
+        dense.progress = False
         dense.warm_up()
         info = dense.build_info
         rows.append(
