@@ -149,6 +149,7 @@ def _without_timing(path):
     return records
 
 
+@pytest.mark.data  # FinCL and US-GAAP from FHS_DATA
 def test_llm_free_runs_in_forked_processes_write_the_records_of_one(tmp_path, monkeypatch):
     """FinCL's 500 facts against US-GAAP, direct and the gold-query probe: the same lines, in the same order."""
     from fhs.book.study import Study
