@@ -103,13 +103,18 @@ def test_suite_time_runs_each_tier_and_writes_a_record_the_page_renders(tmp_path
             "model": "60 passed, 1385 deselected in 240.0s"}
     asked = []
 
+    commands = []
+
     def run(command, **_):
         marker = command[command.index("-m", 2) + 1]
         asked.append(marker)
+        commands.append(command)
         return argparse.Namespace(stdout=said[marker] + "\n", stderr="", returncode=1 if "failed" in said[marker] else 0)
 
-    assert suite_time.main(["--record-dir", str(tmp_path), "--note", "a shared machine"], run=run) == 1  # a failure
+    assert suite_time.main(["--record-dir", str(tmp_path), "--note", "a shared machine", "--workers", "2"],
+                           run=run) == 1  # a failure
     assert asked == list(suite_time.TIERS.values())  # every tier of make test, each once
+    assert [("-n" in command) for command in commands] == [True, True, False]  # the model tier in one process
     [path] = tmp_path.glob("*-suite.json")
     record = json.loads(path.read_text())
     assert [(s["step"], s["tests"]) for s in record["steps"]] == [
@@ -119,7 +124,8 @@ def test_suite_time_runs_each_tier_and_writes_a_record_the_page_renders(tmp_path
     assert record["conditions"]["note"] == "a shared machine" and "load_average" in record["conditions"]
     page = measurements.render(measurements.load_records(tmp_path))
     assert "## The test suite per tier" in page and "fast min (tests)" in page
-    assert "1,348 passed, 1 skipped, 96 deselected" in page and "a shared machine" in page
+    assert "1,348 passed, 1 skipped, 96 deselected, 2 workers" in page and "a shared machine" in page
+    assert "60 passed, 1,385 deselected)" in page  # one process: no workers said
     with pytest.raises(SystemExit):
         suite_time.main(["--tiers", "slow"], run=run)
 

@@ -264,7 +264,8 @@ def suite_table(records: Sequence[Mapping[str, Any]]) -> list[str]:
         for tier in tiers:
             step = next((s for s in r["steps"] if s["step"] == tier), None)
             counts = ", ".join(f"{n:,} {k}" for k, n in (step or {}).get("tests", {}).items())
-            cells.append("" if step is None else f"{minutes(step['seconds'])} ({counts})")
+            spread = f", {step['workers']} workers" if step and step.get("workers", 1) > 1 else ""
+            cells.append("" if step is None else f"{minutes(step['seconds'])} ({counts}{spread})")
         rows.append(
             [
                 r["date"],
@@ -315,7 +316,8 @@ def render(records: Sequence[Mapping[str, Any]]) -> str:
             "## The test suite per tier",
             "",
             "`python -m dev.suite_time`: each tier of `make test` (the markers of `pyproject.toml`) timed "
-            "apart in a checkout whose environment is installed; `fast` is `-m 'not model and not data'`.",
+            "apart in a checkout whose environment is installed; `fast` is `-m 'not model and not data'`. "
+            "A tier over several pytest-xdist workers says how many; the model tier runs in one process.",
             "",
             *suite_table(suites),
             "",
