@@ -48,6 +48,18 @@ from fhs.retrieval.fusion import FusedPool, fuse
 from fhs.retrieval.kinds import Searcher
 
 
+def pool_of(rankings: Sequence[Ranking], config: FHSConfig) -> FusedPool:
+    """Eq. 4: the rankings fused into the candidate pool under the run's fusion settings (FHS and its variants)."""
+    return fuse(
+        rankings,
+        kappa=config.kappa,
+        k=config.k,
+        method=config.fusion,
+        normalize=config.normalize,
+        normalize_over=config.normalize_over,
+    )
+
+
 def retrieve(fact: Fact, queries: Sequence[RenderedQuery], retriever: Searcher) -> list[Ranking]:
     return [retriever.search(q.text, fact.datatype) for q in queries]
 
@@ -176,14 +188,7 @@ def run_fhs_fact(
     hypotheses = keep_hypothesis(fact, list(hypotheses), config, domain)
     queries = [q for j, h in enumerate(hypotheses) for q in queries_for(fact, h, config, j)]
     rankings = retrieve(fact, queries, retriever)
-    pool = fuse(
-        rankings,
-        kappa=config.kappa,
-        k=config.k,
-        method=config.fusion,
-        normalize=config.normalize,
-        normalize_over=config.normalize_over,
-    )
+    pool = pool_of(rankings, config)
 
     verifier_record = None
     if config.verify and len(pool):

@@ -33,10 +33,9 @@ from typing import Any
 from fhs.data.facts import Fact
 from fhs.method.config import FILLS
 from fhs.method.context import MethodContext, call_record, with_selector
-from fhs.method.fhs import retrieve, verify_pool
+from fhs.method.fhs import pool_of, retrieve, verify_pool
 from fhs.method.hypotheses import generate_hypotheses, parse_hypothesis, queries_for
 from fhs.method.revision import choose_dimension, read_revision, revision_request, tally
-from fhs.retrieval.fusion import fuse
 
 FINALS = ("verifier", "refusion")
 STOP_REASONS = ("no_unsupported_dimension", "max_rounds", "revision_failed", "revision_unchanged", "empty_pool")
@@ -96,14 +95,7 @@ def run_fhs_seq(fact: Fact, ctx: MethodContext, seq: SeqConfig | None = None) ->
     stop_reason = None
     revision_record = None
     while True:
-        pool = fuse(
-            rankings,
-            kappa=config.kappa,
-            k=config.k,
-            method=config.fusion,
-            normalize=config.normalize,
-            normalize_over=config.normalize_over,
-        )
+        pool = pool_of(rankings, config)
         if not len(pool):
             rounds.append(
                 _round_record(

@@ -32,12 +32,11 @@ from collections.abc import Sequence
 
 from fhs.data.facts import Fact
 from fhs.method.context import MethodContext, with_selector
-from fhs.method.fhs import verify_pool
+from fhs.method.fhs import pool_of, verify_pool
 from fhs.method.hypotheses import Hypothesis
 from fhs.method.parallel import FIELDS, parallel_requests
 from fhs.method.rewrite import Calls, reading, search_query
 from fhs.method.verifier import DESCRIPTION_SOURCE
-from fhs.retrieval.fusion import fuse
 
 METHOD = "parallel-verified"
 
@@ -72,14 +71,7 @@ def parallel_verified(fact: Fact, ctx: MethodContext) -> dict:
         rankings.append(query.ranking)
         if values is not None:
             readings.append(description_reading(reading(values), domain.dimension_names, j))
-    pool = fuse(
-        rankings,
-        kappa=config.kappa,
-        k=config.k,
-        method=config.fusion,
-        normalize=config.normalize,
-        normalize_over=config.normalize_over,
-    )
+    pool = pool_of(rankings, config)
     verifier_record, verifier_calls = None, []
     final = pool.as_ranking()
     if config.verify and readings and len(pool):

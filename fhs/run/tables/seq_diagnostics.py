@@ -22,9 +22,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fhs.method.config import FHSConfig
+from fhs.method.fhs import pool_of
 from fhs.method.fhs_seq import STOP_REASONS
 from fhs.retrieval.bm25 import Ranking
-from fhs.retrieval.fusion import fuse
 from fhs.run.evaluate import gold_rank
 
 
@@ -81,14 +81,7 @@ def single_hypothesis_ranking(record: Mapping[str, Any], j: int, config: FHSConf
         for q, ids in zip(record["queries"], record["rankings"])
         if q["hypothesis_index"] == j
     ]
-    pool = fuse(
-        own,
-        kappa=config.kappa,
-        k=config.k,
-        method=config.fusion,
-        normalize=config.normalize,
-        normalize_over=config.normalize_over,
-    )
+    pool = pool_of(own, config)
     verifier = record["rounds"][0].get("verifier")
     if verifier is None or config.beta == 0:
         return list(pool.ids)
