@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from cli_in_process import fhs
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from cli_in_process import fhs
+
 from fhs.book.adapter_book import book_dataset, index_page, plan_book
 from fhs.core.errors import InputError
 from fhs.data.datasets.spec_file import read_spec_file
