@@ -65,9 +65,9 @@ def _cache_bm25s_kernels() -> None:
     """bm25s compiles its kernels in every process (seconds each bench), never caching them: cache the ones a
     one-thread search compiles, in the user's numba folder (fhs.retrieval.jit). Its parallel kernel shares the
     serial one's Python function, so the cache file it would be named by; it is left uncached."""
+    from bm25s.numba import retrieve_utils, selection
     from numba.core.dispatcher import Dispatcher
 
-    from bm25s.numba import retrieve_utils, selection
     from fhs.retrieval.jit import use_user_cache
 
     use_user_cache()
