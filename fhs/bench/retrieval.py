@@ -63,8 +63,8 @@ def bm25s_top_k(model, queries: list[list[str]], k: int):
 @functools.cache
 def _cache_bm25s_kernels() -> None:
     """bm25s compiles its kernels in every process (seconds each bench), never caching them: cache the ones a
-    one-thread search compiles, in the user's numba folder (fhs.retrieval.jit). Its parallel kernel shares the
-    serial one's Python function, so the cache file it would be named by; it is left uncached."""
+    one-thread search compiles, in the user's numba folder (fhs.retrieval.jit). Its parallel kernel wraps the
+    serial one's Python function, whose cache file it would share: it is left uncached."""
     from bm25s.numba import retrieve_utils, selection
     from numba.core.dispatcher import Dispatcher
 
