@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -18,16 +19,34 @@ REPLAYED = TIMING | {"cached"}  # a replayed answer is a cached one
 VARIANT = ("--beta", "0.3", "--selector", "off")
 
 
+@pytest.fixture(scope="module")
+def served_once(tmp_path_factory):
+    """One fhs run against the simulator, made once a module: its inputs, run folder and cache folder."""
+    import io
+    from contextlib import redirect_stderr, redirect_stdout
+
+    base = tmp_path_factory.mktemp("served")
+    facts, concepts = write_inputs(base)
+    out, err = io.StringIO(), io.StringIO()
+    with running(free_port(), "--fixed-latency", "0.02") as url, redirect_stdout(out), redirect_stderr(err):
+        code = main(["run", "--facts", str(facts), "--taxonomy", str(concepts), "--domain", "us-gaap", "--method",
+                     "fhs", "--out", str(base / "gpu-run"), "--quiet", "--backend", "openai", "--base-url", url,
+                     "--cache", str(base / "gpu-cache" / "responses.sqlite")])
+    assert code == 0, err.getvalue()
+    for name in ("responses.sqlite", "verdicts.sqlite"):  # at rest, as a finished run leaves them: no write-ahead log
+        with sqlite3.connect(base / "gpu-cache" / name) as db:
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return {"facts": facts, "concepts": concepts, "url": url, "metrics": json.loads(out.getvalue()), "base": base}
+
+
 @pytest.fixture
-def served(tmp_path, capsys):
-    """One fhs run against the simulator, its cache folder and inputs; the server is gone afterwards."""
-    facts, concepts = write_inputs(tmp_path)
-    cache = tmp_path / "gpu-cache" / "responses.sqlite"
-    with running(free_port(), "--fixed-latency", "0.02") as url:
-        code, metrics, err = fhs_run(capsys, facts, concepts, tmp_path / "gpu-run", "--backend", "openai",
-                                     "--base-url", url, "--cache", str(cache))
-        assert code == 0, err
-    return {"facts": facts, "concepts": concepts, "cache": cache, "url": url, "metrics": metrics,
+def served(served_once, tmp_path):
+    """The module's run, its run and cache folders copied into this test's folder (a test may change them);
+    the inputs are shared and only read. The server is gone."""
+    for name in ("gpu-run", "gpu-cache"):
+        shutil.copytree(served_once["base"] / name, tmp_path / name)
+    return {"facts": served_once["facts"], "concepts": served_once["concepts"], "url": served_once["url"],
+            "metrics": served_once["metrics"], "cache": tmp_path / "gpu-cache" / "responses.sqlite",
             "run": tmp_path / "gpu-run"}
 
 

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_in_process import fhs
 
 ROOT = Path(__file__).resolve().parents[1]
 CONCEPTS = ("id,label,definition,datatype\n"
@@ -23,7 +24,8 @@ def line(**changes) -> str:
     return json.dumps({k: v for k, v in record.items() if v is not None}) + "\n"
 
 
-def fhs(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+def fhs_process(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    """The ``fhs`` command as its own process: what a user's shell sees, exit status and all."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run([sys.executable, "-m", "fhs.cli", *args], capture_output=True, text=True, cwd=cwd,
                           env=env, timeout=120)
@@ -184,8 +186,8 @@ def finished(tmp_path_factory):
     base = tmp_path_factory.mktemp("finished")
     (base / "concepts.csv").write_text(CONCEPTS)
     (base / "facts.jsonl").write_text(GOOD_FACTS)
-    done = fhs("run", "--facts", "facts.jsonl", "--taxonomy", "concepts.csv", "--method", "direct",
-               "--out", "out", "--quiet", cwd=base)
+    done = fhs_process("run", "--facts", "facts.jsonl", "--taxonomy", "concepts.csv", "--method", "direct",
+                       "--out", "out", "--quiet", cwd=base)
     assert done.returncode == 0, done.stderr
     return base
 
@@ -215,8 +217,8 @@ def test_a_torn_records_tail_is_dropped_with_a_warning_and_the_run_finishes(fini
     records = work / "out" / "records.jsonl"
     kept = records.read_text().splitlines()[0] + "\n"
     records.write_text(kept + '{"id": "f2", "ra')
-    done = fhs("run", "--facts", "facts.jsonl", "--taxonomy", "concepts.csv", "--method", "direct", "--out", "out",
-               "--quiet", cwd=work)
+    done = fhs_process("run", "--facts", "facts.jsonl", "--taxonomy", "concepts.csv", "--method", "direct",
+                       "--out", "out", "--quiet", cwd=work)
     assert done.returncode == 0 and "dropped a torn last line" in done.stderr
     assert json.loads(done.stdout)["n_new"] == 1 and records.read_text().startswith(kept)
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from cli_in_process import fhs
 
 from fhs.book.adapter_book import book_dataset, index_page, plan_book
 from fhs.core.errors import InputError
@@ -35,11 +36,6 @@ def write_spec(folder: Path, stem: str = "mine", **fields) -> Path:
     path = folder / f"{stem}.yaml"
     path.write_text(yaml.safe_dump({k: v for k, v in spec.items() if v is not None}))
     return path
-
-
-def fhs(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "fhs.cli", *args], capture_output=True, text=True, cwd=cwd,
-                          env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}, timeout=120)
 
 
 def refused(path: Path, field: str, words: str) -> str:

@@ -11,6 +11,7 @@ scorer the deployed search replaced, and for the peers, with index build times a
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from pathlib import Path
@@ -54,7 +55,27 @@ def bm25s_index(documents, backend: str, k1: float = 1.5, b: float = 0.75):
 
 def bm25s_top_k(model, queries: list[list[str]], k: int):
     """bm25s's top k of every query, one thread (its own numba kernels where the backend is numba)."""
+    if model.backend == "numba":
+        _cache_bm25s_kernels()
     return model.retrieve(queries, k=k, n_threads=1, show_progress=False, return_as="tuple")
+
+
+@functools.cache
+def _cache_bm25s_kernels() -> None:
+    """bm25s compiles its kernels in every process (seconds each bench), never caching them: cache the ones a
+    one-thread search compiles, in the user's numba folder (fhs.retrieval.jit). Its parallel kernel wraps the
+    serial one's Python function, whose cache file it would share: it is left uncached."""
+    from bm25s.numba import retrieve_utils, selection
+    from numba.core.dispatcher import Dispatcher
+
+    from fhs.retrieval.jit import use_user_cache
+
+    use_user_cache()
+    parallel = retrieve_utils._retrieve_internal_jitted_parallel
+    for module in (retrieve_utils, selection):
+        for value in vars(module).values():
+            if isinstance(value, Dispatcher) and value is not parallel:
+                value.enable_caching()
 
 
 def _sparse_bytes(*matrices) -> int:
