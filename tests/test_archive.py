@@ -188,15 +188,13 @@ def test_a_replay_with_another_model_says_which_the_archive_holds(served, tmp_pa
 
 @pytest.mark.model
 @pytest.mark.data
-def test_a_real_models_run_replays_from_its_archive(tmp_path, capsys):
-    """SmolLM2 in process on one FinCL fact (every FHS stage asks the model): archived, then replayed with
-    no model at all."""
-    cache = tmp_path / "cache" / "responses.sqlite"
+def test_a_real_models_run_replays_from_its_archive(smollm2_fhs_run, tmp_path, capsys):
+    """SmolLM2 in process on one FinCL fact (every FHS stage asks the model; the session's shared run, copied
+    here): archived, then replayed with no model at all."""
+    cache, first = smollm2_fhs_run["cache"], smollm2_fhs_run["metrics"]
     args = ["run", "--dataset", "fincl", "--method", "fhs", "--profile", "smoke", "--limit", "1", "--quiet"]
-    assert main([*args, "--out", str(tmp_path / "a"), "--cache", str(cache)]) == 0
-    first = json.loads(capsys.readouterr().out)
     assert first["llm_calls"] > 0
-    assert main(["archive", str(tmp_path / "a"), "--cache", str(cache), "--out", str(tmp_path / "a.fhsa")]) == 0
+    assert main(["archive", str(smollm2_fhs_run["run"]), "--cache", str(cache), "--out", str(tmp_path / "a.fhsa")]) == 0
     capsys.readouterr()
     import fhs.llm.llama_cpp as llama_module
 
@@ -213,7 +211,7 @@ def test_a_real_models_run_replays_from_its_archive(tmp_path, capsys):
     replayed = json.loads(capsys.readouterr().out)
     assert code == 0
     assert without(replayed, INVOCATION | {"recorded_seconds"}) == without(first, INVOCATION | {"recorded_seconds"})
-    assert without(records_of(tmp_path / "b"), REPLAYED) == without(records_of(tmp_path / "a"), REPLAYED)
+    assert without(records_of(tmp_path / "b"), REPLAYED) == without(records_of(smollm2_fhs_run["run"]), REPLAYED)
     assert Path(tmp_path / "a.fhsa").stat().st_size > 0
 
 

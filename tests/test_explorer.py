@@ -132,10 +132,8 @@ def test_a_folder_without_records_is_named(tmp_path, capsys):
 
 @pytest.mark.model
 @pytest.mark.data
-def test_show_a_real_smollm2_run(tmp_path, capsys):
-    run = tmp_path / "run"
-    assert main(["run", "--dataset", "fincl", "--method", "fhs", "--profile", "smoke", "--limit", "1", "--quiet",
-                 "--out", str(run), "--cache", str(tmp_path / "cache.sqlite")]) == 0
+def test_show_a_real_smollm2_run(smollm2_fhs_run, tmp_path, capsys):
+    run = smollm2_fhs_run["run"]  # one FinCL fact through FHS on SmolLM2, the session's shared run
     (record,) = read_records(run / "records.jsonl")
     out = tmp_path / "page.html"
     assert main(["show", str(run), "--fact", record["id"], "--out", str(out)]) == 0

@@ -18,10 +18,10 @@ FORCED = {"type": "object", "properties": {"verdict": {"enum": ["accept", "rejec
 
 
 def requests() -> list[Request]:
+    # two asks, 24 tokens each: every schema and temperature still meets each ask, greedy and sampled
     asks = ("Name a US-GAAP concept for revenue from software licences.",
-            "Is 'Accrued interest payable' a liability? Judge it.",
-            "Name an ICD-10-CM code for a fracture of the left wrist.")
-    return [Request(messages=(Message("user", ask + " Reply as JSON."),), max_tokens=40, schema=schema,
+            "Is 'Accrued interest payable' a liability? Judge it.")
+    return [Request(messages=(Message("user", ask + " Reply as JSON."),), max_tokens=24, schema=schema,
                     temperature=temperature, seed=seed, purpose="t")
             for ask in asks for schema in (FREE, FORCED) for temperature, seed in ((0.0, 0), (0.8, 7))]
 

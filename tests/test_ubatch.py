@@ -14,10 +14,12 @@ CONTEXT = " ".join(f"Row {n}: interest expense on long-term debt was {n * 37 % 1
 
 
 def requests() -> list[Request]:
+    # the step size changes how the prompt is evaluated, not how a reply is generated: a dozen tokens show the
+    # replies agree, and generation no longer outweighs the prompts
     asks = ("Which US-GAAP concept does the first row's value denote?",
             "Which ICD-10-CM code fits a closed fracture of the left wrist?")
     return [Request(messages=(Message("system", "Answer as JSON."), Message("user", CONTEXT + "\n\n" + ask)),
-                    max_tokens=32, schema=schema, temperature=temperature, seed=seed, purpose="t")
+                    max_tokens=12, schema=schema, temperature=temperature, seed=seed, purpose="t")
             for ask in asks for schema in (SCHEMA, None) for temperature, seed in ((0.0, 0), (0.8, 7))]
 
 

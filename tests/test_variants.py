@@ -138,7 +138,8 @@ def test_smollm2_variants_replay_from_the_cache_and_the_ledger(tmp_path, capsys)
     cache_path = tmp_path / "llm" / "responses.sqlite"
 
     def fhs_run(out, *knobs):
-        code = main(["run", "--dataset", "fincl", "--method", "fhs", "--profile", "smoke", "--limit", "2",
+        # one fact: every check below is per record or per call, and one fact has both hypotheses and a window
+        code = main(["run", "--dataset", "fincl", "--method", "fhs", "--profile", "smoke", "--limit", "1",
                      "--selector", "off", "--quiet", "--out", str(tmp_path / out), "--cache", str(cache_path), *knobs])
         capsys.readouterr()
         assert code == 0
@@ -147,7 +148,7 @@ def test_smollm2_variants_replay_from_the_cache_and_the_ledger(tmp_path, capsys)
     base = fhs_run("base")
     cache = ResponseCache(cache_path)
     entries = cache.stats().entries
-    assert entries >= 2  # at least the two hypotheses per fact... of the first fact
+    assert entries >= 2  # at least the fact's two hypotheses
     fhs_run("beta", "--beta", "0.3", "--normalize", "raw", "--cache-unparsed")
     assert cache.stats().entries == entries  # zero new model calls
 
