@@ -304,3 +304,28 @@ def test_a_clinical_mention_field_is_pointed_at_value_not_sentence(tmp_path, cap
     with pytest.raises(InputError, match="field 'mention': unknown field \\(did you mean 'value'\\?") as error:
         read_facts(facts)
     assert "'sentence'?" not in str(error.value)
+
+
+def test_reading_fincl_leaves_the_process_wide_cell_limit_and_a_concept_file_keeps_its_own(tmp_path):
+    """FinCL's reader lifts the csv module's limit for its long contexts only while it reads; a concept file is
+    read under its own 16 MiB limit whatever the process's setting, so an unclosed quote is still refused."""
+    import csv
+
+    from fhs.core.errors import InputError
+    from fhs.data.datasets.fincl import COLUMNS, read_rows
+    from fhs.data.taxonomies.generic import load_generic
+
+    fincl = tmp_path / "fincl.csv"
+    fincl.write_text(",".join(COLUMNS) + "\n", encoding="utf-8")
+    concepts = tmp_path / "concepts.csv"
+    concepts.write_text("id,label\nA,Assets\nBig,\"" + "x" * (17 * 1024 * 1024) + "\"\n", encoding="utf-8")
+    before = csv.field_size_limit()
+    try:
+        read_rows(fincl)
+        assert csv.field_size_limit() == before
+        csv.field_size_limit(2**31 - 1)  # as a reader that never put it back would leave it
+        with pytest.raises(InputError, match="MiB"):
+            load_generic(concepts)
+        assert csv.field_size_limit() == 2**31 - 1
+    finally:
+        csv.field_size_limit(before)

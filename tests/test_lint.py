@@ -17,7 +17,7 @@ def test_make_test_lints_before_it_runs_the_tests(tmp_path):
     done, calls = run_target(tmp_path, "test")
     assert done.returncode == 0, done.stderr
     assert calls[:4] == LINT
-    assert calls[-1][:3] == ["python", "-m", "pytest"]
+    assert calls[-1][:3] == ["python", "-m", "dev.test_phases"]  # which runs pytest (tests/test_test_phases.py)
 
 
 def test_a_lint_finding_stops_make_test_before_pytest(tmp_path):

@@ -9,10 +9,12 @@ file is refused with one line that names it and the limit, never expanded whole.
 
 from __future__ import annotations
 
+import csv
 import gzip
 import io
 import zlib
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -103,3 +105,15 @@ def read_text(path: str | Path) -> str:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise utf8_error(path) from None
+
+
+@contextmanager
+def csv_cell_limit(chars: int) -> Iterator[None]:
+    """The csv module's limit on one cell is one setting for the whole process: each reader sets its own
+    for its rows and puts the old one back, so loading FinCL's long contexts never lifts the limit a
+    user's concept file or table is read under."""
+    before = csv.field_size_limit(chars)
+    try:
+        yield
+    finally:
+        csv.field_size_limit(before)

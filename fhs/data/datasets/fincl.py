@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fhs.core.errors import InputError
+from fhs.core.untrusted import csv_cell_limit
 from fhs.data.datadir import source_dir
 from fhs.data.datasets.html_page import visible_text
 from fhs.data.datasets.html_tables import (
@@ -71,9 +72,9 @@ def read_rows(path: str | Path) -> list[FinclRow]:
     path = Path(path)
     if not path.is_file():
         raise InputError("no such FinCL file", path=path, fix=f"expected {FILE_NAME} from FinTagging's subdata/")
-    csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # contexts run to tens of kilobytes
     rows: list[FinclRow] = []
-    with path.open(encoding="utf-8", newline="") as handle:
+    # contexts run to tens of kilobytes
+    with csv_cell_limit(min(sys.maxsize, 2**31 - 1)), path.open(encoding="utf-8", newline="") as handle:
         reader = csv.reader(handle)
         try:
             header = next(reader)

@@ -23,12 +23,11 @@ from __future__ import annotations
 import csv
 import html
 import io
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from fhs.core.errors import InputError
-from fhs.core.untrusted import LIMITS, ReadLimits, read_text
+from fhs.core.untrusted import LIMITS, ReadLimits, csv_cell_limit, read_text
 from fhs.data.datasets.html_tables import column_header, row_header, table_grid, table_text
 from fhs.data.datasets.html_text import local_name, too_deep
 from fhs.data.facts import Fact
@@ -56,18 +55,6 @@ def _delimiter(path: str | Path) -> str:
 CELL_CHARS = 131_072  # the csv module's own default limit on one cell
 
 
-@contextmanager
-def _cell_limit(chars: int):
-    """The csv module's limit is one setting for the whole process (the FinCL and taxonomy
-    loaders raise it for their long contexts), so a table is read under its own and the
-    setting put back."""
-    before = csv.field_size_limit(chars)
-    try:
-        yield
-    finally:
-        csv.field_size_limit(before)
-
-
 def csv_rows(path: str | Path) -> list[tuple[int, list[str]]]:
     """``(line, cells)`` of every row of a CSV/TSV file, the line where the row starts.
 
@@ -79,7 +66,7 @@ def csv_rows(path: str | Path) -> list[tuple[int, list[str]]]:
     delimiter = _delimiter(path)
     reader = csv.reader(io.StringIO(text), delimiter=delimiter, strict=True)
     rows: list[tuple[int, list[str]]] = []
-    with _cell_limit(CELL_CHARS):
+    with csv_cell_limit(CELL_CHARS):
         while True:
             start = reader.line_num + 1
             try:

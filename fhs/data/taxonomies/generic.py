@@ -23,6 +23,7 @@ from typing import Any
 from fhs.core.errors import InputError
 from fhs.core.files import utf8_error
 from fhs.core.jsonl import iter_objects
+from fhs.core.untrusted import csv_cell_limit
 from fhs.data.taxonomies.ids import id_kind, normalizer
 from fhs.data.taxonomy import Concept, Taxonomy
 
@@ -128,14 +129,13 @@ FIELD_LIMIT = 16 * 1024 * 1024
 
 def _table_rows(path: Path, delimiter: str) -> Iterator[tuple[int, Mapping[str, Any]]]:
     try:
-        with path.open(encoding="utf-8-sig", newline="") as handle:
+        with csv_cell_limit(FIELD_LIMIT), path.open(encoding="utf-8-sig", newline="") as handle:
             yield from _checked_rows(path, handle, delimiter)
     except UnicodeDecodeError:
         raise utf8_error(path) from None
 
 
 def _checked_rows(path: Path, handle: Any, delimiter: str) -> Iterator[tuple[int, Mapping[str, Any]]]:
-    csv.field_size_limit(max(csv.field_size_limit(), FIELD_LIMIT))
     reader = csv.DictReader(handle, delimiter=delimiter, strict=True)
     started = 1
     try:
