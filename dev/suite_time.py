@@ -7,8 +7,9 @@
 The tiers are ``pyproject.toml``'s markers, split so that together they are what ``make test``
 runs (every test but ``vllm``): ``fast`` (``-m 'not model and not data'``), ``data`` (``data``
 without ``model``) and ``model``. Each runs as its own ``pytest -q -p no:cacheprovider`` with this
-interpreter, the fast and data tiers over ``--workers`` pytest-xdist processes and the model tier in
-one, as ``make test`` runs them (``dev/test_phases.py``); the record gives each tier's seconds, workers and pytest's counts, the machine
+interpreter, over ``--workers`` pytest-xdist processes, the model tier's with one thread each, as
+``make test`` runs them (``dev/test_phases.py``); the record gives each tier's seconds, workers and
+pytest's counts, the machine
 (``fhs.run.cpu_info``) and the load average when it started (a shared machine's times are not a
 quiet one's). It is written to ``book/records/<date>-<commit>-suite.json`` (``--record-dir``;
 ``--no-record`` writes none), from which ``python -m dev.measurements`` renders the Measured builds
@@ -29,28 +30,27 @@ from typing import Any
 
 from dev.cold_book import pytest_counts
 from dev.measurements import RECORDS, write_record
-from dev.test_phases import usable_cores
+from dev.test_phases import ONE_THREAD, usable_cores
 
 ROOT = Path(__file__).resolve().parent.parent
 TIERS = {"fast": "not model and not data", "data": "data and not model", "model": "model"}
 Run = Callable[..., subprocess.CompletedProcess]
-
-
-SERIAL = {"model"}  # llama.cpp takes every core: these tiers run in one process whatever --workers says
+SPREAD_ENV = {"model": ONE_THREAD}  # as make test's model phase: each worker computes with one thread
 
 
 def run_tier(name: str, python: str, run: Run = subprocess.run, durations: int = 0,
              log_dir: Path | None = None, workers: int = 1) -> dict[str, Any]:
     """One tier through pytest: its step of the record (seconds, workers, pytest's counts); its whole output
     (with the ``durations`` slowest tests, when asked) kept in ``log_dir/<tier>.log``."""
-    workers = 1 if name in SERIAL else workers
     command = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", TIERS[name]]
+    env = None
     if workers > 1:
         command += ["-n", str(workers)]
+        env = {**os.environ, **SPREAD_ENV.get(name, {})}
     if durations:
         command.append(f"--durations={durations}")
     started = time.perf_counter()
-    done = run(command, cwd=ROOT, capture_output=True, text=True)
+    done = run(command, cwd=ROOT, capture_output=True, text=True, env=env)
     seconds = time.perf_counter() - started
     output = (done.stdout or "") + (done.stderr or "")
     if log_dir is not None:
@@ -86,7 +86,7 @@ def suite_record(steps: Sequence[dict[str, Any]], started: datetime, tiers: Sequ
         for word, n in step["tests"].items():
             totals[word] = totals.get(word, 0) + n
     options = [] if list(tiers) == list(TIERS) else ["--tiers", ",".join(tiers)]
-    workers = {step.get("workers", 1) for step in steps if step["step"] not in SERIAL}
+    workers = {step.get("workers", 1) for step in steps}
     if workers and workers != {usable_cores()}:
         options += ["--workers", ",".join(map(str, sorted(workers)))]
     return {"kind": "suite", "date": started.date().isoformat(), "started": started.isoformat(timespec="seconds"),
@@ -107,7 +107,7 @@ def main(argv: Sequence[str] | None = None, run: Run = subprocess.run) -> int:
     parser.add_argument("--record-dir", default=str(RECORDS), help="where the record goes (default book/records)")
     parser.add_argument("--no-record", action="store_true", help="print the times, write no record")
     parser.add_argument("--workers", type=int, default=usable_cores(),
-                        help="pytest-xdist workers of the fast and data tiers (default: the usable cores, as make test)")
+                        help="pytest-xdist workers of each tier (default: the usable cores, as make test)")
     parser.add_argument("--durations", type=int, default=0, help="list this many slowest tests of each tier")
     parser.add_argument("--log-dir", default=None, help="keep each tier's whole output here as <tier>.log")
     args = parser.parse_args(argv)

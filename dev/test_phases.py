@@ -1,11 +1,14 @@
-"""`make test`'s pytest: the tests that run no model spread over the cores, then the model tests in one process.
+"""`make test`'s pytest: the tests that run no model, then the model tests, each phase spread over the cores.
 
     python -m dev.test_phases [--workers=N] [PYTEST ARGUMENTS...]
 
-The model tests run llama.cpp on every core, so two of them at once only contend. The others wait
-on simulated servers, subprocesses, notebook kernels and the disk as much as on the CPU, and
-pytest-xdist's workers overlap those waits. ``--workers`` defaults to the cores this process may
-use; 0 or 1 runs the first phase in one process too. Arguments that choose the tests' markers or
+The tests that run no model wait on simulated servers, subprocesses, notebook kernels and the disk
+as much as on the CPU, and pytest-xdist's workers overlap those waits. The model tests run
+llama.cpp and the embedding runtime, which would each take every core: spread over workers, each
+worker computes with one thread (``FHS_LLAMA_THREADS``, ``FHS_DENSE_THREADS``), which changes no
+reply (``tests/test_llm.py``) and overlaps the set-up between model calls. The phases run one after
+the other so that a phase's workers never contend with the other phase's. ``--workers`` defaults to
+the cores this process may use; 0 or 1 runs each phase in one process, with the default threads. Arguments that choose the tests' markers or
 workers themselves (``-m``, ``-n``) make one plain pytest run of exactly what was asked.
 Exit status: pytest's, 0 when each phase passed or selected nothing (5) and some phase ran a test.
 """
@@ -16,20 +19,28 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
 class Phase:
     name: str
     markers: str
-    spread: bool  # over pytest-xdist's workers
+    spread_env: dict[str, str] = field(default_factory=dict)  # each worker's environment when spread
 
 
-PHASES = (Phase("spread", "not model and not vllm", spread=True), Phase("model", "model and not vllm", spread=False))
+ONE_THREAD = {"FHS_LLAMA_THREADS": "1", "FHS_DENSE_THREADS": "1"}
+PHASES = (Phase("no model", "not model and not vllm"), Phase("model", "model and not vllm", spread_env=ONE_THREAD))
 NO_TESTS = 5  # pytest's exit status when its selection is empty
 
-Run = Callable[[list[str]], int]
+
+@dataclass(frozen=True)
+class Command:
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)  # set on top of this process's environment
+
+
+Run = Callable[[Command], int]
 
 
 def usable_cores() -> int:
@@ -40,13 +51,19 @@ def chooses_itself(args: Sequence[str]) -> bool:
     return any(arg.startswith(("-m", "-n", "--numprocesses")) for arg in args)
 
 
-def commands(args: Sequence[str], workers: int, python: str = sys.executable) -> list[list[str]]:
+def commands(args: Sequence[str], workers: int, python: str = sys.executable) -> list[Command]:
     """The pytest command of each phase."""
     pytest = [python, "-m", "pytest"]
     if chooses_itself(args):
-        return [[*pytest, *args]]
-    return [[*pytest, "-m", phase.markers, *(["-n", str(workers)] if phase.spread and workers > 1 else []), *args]
+        return [Command([*pytest, *args])]
+    if workers <= 1:
+        return [Command([*pytest, "-m", phase.markers, *args]) for phase in PHASES]
+    return [Command([*pytest, "-m", phase.markers, "-n", str(workers), *args], dict(phase.spread_env))
             for phase in PHASES]
+
+
+def call(command: Command) -> int:
+    return subprocess.call(command.argv, env={**os.environ, **command.env} if command.env else None)
 
 
 def combined(codes: Sequence[int]) -> int:
@@ -56,7 +73,7 @@ def combined(codes: Sequence[int]) -> int:
     return failed[0] if failed else 0
 
 
-def main(argv: Sequence[str] | None = None, run: Run = lambda command: subprocess.call(command)) -> int:
+def main(argv: Sequence[str] | None = None, run: Run = call) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     workers = usable_cores()
     if args and args[0].startswith("--workers="):
@@ -67,7 +84,8 @@ def main(argv: Sequence[str] | None = None, run: Run = lambda command: subproces
             workers = int(value)
     codes = []
     for command in commands(args, workers):
-        print("+", " ".join(command[1:]), file=sys.stderr, flush=True)
+        shown = [f"{name}={value}" for name, value in command.env.items()] + command.argv[1:]
+        print("+", " ".join(shown), file=sys.stderr, flush=True)
         codes.append(run(command))
     return combined(codes)
 

@@ -172,7 +172,7 @@ def test_smollm2_cut_at_a_tiny_budget_reports_length_and_counts_truncations(tmp_
     from fhs.llm.llama_cpp import LlamaCppBackend
     from fhs.llm.models import smollm2_path
 
-    backend = LlamaCppBackend(smollm2_path(), n_ctx=4096, n_threads=2, model_name="smollm2-135m")
+    backend = LlamaCppBackend(smollm2_path(), n_ctx=4096, model_name="smollm2-135m")
     cache = ResponseCache(tmp_path / "responses.sqlite")
     llm = CachedLLM(backend, cache)
     # the verifier on two known hypotheses, with room for three tokens of its answer

@@ -23,14 +23,14 @@ def test_a_restored_state_evaluates_only_the_new_tail_and_answers_as_a_fresh_mod
     from fhs.llm.models import smollm2_path
 
     stream = [ask("Question: what is two plus two?"), OTHER, ask("Question: name a colour.")]
-    plain = LlamaCppBackend(smollm2_path(), n_ctx=2048, n_threads=2, kv_states=0)
-    saved = LlamaCppBackend(smollm2_path(), n_ctx=2048, n_threads=2, kv_states=4)
+    plain = LlamaCppBackend(smollm2_path(), n_ctx=2048, kv_states=0)
+    saved = LlamaCppBackend(smollm2_path(), n_ctx=2048, kv_states=4)
     without = [plain.complete([r])[0] for r in stream]
     with_states = [saved.complete([r])[0] for r in stream]
     # the third prompt shares the long instructions with the first, not with the second
     assert without[2].prompt_evaluated > with_states[2].tokens_in - 20
     assert with_states[2].prompt_evaluated < 20 and saved.states.restored == 1
-    fresh = LlamaCppBackend(smollm2_path(), n_ctx=2048, n_threads=2).complete([stream[2]])[0]
+    fresh = LlamaCppBackend(smollm2_path(), n_ctx=2048).complete([stream[2]])[0]
     assert [a.text for a in with_states] == [a.text for a in without] and with_states[2].text == fresh.text
 
 

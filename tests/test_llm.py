@@ -561,7 +561,7 @@ def _valid(text: str) -> dict:
 def smollm2():
     from fhs.llm.models import smollm2_path
 
-    return LC.LlamaCppBackend(smollm2_path(), n_ctx=2048, n_threads=2, model_name="smollm2-135m")
+    return LC.LlamaCppBackend(smollm2_path(), n_ctx=2048, model_name="smollm2-135m")
 
 
 @pytest.mark.model
@@ -576,6 +576,39 @@ def test_llama_cpp_samples_differ_by_sample_index_and_replay(smollm2):
     free = replace(QUERY_REQUEST, temperature=1.0, schema=None, max_tokens=24)
     a, b, a_again = smollm2.complete([free, replace(free, sample_index=1), free])
     assert a.text == a_again.text and a.text != b.text
+
+
+def test_llama_threads_come_from_the_argument_then_the_environment_then_two(monkeypatch):
+    monkeypatch.delenv(LC.THREADS_ENV, raising=False)
+    assert LC.llama_threads() == 2 and LC.llama_threads(3) == 3
+    monkeypatch.setenv(LC.THREADS_ENV, "1")
+    assert LC.llama_threads() == 1 and LC.llama_threads(4) == 4
+    for bad in ("two", "0", "-1", "1.5"):
+        monkeypatch.setenv(LC.THREADS_ENV, bad)
+        with pytest.raises(InputError, match=f"{LC.THREADS_ENV}.*whole number of threads.*{bad!r}"):
+            LC.llama_threads()
+
+
+@pytest.mark.model
+def test_one_thread_gives_two_threads_logits_and_replies(smollm2, monkeypatch):
+    """Why make test may run model tests in two processes of one thread: the count changes no bit."""
+    import numpy as np
+
+    from fhs.llm.models import smollm2_path
+
+    monkeypatch.setenv(LC.THREADS_ENV, "1")
+    single = LC.LlamaCppBackend(smollm2_path(), n_ctx=2048, model_name="smollm2-135m")
+    assert single._llm.n_threads == 1 and smollm2._llm.n_threads == 2
+    free = replace(QUERY_REQUEST, temperature=1.0, schema=None, max_tokens=24)
+    assert [r.text for r in single.complete([QUERY_REQUEST, free])] == [
+        r.text for r in smollm2.complete([QUERY_REQUEST, free])]
+    tokens = smollm2._llm.tokenize(b"Revenue from contracts with customers, excluding assessed tax")
+    last = []
+    for backend in (single, smollm2):
+        backend._llm.reset()
+        backend._llm.eval(tokens)
+        last.append(np.array(backend._llm.scores[backend._llm.n_tokens - 1]))
+    assert np.array_equal(last[0], last[1])
 
 
 STRING_SCHEMA = {
@@ -684,7 +717,7 @@ def test_qwen05_assembles_and_answers_structured(qwen05_file):
     assert len(qwen05_parts()) == len(QWEN05_PART_MODULES) == 6
     assert digest.hexdigest() == hashlib.sha256(qwen05_file.read_bytes()).hexdigest()
     assert digest.hexdigest() == "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
-    backend = LC.LlamaCppBackend(qwen05_file, n_ctx=2048, n_threads=2)
+    backend = LC.LlamaCppBackend(qwen05_file, n_ctx=2048)
     out = backend.complete([QUERY_REQUEST])[0]
     _valid(out.text)
 

@@ -103,18 +103,20 @@ def test_suite_time_runs_each_tier_and_writes_a_record_the_page_renders(tmp_path
             "model": "60 passed, 1385 deselected in 240.0s"}
     asked = []
 
-    commands = []
+    commands, envs = [], []
 
-    def run(command, **_):
+    def run(command, env=None, **_):
         marker = command[command.index("-m", 2) + 1]
         asked.append(marker)
         commands.append(command)
+        envs.append(env or {})
         return argparse.Namespace(stdout=said[marker] + "\n", stderr="", returncode=1 if "failed" in said[marker] else 0)
 
     assert suite_time.main(["--record-dir", str(tmp_path), "--note", "a shared machine", "--workers", "2"],
                            run=run) == 1  # a failure
     assert asked == list(suite_time.TIERS.values())  # every tier of make test, each once
-    assert [("-n" in command) for command in commands] == [True, True, False]  # the model tier in one process
+    assert [("-n" in command) for command in commands] == [True, True, True]  # every tier spread, as make test
+    assert [env.get("FHS_LLAMA_THREADS") for env in envs] == [None, None, "1"]  # model workers: one thread each
     [path] = tmp_path.glob("*-suite.json")
     record = json.loads(path.read_text())
     assert [(s["step"], s["tests"]) for s in record["steps"]] == [
@@ -125,6 +127,11 @@ def test_suite_time_runs_each_tier_and_writes_a_record_the_page_renders(tmp_path
     page = measurements.render(measurements.load_records(tmp_path))
     assert "## The test suite per tier" in page and "fast min (tests)" in page
     assert "1,348 passed, 1 skipped, 96 deselected, 2 workers" in page and "a shared machine" in page
+    assert "60 passed, 1,385 deselected, 2 workers)" in page
+    envs.clear()
+    suite_time.main(["--record-dir", str(tmp_path / "one"), "--tiers", "model", "--workers", "1"], run=run)
+    assert envs == [{}]  # in one process, at the default threads
+    page = measurements.render(measurements.load_records(tmp_path / "one"))
     assert "60 passed, 1,385 deselected)" in page  # one process: no workers said
     with pytest.raises(SystemExit):
         suite_time.main(["--tiers", "slow"], run=run)

@@ -382,7 +382,7 @@ def test_llm_relocator_with_a_real_model_keeps_only_exact_substrings(tmp_path):
     from fhs.llm.models import smollm2_path
 
     fixture = Path(__file__).parent / "fixtures"
-    llm = CachedLLM(make_llm("llama_cpp", str(smollm2_path()), n_ctx=2048, n_threads=2),
+    llm = CachedLLM(make_llm("llama_cpp", str(smollm2_path()), n_ctx=2048),
                     ResponseCache(tmp_path / "responses.sqlite"))
     split = load_split(fixture, None, relocator=LLMRelocator(llm), cache=tmp_path / "relocations.jsonl")
     assert split.stats["facts"] == len(split.all_facts) > 0

@@ -172,7 +172,7 @@ def test_a_real_model_answers_the_by_id_layout_with_numbers_that_map_back():
     from fhs.llm.factory import make_llm
     from fhs.llm.models import smollm2_path
 
-    llm = make_llm("llama_cpp", str(smollm2_path()), n_ctx=4096, n_threads=2)
+    llm = make_llm("llama_cpp", str(smollm2_path()), n_ctx=4096)
     config = FHSConfig(selector_layout="by-id", selector_candidates=4, definition_chars=80, context_tokens=4096)
     ids, selection, calls = select(FACT, METHOD_ORDER, llm, TAXONOMY, DOMAIN, config)
     ((request, response),) = calls

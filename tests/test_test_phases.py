@@ -1,24 +1,37 @@
-"""`make test`'s two pytest runs (dev/test_phases.py): the model-free tests spread, the model tests in one process."""
+"""`make test`'s two pytest runs (dev/test_phases.py): the model-free tests, then the model tests, each spread."""
 
 from __future__ import annotations
+
+import os
+import sys
 
 import pytest
 
 from dev import test_phases
 
 
-def test_the_model_free_tests_spread_over_the_workers_and_the_model_tests_run_in_one_process():
-    spread, model = test_phases.commands(["-q", "-x"], workers=2, python="py")
-    assert spread == ["py", "-m", "pytest", "-m", "not model and not vllm", "-n", "2", "-q", "-x"]
-    assert model == ["py", "-m", "pytest", "-m", "model and not vllm", "-q", "-x"]
+def test_both_phases_spread_over_the_workers_and_the_model_workers_compute_with_one_thread():
+    free, model = test_phases.commands(["-q", "-x"], workers=2, python="py")
+    assert free.argv == ["py", "-m", "pytest", "-m", "not model and not vllm", "-n", "2", "-q", "-x"]
+    assert model.argv == ["py", "-m", "pytest", "-m", "model and not vllm", "-n", "2", "-q", "-x"]
+    assert free.env == {} and model.env == {"FHS_LLAMA_THREADS": "1", "FHS_DENSE_THREADS": "1"}
     # together: every test the plain run selects (pyproject's addopts leave out vllm), each once
-    assert {spread[4], model[4]} == {"not model and not vllm", "model and not vllm"}
+    assert {free.argv[4], model.argv[4]} == {"not model and not vllm", "model and not vllm"}
 
 
-def test_one_worker_runs_without_xdist_and_a_users_markers_or_workers_are_one_plain_run():
-    assert all("-n" not in command for command in test_phases.commands([], workers=1, python="py"))
+def test_one_worker_runs_without_xdist_at_the_default_threads_and_a_users_markers_or_workers_are_one_plain_run():
+    for command in test_phases.commands([], workers=1, python="py"):
+        assert "-n" not in command.argv and command.env == {}
     for args in (["-m", "data"], ["-mdata"], ["-n", "4"], ["--numprocesses=3"]):
-        assert test_phases.commands(args, workers=2, python="py") == [["py", "-m", "pytest", *args]]
+        assert test_phases.commands(args, workers=2, python="py") == [test_phases.Command(["py", "-m", "pytest", *args])]
+
+
+def test_the_one_thread_setting_reaches_the_pytest_process(tmp_path):
+    shown = tmp_path / "env.txt"
+    command = test_phases.Command([sys.executable, "-c", f"import os; open({str(shown)!r}, 'w').write("
+                                   "os.environ['FHS_LLAMA_THREADS'] + os.environ['PATH'][:1])"], {"FHS_LLAMA_THREADS": "1"})
+    assert test_phases.call(command) == 0
+    assert shown.read_text() == "1" + os.environ["PATH"][:1]  # on top of this process's environment
 
 
 @pytest.mark.parametrize("codes, expected", [((0, 0), 0), ((5, 0), 0), ((0, 5), 0), ((5, 5), 5), ((1, 0), 1),
@@ -30,10 +43,10 @@ def test_the_exit_status_fails_when_a_phase_fails_and_an_empty_phase_is_no_failu
 def test_main_runs_each_phase_and_reads_the_workers_from_make(capsys):
     ran = []
     assert test_phases.main(["--workers=3", "-k", "a or b"], run=lambda command: ran.append(command) or 0) == 0
-    assert [command[command.index("-m", 2) + 1] for command in ran] == [p.markers for p in test_phases.PHASES]
-    assert ran[0][-4:] == ["-n", "3", "-k", "a or b"]
+    assert [c.argv[c.argv.index("-m", 2) + 1] for c in ran] == [p.markers for p in test_phases.PHASES]
+    assert ran[0].argv[-4:] == ["-n", "3", "-k", "a or b"] and ran[1].argv[-4:] == ["-n", "3", "-k", "a or b"]
     ran.clear()
     test_phases.main(["--workers=", "-q"], run=lambda command: ran.append(command) or 0)  # make's default: the cores
-    assert ("-n" in ran[0]) == (test_phases.usable_cores() > 1)
+    assert ("-n" in ran[0].argv) == ("-n" in ran[1].argv) == (test_phases.usable_cores() > 1)
     with pytest.raises(SystemExit, match="TEST_WORKERS: expected a whole number"):
         test_phases.main(["--workers=two"], run=lambda command: 0)

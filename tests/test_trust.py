@@ -422,7 +422,7 @@ def test_smollm2_cut_short_is_counted_as_parse_failures_and_asked_again(tmp_path
     from fhs.llm.llama_cpp import LlamaCppBackend
     from fhs.llm.models import smollm2_path
 
-    backend = LlamaCppBackend(smollm2_path(), n_ctx=4096, n_threads=2, model_name="smollm2-135m")
+    backend = LlamaCppBackend(smollm2_path(), n_ctx=4096, model_name="smollm2-135m")
     cache = tmp_path / "responses.sqlite"
     # Four tokens cannot hold the hypothesis JSON: every answer is cut short and unparseable.
     config = FHSConfig.fhs(num_hypotheses=2, max_tokens_hypothesis=4, selector=False, context_chars=400)

@@ -311,7 +311,7 @@ def test_a_real_model_under_the_schema_judges_every_window_candidate():
     from fhs.llm.factory import make_llm
     from fhs.llm.models import smollm2_path
 
-    llm = make_llm("llama_cpp", str(smollm2_path()), n_ctx=2048, n_threads=2)
+    llm = make_llm("llama_cpp", str(smollm2_path()), n_ctx=2048)
     for compact in (True, False):
         request = Request(messages=(Message("user", "Judge each candidate on each dimension. Answer in JSON."),),
                           max_tokens=120 * len(WINDOW), schema=verifier_schema(US_GAAP, WINDOW, compact),

@@ -141,7 +141,6 @@ def bench_llm(
     reaches the model); a path reuses that cache (a warm-cache measurement).
     """
     from fhs.core.errors import InputError
-    from fhs.llm.backends import backend_named
     from fhs.llm.factory import make_llm
     from fhs.run.inputs import ModelChoice, load_experiment
 
@@ -152,9 +151,8 @@ def bench_llm(
     for method in methods:
         get_method(method)  # fail on an unknown name before loading a model
     choice = ModelChoice.resolve(profile, backend=backend, model=model, seed=seed)
-    options: dict[str, Any] = {"n_threads": 2} if backend_named(choice.backend).cpu_engine else {}
     started = time.perf_counter()
-    engine = make_llm(choice.backend, choice.model, base_urls=list(choice.base_urls) or None, **options)
+    engine = make_llm(choice.backend, choice.model, base_urls=list(choice.base_urls) or None)
     load_seconds = time.perf_counter() - started
     timed = TimedBackend(engine)
     with tempfile.TemporaryDirectory(prefix="fhs-bench-") as scratch:

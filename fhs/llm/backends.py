@@ -295,7 +295,6 @@ BACKENDS: Mapping[str, Backend] = {
             "a GGUF file through llama.cpp, in this process",
             _open_llama,
             _llama_identity,
-            options=lambda s: {"n_threads": 2},
             fingerprint=_llama_fingerprint,
             model_file=_llama_file,
             cpu_engine=True,

@@ -17,9 +17,31 @@ from fhs.llm.kv_states import PromptStates
 from fhs.llm.likeliest_first import install as install_likeliest_first
 from fhs.llm.models import MODELS
 
+THREADS_ENV = "FHS_LLAMA_THREADS"  # llama.cpp's threads in this process (default: 2)
+DEFAULT_THREADS = 2
 _CPU_EXTRA_HINT = "install the cpu extra: pip install 'llama-cpp-python[server]==0.3.36'"
 _LOOSE_STRING_CHAR = r'[^"\\]'
 _TIGHT_STRING_CHAR = r'[^"\\\x00-\x1F\x7F]'
+
+
+def llama_threads(threads: int | None = None) -> int:
+    """The threads llama.cpp computes with: ``threads``, else ``$FHS_LLAMA_THREADS``, else 2.
+
+    The count splits a matrix product's rows, never a dot product, so replies do not depend on it
+    (``tests/test_llm.py`` checks SmolLM2's logits at 1 and 2 threads). Two processes of one thread
+    each share two cores better than taking turns with two threads each (``make test``'s model phase)."""
+    if threads:
+        return threads
+    value = os.environ.get(THREADS_ENV, "").strip()
+    if not value:
+        return DEFAULT_THREADS
+    if not value.isdigit() or int(value) < 1:
+        raise InputError(
+            f"expected a whole number of threads, at least 1, got {value!r}",
+            field=THREADS_ENV,
+            fix=f"unset {THREADS_ENV} for {DEFAULT_THREADS} threads, or set it to e.g. 1",
+        )
+    return int(value)
 
 
 def _import_llama_cpp() -> Any:
@@ -96,7 +118,7 @@ N_UBATCH = 128  # tokens of a prompt per evaluation step (llama.cpp's default: 5
 class LlamaCppBackend:
     """A GGUF model in this process through llama-cpp-python; the chat template comes from the GGUF.
 
-    Requests run one after another (llama.cpp on 2 CPU threads gains nothing
+    Requests run one after another (llama.cpp on its CPU threads, :func:`llama_threads`, gains nothing
     from interleaving). A schema becomes the tightened grammar of
     :func:`json_schema_grammar`, compiled once per distinct schema.
     ``kv_states`` saved KV caches of recent calls are restored when a prompt
@@ -116,7 +138,7 @@ class LlamaCppBackend:
         self,
         model_path: str | os.PathLike,
         n_ctx: int = 8192,
-        n_threads: int = 2,
+        n_threads: int | None = None,
         seed: int = 0,
         *,
         model_name: str | None = None,
@@ -137,8 +159,9 @@ class LlamaCppBackend:
         self._llama_cpp = llama_cpp
         started = time.perf_counter()
         llama_kwargs.setdefault("n_ubatch", N_UBATCH)
+        threads = llama_threads(n_threads)
         self._llm = llama_cpp.Llama(
-            model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, seed=seed, verbose=verbose, **llama_kwargs
+            model_path=str(path), n_ctx=n_ctx, n_threads=threads, seed=seed, verbose=verbose, **llama_kwargs
         )
         self.load_seconds = time.perf_counter() - started
         self.sampled: dict[str, int] = {}  # tokens sampled from a narrowed array or the whole one
