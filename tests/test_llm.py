@@ -590,21 +590,22 @@ def test_llama_threads_come_from_the_argument_then_the_environment_then_two(monk
 
 
 @pytest.mark.model
-def test_one_thread_gives_two_threads_logits_and_replies(smollm2, monkeypatch):
+def test_one_thread_gives_two_threads_logits_and_replies(monkeypatch):
     """Why make test may run model tests in two processes of one thread: the count changes no bit."""
     import numpy as np
 
     from fhs.llm.models import smollm2_path
 
-    monkeypatch.setenv(LC.THREADS_ENV, "1")
+    monkeypatch.setenv(LC.THREADS_ENV, "1")  # the environment's count, unless a count is given
     single = LC.LlamaCppBackend(smollm2_path(), n_ctx=2048, model_name="smollm2-135m")
-    assert single._llm.n_threads == 1 and smollm2._llm.n_threads == 2
+    double = LC.LlamaCppBackend(smollm2_path(), n_ctx=2048, n_threads=2, model_name="smollm2-135m")
+    assert single._llm.n_threads == 1 and double._llm.n_threads == 2
     free = replace(QUERY_REQUEST, temperature=1.0, schema=None, max_tokens=24)
     assert [r.text for r in single.complete([QUERY_REQUEST, free])] == [
-        r.text for r in smollm2.complete([QUERY_REQUEST, free])]
-    tokens = smollm2._llm.tokenize(b"Revenue from contracts with customers, excluding assessed tax")
+        r.text for r in double.complete([QUERY_REQUEST, free])]
+    tokens = double._llm.tokenize(b"Revenue from contracts with customers, excluding assessed tax")
     last = []
-    for backend in (single, smollm2):
+    for backend in (single, double):
         backend._llm.reset()
         backend._llm.eval(tokens)
         last.append(np.array(backend._llm.scores[backend._llm.n_tokens - 1]))
