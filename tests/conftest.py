@@ -12,14 +12,21 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
 
-import pytest
+# One OpenBLAS thread per test process, set before numpy loads and inherited by the kernels, servers and commands a
+# test starts: the suite's workers and their subprocesses already fill the cores, where a second BLAS thread each
+# spins on the exact encoder's small products (chapter 5 of an adapter's book, `python -m dev.suite_time`). The
+# vectors do not depend on it (tests/test_minilm_exact.py).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-from fhs.retrieval import sparse_top_k
-from fhs.retrieval.jit import use_user_cache
+import pytest  # noqa: E402 (after the BLAS setting, which must precede numpy)
+
+from fhs.retrieval import sparse_top_k  # noqa: E402 (likewise)
+from fhs.retrieval.jit import use_user_cache  # noqa: E402 (likewise)
 
 use_user_cache()
 sparse_top_k.FIRST_SEARCH.done = sparse_top_k.FIRST_BATCH.done = True

@@ -99,17 +99,19 @@ def many_facts(facts, n: int) -> None:
 
 
 # Each: the simulator's misbehaviour (in seconds of its own clock), and the client settings a user would pass
-# against it. The simulator runs on a compressed clock where no deadline is involved (--time-scale divides its
-# latency, Retry-After and drip). A client's deadline is two seconds, well above the clean answers' latency on a
+# against it. The simulator runs on a compressed clock (--time-scale divides its latency, Retry-After and drip), the
+# hung server's clean answers included. A client's deadline is two seconds, well above the clean answers' latency on a
 # loaded machine: at one second, with the machine busy, clean answers queued in the client past it and were
-# retried, several times the requests the drips and hangs called for, and the run took several times as long. So a
-# drip past it is not compressed (3 s over 2 s), and the waits after a deadline are shortened instead.
+# retried, several times the requests the drips and hangs called for, and the run took several times as long (the
+# server's /stats counts every answer: at two seconds, as many as the clean run's). So a drip past it is not
+# compressed (3 s over 2 s), and the waits after a deadline are shortened instead: a slow fact's chain of hung
+# attempts waits its backoff after each, and the backoff is not what these tests are about.
 FAST = ["--time-scale", "5"]
-SHORT_BACKOFF = ["--retry-backoff", "0.25"]  # a quarter of fhs.llm.openai.DEFAULT_BACKOFF_S
+SHORT_BACKOFF = ["--retry-backoff", "0.05"]  # a twentieth of fhs.llm.openai.DEFAULT_BACKOFF_S
 DEADLINE = ["--request-timeout", "2", *SHORT_BACKOFF]
 BUSY_SERVERS = [
     ("60% HTTP 429 with Retry-After", ["--busy", "0.6", "--retry-after", "0.2", *FAST], []),
-    ("30% hung connections, a short deadline", ["--hang", "0.3"], DEADLINE),
+    ("30% hung connections, a short deadline", ["--hang", "0.3", *FAST], DEADLINE),
     ("slow drip: 30% of answers over 3 s, past a short deadline", ["--drip", "3", "--drip-share", "0.3"], DEADLINE),
     ("slow drip: every answer over 0.3 s, within the deadline", ["--drip", "0.3", *FAST], []),
 ]
@@ -126,18 +128,37 @@ CLEAN_LATENCY = "1"
 
 @pytest.fixture(scope="module")
 def clean_run(tmp_path_factory):
-    """BUSY_FACTS facts at 128 in flight against a server that behaves: the records every busy server must give."""
-    import io
+    """BUSY_FACTS facts at 128 in flight against a server that behaves: the records every busy server must give.
 
-    base = tmp_path_factory.mktemp("clean")
-    facts, concepts = write_inputs(base)
-    many_facts(facts, BUSY_FACTS)
-    with running(free_port(), "--fixed-latency", CLEAN_LATENCY) as url:
-        code = main_quiet(facts, concepts, base / "run", url, base / "cache" / "responses.sqlite", io.StringIO())
-        peak = stats(url)["max_in_flight"]
-    assert code == 0
-    assert peak == 128, peak  # the client keeps the whole limit in flight
-    return facts, concepts, records_of(base / "run")
+    Made once per session: under pytest-xdist, by the first worker that needs it, in the session's own folder
+    (the workers' folders' parent) and under a lock; the others read its inputs and records there."""
+    import fcntl
+    import io
+    import os
+    import shutil
+
+    from fhs.core.files import write_text_atomic
+
+    shared = os.environ.get("PYTEST_XDIST_WORKER") is not None
+    folder = tmp_path_factory.getbasetemp().parent if shared else tmp_path_factory.mktemp("clean-run")
+    base = folder / "clean-run"
+    with open(folder / "clean-run.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        made = folder / "clean-run.json"
+        if not made.is_file():
+            shutil.rmtree(base, ignore_errors=True)  # what a worker that failed halfway left
+            base.mkdir()
+            facts, concepts = write_inputs(base)
+            many_facts(facts, BUSY_FACTS)
+            with running(free_port(), "--fixed-latency", CLEAN_LATENCY) as url:
+                code = main_quiet(facts, concepts, base / "run", url, base / "cache" / "responses.sqlite",
+                                  io.StringIO())
+                peak = stats(url)["max_in_flight"]
+            write_text_atomic(made, json.dumps({"code": code, "peak": peak}))
+    outcome = json.loads(made.read_text())
+    assert outcome["code"] == 0
+    assert outcome["peak"] == 128, outcome["peak"]  # the client keeps the whole limit in flight
+    return base / "facts.jsonl", base / "concepts.csv", records_of(base / "run")
 
 
 def main_quiet(facts, concepts, out, url, cache, err, *extra: str) -> int:
