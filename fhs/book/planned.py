@@ -102,7 +102,8 @@ def readiness_gap(c: str, profile: RunProfile, p: Mapping[str, Any]) -> list[Pla
 
 
 def main_results(c: str, profile: RunProfile, p: Mapping[str, Any]) -> list[PlannedRun]:
-    """Chapter 2: every row of Tables 4 and 5 over the seeded runs, the oracle, the LLM relocator."""
+    """Chapter 2: every row of Tables 4 and 5 (or its ``methods`` subset) over the seeded runs, the oracle, the LLM
+    relocator."""
     runs = []
     for name in p["datasets"]:
         for method in main_rows(p.get("methods")):
