@@ -31,6 +31,7 @@
 profile = "cpu"  # smoke | cpu | paper | gpu-sample | paper-full (fhs/run/profiles.py)
 runs_dir = "runs"  # where run records are cached; a rebuild reads them back
 datasets = ["fincl", "codiesp"]  # add "ixbrl" on a GPU box
+methods = None  # None: every row of Tables 4 and 5; or a subset such as ["direct", "fhs"] (fhs is required)
 server = {}  # backend, model, base_url, max_in_flight, thinking, replay, cache_dir; {} takes the profile's
 sample = {}  # llm_limit, llm_fraction, runs, seed, bootstrap_resamples, protocol_check (fhs/book/page.py)
 relocation_documents = 6  # CodiEsp documents relocated by the LLM relocator for the comparison
@@ -57,7 +58,7 @@ use_style()
 page = open_page("02_main_results", profile, runs_dir, server=server, sample=sample,
                  configurations=configurations)
 study, choices, seeds, interval = page.study, page.choices, page.seeds, page.interval
-METHODS = main_results.main_methods(REGISTERED)  # the paper's row order; FHS-Seq joins when registered
+METHODS = main_results.main_methods(REGISTERED, methods)  # the paper's row order; FHS-Seq joins when registered
 BASELINES = [m for m in METHODS if m != "fhs"]
 samples = {name: study.facts(name, llm=True) for name in datasets}
 shown = {name: study.dataset_name(name) for name in datasets}  # a spec file's `name`, never its path
@@ -78,7 +79,7 @@ show(main_lead.full_scale_table(full, main_lead.ceiling_values(profile, runs_dir
 # %% [markdown]
 # ## The sampled runs
 #
-# The ten rows run through one code path (the paper's Section 5; adaptations in Appendix C.1):
+# The chapter's rows run through one code path (the paper's Section 5; adaptations in Appendix C.1):
 #
 # | row | what it does | LLM calls per fact before the selector |
 # | --- | --- | --- |
@@ -112,6 +113,7 @@ show(main_lead.full_scale_table(full, main_lead.ceiling_values(profile, runs_dir
 # sampling, available as `parallel-instructed`.
 
 # %%
+print(main_results.rows_line(METHODS, REGISTERED))
 results = {(name, method): [study.run_llm(name, method, choice, facts=samples[name]) for choice in choices]
            for name in datasets for method in METHODS}
 oracle = {name: study.run(name, "oracle", facts=samples[name]) for name in datasets}
@@ -261,4 +263,4 @@ if "codiesp" in datasets:
 # %%
 checked = main_results.main_results_metrics(results, oracle, sizes, METHODS, cost, relocation, interval)
 fingerprints = study.input_fingerprints(samples, choices[0])
-page.close(checked, inputs=fingerprints)
+page.close(checked, inputs=fingerprints, left_out=main_results.rows_left_out(datasets, METHODS, REGISTERED))

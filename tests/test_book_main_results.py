@@ -26,6 +26,37 @@ def test_main_rows_follow_the_paper_order_and_keep_registered_methods_only():
     assert M.main_methods({"fhs": 1, "direct": 1, "mine": 1}) == ["direct", "fhs"]
 
 
+def test_the_methods_parameter_keeps_a_subset_in_the_paper_order_and_says_so():
+    registered = {"fhs": 1, "direct": 1, "parallel": 1, "mine": 1}
+    assert M.main_methods(registered, None) == ["direct", "parallel", "fhs"]  # the default: every row
+    assert M.main_methods(registered, ["fhs", "direct", "fhs"]) == ["direct", "fhs"]
+    assert M.main_methods(registered, "fhs") == ["fhs"]  # `-p methods=fhs` reads as one name
+    assert M.rows_line(["direct", "parallel", "fhs"], registered) == "This build runs all 3 rows."
+    line = M.rows_line(["direct", "fhs"], registered)
+    assert "2 of the 3 rows" in line and "`methods`" in line and "direct, fhs" in line
+    assert M.rows_left_out(["fincl", "my.yaml"], ["direct", "fhs"], registered) == ["fincl/parallel",
+                                                                                     "my.yaml/parallel"]
+    assert M.rows_left_out(["fincl"], ["direct", "parallel", "fhs"], registered) == []
+
+
+@pytest.mark.parametrize("chosen", [["fhs", "nope"], ["fhs", "mine"]])  # "mine" is registered but no row
+def test_an_unknown_method_is_one_line_naming_the_parameter_and_the_rows(chosen):
+    from fhs.core.errors import InputError
+
+    with pytest.raises(InputError) as error:
+        M.main_methods({"fhs": 1, "direct": 1, "mine": 1}, chosen)
+    message = str(error.value)
+    assert "\n" not in message and "'methods'" in message and repr(chosen[1]) in message
+    assert "direct, fhs" in message  # the known rows, in the paper's order
+
+
+def test_a_subset_without_fhs_is_refused_naming_the_parameter():
+    from fhs.core.errors import InputError
+
+    with pytest.raises(InputError, match="'methods'.*fhs"):
+        M.main_methods({"fhs": 1, "direct": 1}, ["direct"])
+
+
 def test_cost_table_splits_the_selectors_calls_from_the_methods_own():
     results, _ = two_methods()
     cost = M.cost_table(results, ["fincl"], ["direct", "fhs"]).set_index("method")

@@ -333,3 +333,35 @@ def test_the_html_check_folds_under_its_tally_and_opens_on_a_failure(regdir):
     assert passing.startswith("<details><summary><b>Regression check: demo [profile cpu]</b>: 1 OK</summary>")
     failing = C.check({"count": 7}, "demo", "cpu", directory=regdir, save=False, quiet=True)._repr_html_()
     assert failing.startswith("<details open><summary>") and "1 FAIL" in failing
+
+
+ROWS_FIXTURE = """\
+chapter: rows
+title: Rows chapter
+command: make notebooks PROFILE={profile}
+metrics:
+  fincl/direct/r1: {description: Recall@1, precision: 3}
+  fincl/parallel/r1: {description: Recall@1, precision: 3}
+  fincl/parallel-diverse/r1: {description: Recall@1, precision: 3}
+expected:
+  cpu:
+    fincl/direct/r1: 0.5
+    fincl/parallel/r1: 0.25
+    fincl/parallel-diverse/r1: 0.75
+"""
+
+
+def test_rows_a_chapter_was_asked_not_to_run_are_left_out_of_its_check(tmp_path):
+    """Chapter 2's ``methods`` subset: the recorded values of a row it did not run are skipped, not failed; a row
+    named alike (parallel-diverse beside parallel) and a produced value are still compared."""
+    (tmp_path / "rows.yaml").write_text(ROWS_FIXTURE)
+    ran = {"fincl/direct/r1": 0.5, "fincl/parallel-diverse/r1": 0.75}
+    report = C.check(ran, "rows", "cpu", directory=tmp_path, save=False, quiet=True)
+    assert {row.metric: row.status for row in report.rows}["fincl/parallel/r1"] == C.FAIL  # as before
+    report = C.check(ran, "rows", "cpu", directory=tmp_path, save=False, quiet=True, left_out=["fincl/parallel"])
+    assert {row.metric: row.status for row in report.rows} == {"fincl/direct/r1": C.OK,
+                                                               "fincl/parallel-diverse/r1": C.OK}
+    report.assert_ok()
+    wrong = C.check({**ran, "fincl/parallel/r1": 0.3}, "rows", "cpu", directory=tmp_path, save=False, quiet=True,
+                    left_out=["fincl/parallel"])
+    assert {row.metric: row.status for row in wrong.rows}["fincl/parallel/r1"] == C.FAIL  # a value given is checked

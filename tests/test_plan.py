@@ -183,6 +183,19 @@ def test_the_manifest_reads_each_chapters_loops_under_a_profile():
     assert {r.seed for r in one_seed if r.method in MAIN_ROWS} == {paper.seeds[0]}
 
 
+def test_chapter_2s_methods_parameter_plans_only_its_rows():
+    from fhs.book.manifest import chapter_parameters, chapter_runs
+    from fhs.core.errors import InputError
+
+    smoke = get_profile("smoke")
+    assert chapter_parameters("02_main_results", "smoke")["methods"] is None  # the default: every row
+    runs = chapter_runs(smoke, ["02_main_results"], overrides={"methods": ["fhs", "direct"], "datasets": ["fincl"]})
+    assert [(r.method, r.seed) for r in runs] == [("direct", smoke.seeds[0]), ("fhs", smoke.seeds[0]),
+                                                   ("oracle", 0)]
+    with pytest.raises(InputError, match="'methods'.*'nope'.*choose one of direct, free-text"):
+        chapter_runs(smoke, ["02_main_results"], overrides={"methods": ["fhs", "nope"]})
+
+
 def test_every_page_states_its_size():
     from fhs.book.report import profile_note
 

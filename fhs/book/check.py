@@ -61,7 +61,7 @@ import json
 import math
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -463,7 +463,11 @@ def status_of(actual: float | None, expected: Expected | None, precision: int) -
 
 
 def compare(
-    results: Mapping[str, Any], regression: Regression, profile: str, inputs: Mapping[str, str] | None = None
+    results: Mapping[str, Any],
+    regression: Regression,
+    profile: str,
+    inputs: Mapping[str, str] | None = None,
+    left_out: Collection[str] = (),
 ) -> CheckReport:
     """Compare without printing or saving anything (the pure part of :func:`check`).
 
@@ -471,9 +475,11 @@ def compare(
     recorded ones are listed on the report and named on every failing row they feed.
     A dataset the regression file has never seen (a user's spec) gets its metrics'
     definitions from another dataset's (:func:`with_new_datasets`) and reports them
-    ``NEW``; the recorded metrics of a dataset this run did not include are left out.
+    ``NEW``; the recorded metrics of a dataset this run did not include are left out, and so are those under a
+    ``left_out`` prefix (``fincl/parallel``: a row the chapter's parameters did not ask for).
     """
     actual = dataset_keys(flatten(results))
+    skipped = tuple(f"{prefix}/" for prefix in dataset_keys(dict.fromkeys(left_out)))
     inputs = None if inputs is None else dataset_keys(inputs)
     metrics = with_new_datasets(actual, regression)
     recorded = regression.expected_for(profile)
@@ -490,8 +496,8 @@ def compare(
         inputs_recorded=bool(recorded_inputs) or inputs is None,
     )
     for name, metric in metrics.items():
-        if name not in actual and (name not in recorded or _prefix(name) in absent):
-            continue  # defined for another profile only, or a dataset this run did not include
+        if name not in actual and (name not in recorded or _prefix(name) in absent or name.startswith(skipped)):
+            continue  # defined for another profile only, or a dataset or row this run did not include
         expected = recorded.get(name)
         status = status_of(actual.get(name), expected, metric.precision)
         causes = [change.name for change in changes if change.explains(name)]
@@ -631,16 +637,18 @@ def check(
     results_root: str | os.PathLike | None = None,
     save: bool = True,
     quiet: bool = False,
+    left_out: Collection[str] = (),
 ) -> CheckReport:
     """Compare a chapter's results with its recorded values, print the table, return it.
 
     ``results`` maps metric names to numbers (nested mappings are joined with ``/``);
-    ``inputs`` maps input names to fingerprints (``fhs.book.fingerprint``).
+    ``inputs`` maps input names to fingerprints (``fhs.book.fingerprint``); ``left_out`` names the metric
+    prefixes the chapter was asked not to run (:func:`compare`).
     With ``save`` both are also written under ``runs/<profile>/results/`` for
     ``python -m fhs.book.check record``.
     """
     regression = load_regression(chapter, directory)
-    report = compare(results, regression, profile, inputs)
+    report = compare(results, regression, profile, inputs, left_out)
     if save:
         save_results(results, chapter, profile, results_root, inputs)
     if not quiet:

@@ -18,7 +18,7 @@ one parameter, ``-p server '{base_url: ...}'`` or ``-y 'server: {...}'``):
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -74,13 +74,21 @@ class Page:
     def seeds(self) -> tuple[int, ...]:
         return tuple(c.seed for c in self.choices)
 
-    def close(self, checked: Mapping[str, Any], *, inputs: Mapping[str, str] | None = None) -> None:
+    def close(
+        self, checked: Mapping[str, Any], *, inputs: Mapping[str, str] | None = None, left_out: Sequence[str] = ()
+    ) -> None:
         """The closing check: compare, show the table once, record the values (not a protocol check's),
-        fail on a miss, say the time.
+        fail on a miss, say the time. ``left_out``: metric prefixes of rows the parameters did not ask for.
 
         Returns nothing, so a ``page.close(...)`` as a cell's last line adds no second copy of the table."""
         report = check(
-            checked, chapter=self.name, profile=self.profile, save=not self.protocol_check, inputs=inputs, quiet=True
+            checked,
+            chapter=self.name,
+            profile=self.profile,
+            save=not self.protocol_check,
+            inputs=inputs,
+            quiet=True,
+            left_out=left_out,
         )
         show_report(report)
         if self.protocol_check:

@@ -10,9 +10,10 @@ and imported by the chapter's tables module, so the two cannot drift.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from fhs.core.errors import InputError, choose
 from fhs.method.config import DEFAULT_CONFIG, FHSConfig
 from fhs.method.registry import METHODS
 from fhs.paper import ABLATION_BETA
@@ -36,6 +37,22 @@ MAIN_ROWS = (
     "fhs-seq",
     "fhs",
 )
+
+
+def main_rows(chosen: str | Sequence[str] | None = None, registered: Mapping[str, Any] = METHODS) -> list[str]:
+    """Chapter 2's rows in the paper's order: every registered row of ``MAIN_ROWS``, or those its ``methods``
+    parameter names (a subset a user can afford). FHS is required: every contrast of the chapter is against it."""
+    known = {m: m for m in MAIN_ROWS if m in registered}
+    if chosen is None:
+        return list(known)
+    names = [chosen] if isinstance(chosen, str) else list(chosen)
+    picked = {choose(known, str(name), "methods") for name in names}
+    if "fhs" not in picked:
+        raise InputError(
+            "leaves out fhs, which every table of the chapter compares with", field="methods", fix="add fhs to the list"
+        )
+    return [m for m in known if m in picked]
+
 
 # Chapter 3: Table 6's variants of FHS. key: (label, FHSConfig changes, w_cov). The selector is
 # not a re-scoring knob, so every variant but "- verifier" (which Table 16 reads) runs without it.
@@ -85,10 +102,11 @@ def readiness_gap(c: str, profile: RunProfile, p: Mapping[str, Any]) -> list[Pla
 
 
 def main_results(c: str, profile: RunProfile, p: Mapping[str, Any]) -> list[PlannedRun]:
-    """Chapter 2: every row of Tables 4 and 5 over the seeded runs, the oracle, the LLM relocator."""
+    """Chapter 2: every row of Tables 4 and 5 (or its ``methods`` subset) over the seeded runs, the oracle, the LLM
+    relocator."""
     runs = []
     for name in p["datasets"]:
-        for method in (m for m in MAIN_ROWS if m in METHODS):
+        for method in main_rows(p.get("methods")):
             runs += [
                 PlannedRun(c, name, method, configuration=_named(name, p), seed=s)
                 for s in seeds(profile, p.get("runs"))

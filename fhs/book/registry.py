@@ -113,6 +113,7 @@ REGISTRY = Registry(
             {
                 **_PAGE,
                 "datasets": ["fincl", "codiesp"],
+                "methods": None,
                 **_SERVER,
                 **_SAMPLE,
                 "relocation_documents": 6,

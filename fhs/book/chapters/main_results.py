@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from fhs.book.costs import purpose_costs
-from fhs.book.planned import MAIN_ROWS
+from fhs.book.planned import main_rows
 from fhs.book.report import Estimate, fmt_estimate, fmt_number
 from fhs.book.study import Run, over_runs
 from fhs.paper import CALLS_PER_FACT, MODALITY_CONTRASTS, PAPER_BENCHMARK, modality_value, paper_value
@@ -29,9 +29,27 @@ CONTRAST_METRICS = ("recall@1", "recall@10", "recall@50", "mrr", "accuracy")
 Results = Mapping[tuple[str, str], Sequence[Run]]
 
 
-def main_methods(registered: Mapping[str, Any]) -> list[str]:
-    """The paper's row order (``fhs.book.planned.MAIN_ROWS``, which ``fhs plan`` sizes), registered rows only."""
-    return [m for m in MAIN_ROWS if m in registered]
+def main_methods(registered: Mapping[str, Any], chosen: str | Sequence[str] | None = None) -> list[str]:
+    """The paper's row order (``fhs.book.planned.MAIN_ROWS``, which ``fhs plan`` sizes), registered rows only;
+    ``chosen`` (the ``methods`` parameter) keeps a subset, checked as ``fhs plan`` checks it."""
+    return main_rows(chosen, registered)
+
+
+def rows_line(methods: Sequence[str], registered: Mapping[str, Any]) -> str:
+    """What the page says it ran: every row, or which of them (so the prose never claims rows it left out)."""
+    every = main_rows(None, registered)
+    if list(methods) == every:
+        return f"This build runs all {len(every)} rows."
+    return (
+        f"This build runs {len(methods)} of the {len(every)} rows (the chapter's `methods` parameter): "
+        f"{', '.join(methods)}. The tables below show these rows only."
+    )
+
+
+def rows_left_out(datasets: Sequence[str], methods: Sequence[str], registered: Mapping[str, Any]) -> list[str]:
+    """The ``dataset/method`` groups of the rows a subset leaves out: the closing check skips their recorded values
+    rather than failing them."""
+    return [f"{name}/{m}" for name in datasets for m in main_rows(None, registered) if m not in methods]
 
 
 def dash(value: Any) -> Any:
