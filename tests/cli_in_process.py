@@ -32,22 +32,10 @@ def environment(env: Mapping[str, str]) -> Iterator[None]:
                 os.environ[name] = value
 
 
-def forget_clients(kept: set) -> None:
-    """Drop the model clients and ledgers a call opened: a process keeps them by settings, whose cache path
-    may be relative (``--cache c/responses.sqlite``), and the next call, from another folder, is a new process."""
-    from fhs.run import inputs
-
-    with inputs._CLIENTS_LOCK:
-        for key in set(inputs._CLIENTS) - kept:
-            del inputs._CLIENTS[key]
-
-
 def fhs(*args: str, cwd: Path, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess:
     """``fhs ARGS`` run from ``cwd``, its stdout and stderr captured."""
     from fhs.cli import main
-    from fhs.run import inputs
 
-    before = set(inputs._CLIENTS)
     out, err = io.StringIO(), io.StringIO()
     with (contextlib.chdir(cwd), environment(env or {}), contextlib.redirect_stdout(out),
           contextlib.redirect_stderr(err)):
@@ -58,6 +46,4 @@ def fhs(*args: str, cwd: Path, env: Mapping[str, str] | None = None) -> subproce
         except Exception:
             traceback.print_exc()
             code = 1
-        finally:
-            forget_clients(before)
     return subprocess.CompletedProcess(["fhs", *args], code, out.getvalue(), err.getvalue())

@@ -9,11 +9,8 @@ A real model's run that several modules read is made once per session here (``sm
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +21,8 @@ from typing import Any
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import pytest  # noqa: E402 (after the BLAS setting, which must precede numpy)
+from cli_in_process import fhs  # noqa: E402 (likewise)
+from run_copy import copy_folder  # noqa: E402 (likewise)
 
 from fhs.retrieval import sparse_top_k  # noqa: E402 (likewise)
 from fhs.retrieval.jit import use_user_cache  # noqa: E402 (likewise)
@@ -32,27 +31,21 @@ use_user_cache()
 sparse_top_k.FIRST_SEARCH.done = sparse_top_k.FIRST_BATCH.done = True
 
 
-
 @pytest.fixture(scope="session")
 def smollm2_fhs_made(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """One FinCL fact through FHS on SmolLM2 (smoke profile, a fresh cache), made once per session: its folder,
-    its cache and its printed metrics."""
-    from fhs.cli import main
-
+    """One FinCL fact through FHS on SmolLM2 (smoke profile, a fresh cache), made once per session (once per
+    pytest-xdist worker): its folder, its cache and its printed metrics."""
     folder = tmp_path_factory.mktemp("smollm2-fhs")
     cache = folder / "cache" / "responses.sqlite"
-    printed, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(err):
-        code = main(["run", "--dataset", "fincl", "--method", "fhs", "--profile", "smoke", "--limit", "1", "--quiet",
-                     "--out", str(folder / "run"), "--cache", str(cache)])
-    assert code == 0, err.getvalue()
-    return {"run": folder / "run", "cache": cache, "metrics": json.loads(printed.getvalue())}
+    done = fhs("run", "--dataset", "fincl", "--method", "fhs", "--profile", "smoke", "--limit", "1", "--quiet",
+               "--out", str(folder / "run"), "--cache", str(cache), cwd=folder)
+    assert done.returncode == 0, done.stderr
+    return {"run": folder / "run", "cache": cache, "metrics": json.loads(done.stdout)}
 
 
 @pytest.fixture
 def smollm2_fhs_run(smollm2_fhs_made: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
     """The shared run's folder and cache folder, copied into this test's own folder: a test may write beside them."""
-    shutil.copytree(smollm2_fhs_made["run"], tmp_path / "run")
-    shutil.copytree(smollm2_fhs_made["cache"].parent, tmp_path / "cache")
-    return {"run": tmp_path / "run", "cache": tmp_path / "cache" / smollm2_fhs_made["cache"].name,
+    cache = copy_folder(smollm2_fhs_made["cache"].parent, tmp_path / "cache") / smollm2_fhs_made["cache"].name
+    return {"run": copy_folder(smollm2_fhs_made["run"], tmp_path / "run"), "cache": cache,
             "metrics": smollm2_fhs_made["metrics"]}

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import json
 import shutil
-import sqlite3
 from pathlib import Path
 
 import pytest
 
+from cli_in_process import fhs
 from fhs.cli import main
 from fhs.plan.sim_server import running, stats
 from fhs.run.archive import archive_provenance, archived_runs
 from llama_server import free_port
+from run_copy import copy_folder
 from server_runs import INVOCATION, TIMING, fhs_run, records_of, without, write_inputs
 
 REPLAYED = TIMING | {"cached"}  # a replayed answer is a cached one
@@ -22,21 +23,14 @@ VARIANT = ("--beta", "0.3", "--selector", "off")
 @pytest.fixture(scope="module")
 def served_once(tmp_path_factory):
     """One fhs run against the simulator, made once a module: its inputs, run folder and cache folder."""
-    import io
-    from contextlib import redirect_stderr, redirect_stdout
-
     base = tmp_path_factory.mktemp("served")
     facts, concepts = write_inputs(base)
-    out, err = io.StringIO(), io.StringIO()
-    with running(free_port(), "--fixed-latency", "0.02") as url, redirect_stdout(out), redirect_stderr(err):
-        code = main(["run", "--facts", str(facts), "--taxonomy", str(concepts), "--domain", "us-gaap", "--method",
-                     "fhs", "--out", str(base / "gpu-run"), "--quiet", "--backend", "openai", "--base-url", url,
-                     "--cache", str(base / "gpu-cache" / "responses.sqlite")])
-    assert code == 0, err.getvalue()
-    for name in ("responses.sqlite", "verdicts.sqlite"):  # at rest, as a finished run leaves them: no write-ahead log
-        with sqlite3.connect(base / "gpu-cache" / name) as db:
-            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    return {"facts": facts, "concepts": concepts, "url": url, "metrics": json.loads(out.getvalue()), "base": base}
+    with running(free_port(), "--fixed-latency", "0.02") as url:
+        done = fhs("run", "--facts", str(facts), "--taxonomy", str(concepts), "--domain", "us-gaap", "--method", "fhs",
+                   "--out", str(base / "gpu-run"), "--quiet", "--backend", "openai", "--base-url", url,
+                   "--cache", str(base / "gpu-cache" / "responses.sqlite"), cwd=base)
+    assert done.returncode == 0, done.stderr
+    return {"facts": facts, "concepts": concepts, "url": url, "metrics": json.loads(done.stdout), "base": base}
 
 
 @pytest.fixture
@@ -44,7 +38,7 @@ def served(served_once, tmp_path):
     """The module's run, its run and cache folders copied into this test's folder (a test may change them);
     the inputs are shared and only read. The server is gone."""
     for name in ("gpu-run", "gpu-cache"):
-        shutil.copytree(served_once["base"] / name, tmp_path / name)
+        copy_folder(served_once["base"] / name, tmp_path / name)
     return {"facts": served_once["facts"], "concepts": served_once["concepts"], "url": served_once["url"],
             "metrics": served_once["metrics"], "cache": tmp_path / "gpu-cache" / "responses.sqlite",
             "run": tmp_path / "gpu-run"}

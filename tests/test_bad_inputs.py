@@ -333,5 +333,5 @@ def test_a_read_only_cache_folder_is_named_and_not_to_be_deleted(finished, tmp_p
         folder.chmod(0o755)
     errors = [l for l in capsys.readouterr().err.strip().splitlines() if not _facts_note(l)]
     assert code == 2 and len(errors) == 1, errors
-    assert "c/responses.sqlite" in errors[0] and f"its folder {Path('c')} is read-only" in errors[0]
+    assert "c/responses.sqlite" in errors[0] and f"its folder {folder.resolve()} is read-only" in errors[0]
     assert "make it writable" in errors[0] and "delete" not in errors[0]

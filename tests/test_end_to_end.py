@@ -9,41 +9,30 @@ and a failed or killed run keeps its finished facts and continues.
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
-from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from fhs.cli import main
+from cli_in_process import fhs
 from fhs.run.records import read_records
 from llama_server import free_port, serve_smollm2
+from run_copy import copy_folder
 
 pytestmark = [pytest.mark.model, pytest.mark.data]
 
 
-def run_cli(capsys, *args: str) -> tuple[int, dict | None, str]:
-    code = main(["run", "--dataset", "fincl", "--quiet", *args])
-    out, err = capsys.readouterr()
-    metrics = json.loads(out[out.index("{"):]) if code == 0 else None
-    return code, metrics, err
-
-
-def run_captured(*args: str) -> tuple[int, dict | None, str]:
-    """``run_cli`` for a module-scoped fixture, which has no ``capsys``."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(["run", "--dataset", "fincl", "--quiet", *args])
-    text = out.getvalue()
-    return code, json.loads(text[text.index("{"):]) if code == 0 else None, err.getvalue()
+def run_cli(folder: Path, *args: str) -> tuple[int, dict | None, str]:
+    """``fhs run --dataset fincl --quiet ARGS`` in this process, from ``folder``: exit status, metrics, stderr."""
+    done = fhs("run", "--dataset", "fincl", "--quiet", *args, cwd=folder)
+    text = done.stdout
+    return done.returncode, json.loads(text[text.index("{"):]) if done.returncode == 0 else None, done.stderr
 
 
 def fhs_args(out: Path, cache: Path, limit: int = 2, *extra: str) -> list[str]:
@@ -76,22 +65,16 @@ class FirstRun:
     cache: Path
 
     def cache_copy(self, folder: Path) -> Path:
-        """A test's own copy of the response cache and the verdict ledger beside it, so that no test sees
-        another's writes (SQLite's backup: what is still in the write-ahead log comes too)."""
-        for name in ("responses.sqlite", "verdicts.sqlite"):
-            source, copy = self.cache.parent / name, folder / name
-            if source.exists():
-                with closing(sqlite3.connect(source)) as read, closing(sqlite3.connect(copy)) as to:
-                    read.backup(to)
-        return folder / "responses.sqlite"
+        """A test's own copy of the cache's folder (the response cache and the verdict ledger beside it)."""
+        return copy_folder(self.cache.parent, folder / "cache") / self.cache.name
 
 
 @pytest.fixture(scope="module")
 def first_run(tmp_path_factory) -> FirstRun:
     """One real-model run that two tests read: the cache rerun replays it, the killed run starts on its cache."""
     folder = tmp_path_factory.mktemp("first-run")
-    cache = folder / "responses.sqlite"
-    code, metrics, err = run_captured(*fhs_args(folder / "a", cache))
+    cache = folder / "cache" / "responses.sqlite"  # its own folder, which a test copies whole
+    code, metrics, err = run_cli(folder, *fhs_args(folder / "a", cache))
     return FirstRun(code, metrics, err, folder / "a", cache)
 
 
@@ -131,7 +114,7 @@ def ledger_served(records: list[dict]) -> int:
     return sum(c["purpose"] == "verifier" and c["parsed"] for r in records for c in r["llm_calls"])
 
 
-def test_fhs_in_process_then_entirely_from_the_cache(first_run, tmp_path, capsys):
+def test_fhs_in_process_then_entirely_from_the_cache(first_run, tmp_path):
     cache = first_run.cache_copy(tmp_path)
     code, first, err = first_run.code, first_run.metrics, first_run.err
     assert code == 0, err
@@ -139,7 +122,7 @@ def test_fhs_in_process_then_entirely_from_the_cache(first_run, tmp_path, capsys
     assert first["n_facts"] == 2 and first["tokens_in"] > 0 and "accuracy" in first
     records = assert_full_records(first_run.out, 2)
 
-    code, second, err = run_cli(capsys, *fhs_args(tmp_path / "b", cache, 2, "--cache-unparsed"))  # SmolLM2's unparseable answers too
+    code, second, err = run_cli(tmp_path, *fhs_args(tmp_path / "b", cache, 2, "--cache-unparsed"))  # SmolLM2's unparseable answers too
     assert code == 0, err
     assert second["llm_calls"] == 0
     again = read_records(tmp_path / "b" / "records.jsonl")
@@ -148,25 +131,25 @@ def test_fhs_in_process_then_entirely_from_the_cache(first_run, tmp_path, capsys
     assert [r["selected"] for r in again] == [r["selected"] for r in records]
 
 
-def test_fhs_through_the_llama_cpp_server_then_from_the_cache(server, tmp_path, capsys):
+def test_fhs_through_the_llama_cpp_server_then_from_the_cache(server, tmp_path):
     cache = tmp_path / "responses.sqlite"
     url = server.up()
     served = ["--backend", "openai", "--base-url", url, "--schema-transport", "json_object", "--workers", "2"]
-    code, first, err = run_cli(capsys, *fhs_args(tmp_path / "a", cache, 2, *served))
+    code, first, err = run_cli(tmp_path, *fhs_args(tmp_path / "a", cache, 2, *served))
     assert code == 0, err
     assert first["llm_calls"] > 0
     records = assert_full_records(tmp_path / "a", 2)
-    code, second, err = run_cli(capsys, *fhs_args(tmp_path / "b", cache, 2, *served, "--cache-unparsed"))
+    code, second, err = run_cli(tmp_path, *fhs_args(tmp_path / "b", cache, 2, *served, "--cache-unparsed"))
     assert code == 0, err
     assert second["llm_calls"] == 0
     assert second["cache_hits"] == first["llm_calls"] + first["cache_hits"] - ledger_served(records)
 
 
-def test_an_unreachable_server_keeps_finished_facts_and_the_rerun_continues(server, tmp_path, capsys):
+def test_an_unreachable_server_keeps_finished_facts_and_the_rerun_continues(server, tmp_path):
     cache, out = tmp_path / "responses.sqlite", tmp_path / "run"
     url = server.up()
     served = ["--backend", "openai", "--base-url", url, "--schema-transport", "json_object"]
-    code, _, err = run_cli(capsys, *fhs_args(out, cache, 1, *served))
+    code, _, err = run_cli(tmp_path, *fhs_args(out, cache, 1, *served))
     assert code == 0, err
     server.down()
     finished = read_records(out / "records.jsonl")
@@ -174,20 +157,20 @@ def test_an_unreachable_server_keeps_finished_facts_and_the_rerun_continues(serv
 
     # the server is gone. A new process names it after 5 quick tries (13.8 s measured); a rerun in
     # this same process waited for it to come back until the give-up time (600 s), so it is short here
-    code, _, err = run_cli(capsys, *fhs_args(out, cache, 2, *served, "--give-up-after", "1"))
+    code, _, err = run_cli(tmp_path, *fhs_args(out, cache, 2, *served, "--give-up-after", "1"))
     assert code == 3
     assert url in err and "run the same command again" in err and err.count("\n") == 2
     assert err.startswith("fhs: fincl: the first 2 of")  # the run's first line: which facts, no sample
     assert read_records(out / "records.jsonl") == finished
 
     server.up()  # back on the same port
-    code, resumed, err = run_cli(capsys, *fhs_args(out, cache, 2, *served))
+    code, resumed, err = run_cli(tmp_path, *fhs_args(out, cache, 2, *served))
     assert code == 0, err
     assert resumed["n_new"] == 1 and resumed["n_facts"] == 2
     assert read_records(out / "records.jsonl")[0] == finished[0]
 
 
-def test_a_killed_run_keeps_its_records_and_the_next_run_finishes_the_rest(first_run, tmp_path, capsys):
+def test_a_killed_run_keeps_its_records_and_the_next_run_finishes_the_rest(first_run, tmp_path):
     # the first two facts' answers are in the cache, so the model's time goes to the third, where the kill lands
     cache, out = first_run.cache_copy(tmp_path), tmp_path / "run"
     command = [sys.executable, "-m", "fhs.cli", "run", "--dataset", "fincl", "--quiet",
@@ -205,7 +188,7 @@ def test_a_killed_run_keeps_its_records_and_the_next_run_finishes_the_rest(first
     survivors = read_records(records_file)
     assert 1 <= len(survivors) < 3
 
-    code, resumed, err = run_cli(capsys, *fhs_args(out, cache, 3))
+    code, resumed, err = run_cli(tmp_path, *fhs_args(out, cache, 3))
     assert code == 0, err
     assert resumed["n_new"] == 3 - len(survivors)
     records = read_records(records_file)

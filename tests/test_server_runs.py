@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from cli_in_process import fhs
 from fhs.plan.sim_server import running, stats
 from fhs.run.profiles import default_profile, get_profile
 from llama_server import free_port
@@ -61,6 +62,20 @@ def test_records_and_metrics_are_the_same_at_one_and_at_128_requests_in_flight(s
     assert without(one, TIMING) == without(many, TIMING)
     assert without(one_metrics, TIMING | {"model_seconds", "recorded_seconds"}) == \
         without(many_metrics, TIMING | {"model_seconds", "recorded_seconds"})
+
+
+def test_two_runs_in_one_process_from_two_folders_keep_a_relative_cache_in_each(sim, tmp_path):
+    """A relative --cache names a file in the folder a run starts from, however long its process has lived."""
+    facts, concepts = write_inputs(tmp_path, n=2)
+    for folder in (tmp_path / "a", tmp_path / "b"):
+        folder.mkdir()
+        done = fhs("run", "--facts", str(facts), "--taxonomy", str(concepts), "--domain", "us-gaap", "--method", "fhs",
+                   "--backend", "openai", "--base-url", sim, "--out", "run", "--quiet", "--cache", "c/responses.sqlite",
+                   cwd=folder)
+        assert done.returncode == 0, done.stderr
+        metrics = json.loads(done.stdout)
+        assert metrics["llm_calls"] > 0 and metrics["cache_hits"] == 0  # asked afresh, into this folder's cache
+        assert (folder / "c" / "responses.sqlite").is_file() and (folder / "c" / "verdicts.sqlite").is_file()
 
 
 def test_the_in_flight_limit_reaches_the_server(tmp_path, capsys):

@@ -280,6 +280,9 @@ class ModelChoice:
         retry_backoff: float | None = None,
         oracle_noise: str | None = None,
     ) -> ModelChoice:
+        """The choice the options name, the profile's filling the rest. The cache and archive paths are made
+        absolute here: a process keeps its clients by them, and a relative one names another file once the
+        process is in another folder."""
         chosen = get_profile(profile) if isinstance(profile, str) else profile
         named = backend_named(backend or chosen.backend)
         if oracle_noise is not None and named.gold is None:
@@ -299,7 +302,7 @@ class ModelChoice:
                 max_in_flight=int(max_in_flight) if max_in_flight is not None else None,
                 thinking=thinking,
                 oracle_noise=oracle_noise,
-                replay=Path(replay) if replay else None,
+                replay=Path(replay).absolute() if replay else None,
             )
         )
         return cls(
@@ -308,7 +311,7 @@ class ModelChoice:
             model=checked.model,
             base_urls=checked.base_urls,
             seed=seed,
-            cache_path=Path(cache) if cache else default_llm_cache(),
+            cache_path=(Path(cache) if cache else default_llm_cache()).absolute(),
             structured=structured,
             replay_unparsed=replay_unparsed,
             any_server=any_server,
@@ -410,7 +413,7 @@ def _seconds(value: float | int | str | None, name: str) -> float | None:
     return check_seconds(seconds, name)
 
 
-_CLIENTS: dict[object, object] = {}  # model clients and verdict ledgers, shared by equal model choices
+_CLIENTS: dict[object, object] = {}  # model clients and verdict ledgers by settings (absolute paths, see resolve)
 _CLIENTS_LOCK = threading.Lock()
 
 
