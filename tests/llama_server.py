@@ -21,12 +21,14 @@ def free_port() -> int:
 @contextlib.contextmanager
 def serve_smollm2(n_ctx: int = 2048, port: int | None = None):
     """Yield the base URL of a SmolLM2-135M server on 127.0.0.1; stop it on exit."""
-    from fhs.llm.llama_cpp import llama_threads
+    from fhs.llm.llama_cpp import thread_options
     from fhs.llm.models import smollm2_path
 
     port = port or free_port()
     command = [sys.executable, "-m", "llama_cpp.server", "--model", str(smollm2_path()),
-               "--host", "127.0.0.1", "--port", str(port), "--n_threads", str(llama_threads()), "--n_ctx", str(n_ctx)]
+               "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx)]
+    for keyword, count in thread_options().items():
+        command += [f"--{keyword}", str(count)]
     log = open(os.devnull, "wb")
     started = time.perf_counter()
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)

@@ -581,8 +581,10 @@ def test_llama_cpp_samples_differ_by_sample_index_and_replay(smollm2):
 def test_llama_threads_come_from_the_argument_then_the_environment_then_two(monkeypatch):
     monkeypatch.delenv(LC.THREADS_ENV, raising=False)
     assert LC.llama_threads() == 2 and LC.llama_threads(3) == 3
+    assert LC.thread_options() == {"n_threads": 2}  # prompts: llama.cpp's own default, every core
     monkeypatch.setenv(LC.THREADS_ENV, "1")
     assert LC.llama_threads() == 1 and LC.llama_threads(4) == 4
+    assert LC.thread_options() == {"n_threads": 1, "n_threads_batch": 1}
     for bad in ("two", "0", "-1", "1.5"):
         monkeypatch.setenv(LC.THREADS_ENV, bad)
         with pytest.raises(InputError, match=f"{LC.THREADS_ENV}.*whole number of threads.*{bad!r}"):
@@ -599,7 +601,8 @@ def test_one_thread_gives_two_threads_logits_and_replies(monkeypatch):
     monkeypatch.setenv(LC.THREADS_ENV, "1")  # the environment's count, unless a count is given
     single = LC.LlamaCppBackend(smollm2_path(), n_ctx=2048, model_name="smollm2-135m")
     double = LC.LlamaCppBackend(smollm2_path(), n_ctx=2048, n_threads=2, model_name="smollm2-135m")
-    assert single._llm.n_threads == 1 and double._llm.n_threads == 2
+    assert (single._llm.n_threads, single._llm.n_threads_batch) == (1, 1)  # prompts too: no core is spun twice
+    assert (double._llm.n_threads, double._llm.n_threads_batch) == (2, 2)
     free = replace(QUERY_REQUEST, temperature=1.0, schema=None, max_tokens=24)
     assert [r.text for r in single.complete([QUERY_REQUEST, free])] == [
         r.text for r in double.complete([QUERY_REQUEST, free])]

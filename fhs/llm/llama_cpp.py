@@ -24,17 +24,13 @@ _LOOSE_STRING_CHAR = r'[^"\\]'
 _TIGHT_STRING_CHAR = r'[^"\\\x00-\x1F\x7F]'
 
 
-def llama_threads(threads: int | None = None) -> int:
-    """The threads llama.cpp computes with: ``threads``, else ``$FHS_LLAMA_THREADS``, else 2.
-
-    The count splits a matrix product's rows, never a dot product, so replies do not depend on it
-    (``tests/test_llm.py`` checks SmolLM2's logits at 1 and 2 threads). Two processes of one thread
-    each share two cores better than taking turns with two threads each (``make test``'s model phase)."""
+def chosen_threads(threads: int | None = None) -> int | None:
+    """The threads asked for: ``threads``, else ``$FHS_LLAMA_THREADS``, else None (the defaults)."""
     if threads:
         return threads
     value = os.environ.get(THREADS_ENV, "").strip()
     if not value:
-        return DEFAULT_THREADS
+        return None
     if not value.isdigit() or int(value) < 1:
         raise InputError(
             f"expected a whole number of threads, at least 1, got {value!r}",
@@ -42,6 +38,22 @@ def llama_threads(threads: int | None = None) -> int:
             fix=f"unset {THREADS_ENV} for {DEFAULT_THREADS} threads, or set it to e.g. 1",
         )
     return int(value)
+
+
+def llama_threads(threads: int | None = None) -> int:
+    """The threads llama.cpp generates with: ``threads``, else ``$FHS_LLAMA_THREADS``, else 2.
+
+    The count splits a matrix product's rows, never a dot product, so replies do not depend on it
+    (``tests/test_llm.py`` checks SmolLM2's logits at 1 and 2 threads). Two processes of one thread
+    each share two cores better than taking turns with two threads each (``make test``'s model phase)."""
+    return chosen_threads(threads) or DEFAULT_THREADS
+
+
+def thread_options(threads: int | None = None) -> dict[str, int]:
+    """llama.cpp's thread keywords. A chosen count holds for prompts too: llama-cpp-python would
+    otherwise evaluate prompts on every core, and two one-thread processes would each spin two."""
+    chosen = chosen_threads(threads)
+    return {"n_threads": chosen, "n_threads_batch": chosen} if chosen else {"n_threads": DEFAULT_THREADS}
 
 
 def _import_llama_cpp() -> Any:
@@ -159,10 +171,9 @@ class LlamaCppBackend:
         self._llama_cpp = llama_cpp
         started = time.perf_counter()
         llama_kwargs.setdefault("n_ubatch", N_UBATCH)
-        threads = llama_threads(n_threads)
-        self._llm = llama_cpp.Llama(
-            model_path=str(path), n_ctx=n_ctx, n_threads=threads, seed=seed, verbose=verbose, **llama_kwargs
-        )
+        for keyword, count in thread_options(n_threads).items():
+            llama_kwargs.setdefault(keyword, count)
+        self._llm = llama_cpp.Llama(model_path=str(path), n_ctx=n_ctx, seed=seed, verbose=verbose, **llama_kwargs)
         self.load_seconds = time.perf_counter() - started
         self.sampled: dict[str, int] = {}  # tokens sampled from a narrowed array or the whole one
         if likeliest_first:
