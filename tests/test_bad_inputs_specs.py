@@ -292,7 +292,7 @@ def test_the_other_recipes_take_their_values_as_data(tmp_path):
     assert calls[1] == ["python", "scripts/run_notebooks.py", "--profile", "cpu"]  # no REPLAY, no --replay
     done, calls = run_target(tmp_path, "test", PYTEST_ARGS='-k "a or b" `touch Z`')
     assert calls == [["ruff", "check", "fhs"], ["ruff", "format", "--check", "fhs"], ["mypy"], ["lint-imports"],
-                     ["fhs", "data", "fetch"], ["python", "-m", "dev.test_phases", "--workers=", "-k", "a or b", "`touch",
+                     ["fhs", "data", "fetch"], ["python", "-m", "dev.test_phases", "--cores=", "-k", "a or b", "`touch",
                                                 "Z`"]]
     done, calls = run_target(tmp_path, "rehearsal", REHEARSAL_FRACTION="$(touch W)",
                              REHEARSAL_ARGS="--server-args '--time-scale 10' ;touch V")

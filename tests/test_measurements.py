@@ -112,10 +112,11 @@ def test_suite_time_runs_each_tier_and_writes_a_record_the_page_renders(tmp_path
         envs.append(env or {})
         return argparse.Namespace(stdout=said[marker] + "\n", stderr="", returncode=1 if "failed" in said[marker] else 0)
 
-    assert suite_time.main(["--record-dir", str(tmp_path), "--note", "a shared machine", "--workers", "2"],
+    assert suite_time.main(["--record-dir", str(tmp_path), "--note", "a shared machine", "--cores", "2"],
                            run=run) == 1  # a failure
     assert asked == list(suite_time.TIERS.values())  # every tier of make test, each once
-    assert [("-n" in command) for command in commands] == [True, True, True]  # every tier spread, as make test
+    assert [command[command.index("-n") + 1] for command in commands] == ["4", "4", "2"]  # as make test's phases
+    assert commands[2][-2:] == ["--dist", "loadscope"]
     assert [env.get("FHS_LLAMA_THREADS") for env in envs] == [None, None, "1"]  # model workers: one thread each
     [path] = tmp_path.glob("*-suite.json")
     record = json.loads(path.read_text())
@@ -126,10 +127,10 @@ def test_suite_time_runs_each_tier_and_writes_a_record_the_page_renders(tmp_path
     assert record["conditions"]["note"] == "a shared machine" and "load_average" in record["conditions"]
     page = measurements.render(measurements.load_records(tmp_path))
     assert "## The test suite per tier" in page and "fast min (tests)" in page
-    assert "1,348 passed, 1 skipped, 96 deselected, 2 workers" in page and "a shared machine" in page
+    assert "1,348 passed, 1 skipped, 96 deselected, 4 workers" in page and "a shared machine" in page
     assert "60 passed, 1,385 deselected, 2 workers)" in page
     envs.clear()
-    suite_time.main(["--record-dir", str(tmp_path / "one"), "--tiers", "model", "--workers", "1"], run=run)
+    suite_time.main(["--record-dir", str(tmp_path / "one"), "--tiers", "model", "--cores", "1"], run=run)
     assert envs == [{}]  # in one process, at the default threads
     page = measurements.render(measurements.load_records(tmp_path / "one"))
     assert "60 passed, 1,385 deselected)" in page  # one process: no workers said
