@@ -49,11 +49,3 @@ def smollm2_fhs_run(smollm2_fhs_made: dict[str, Any], tmp_path: Path) -> dict[st
     cache = copy_folder(smollm2_fhs_made["cache"].parent, tmp_path / "cache") / smollm2_fhs_made["cache"].name
     return {"run": copy_folder(smollm2_fhs_made["run"], tmp_path / "run"), "cache": cache,
             "metrics": smollm2_fhs_made["metrics"]}
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The modules that hold a test marked ``slow`` run first, each whole and in its own order: pytest-xdist hands
-    tests out in this order, so the longest start first and the short ones fill in behind them (make test's
-    phases, ``dev/test_phases.py``), and a module's shared fixtures are still made once."""
-    slow = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in slow)
