@@ -580,15 +580,15 @@ def test_llama_cpp_samples_differ_by_sample_index_and_replay(smollm2):
 
 def test_llama_threads_come_from_the_argument_then_the_environment_then_two(monkeypatch):
     monkeypatch.delenv(LC.THREADS_ENV, raising=False)
-    assert LC.llama_threads() == 2 and LC.llama_threads(3) == 3
     assert LC.thread_options() == {"n_threads": 2}  # prompts: llama.cpp's own default, every core
+    assert LC.thread_options(3) == {"n_threads": 3, "n_threads_batch": 3}
     monkeypatch.setenv(LC.THREADS_ENV, "1")
-    assert LC.llama_threads() == 1 and LC.llama_threads(4) == 4
     assert LC.thread_options() == {"n_threads": 1, "n_threads_batch": 1}
+    assert LC.thread_options(4) == {"n_threads": 4, "n_threads_batch": 4}
     for bad in ("two", "0", "-1", "1.5"):
         monkeypatch.setenv(LC.THREADS_ENV, bad)
         with pytest.raises(InputError, match=f"{LC.THREADS_ENV}.*whole number of threads.*{bad!r}"):
-            LC.llama_threads()
+            LC.thread_options()
 
 
 @pytest.mark.model

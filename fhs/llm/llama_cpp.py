@@ -40,18 +40,14 @@ def chosen_threads(threads: int | None = None) -> int | None:
     return int(value)
 
 
-def llama_threads(threads: int | None = None) -> int:
-    """The threads llama.cpp generates with: ``threads``, else ``$FHS_LLAMA_THREADS``, else 2.
+def thread_options(threads: int | None = None) -> dict[str, int]:
+    """llama.cpp's thread keywords: ``threads``, else ``$FHS_LLAMA_THREADS``, for generation and prompts
+    alike (llama-cpp-python would otherwise evaluate prompts on every core, and two one-thread
+    processes would each spin two); else 2 for generation and llama.cpp's default for prompts.
 
     The count splits a matrix product's rows, never a dot product, so replies do not depend on it
     (``tests/test_llm.py`` checks SmolLM2's logits at 1 and 2 threads). Two processes of one thread
     each share two cores better than taking turns with two threads each (``make test``'s model phase)."""
-    return chosen_threads(threads) or DEFAULT_THREADS
-
-
-def thread_options(threads: int | None = None) -> dict[str, int]:
-    """llama.cpp's thread keywords. A chosen count holds for prompts too: llama-cpp-python would
-    otherwise evaluate prompts on every core, and two one-thread processes would each spin two."""
     chosen = chosen_threads(threads)
     return {"n_threads": chosen, "n_threads_batch": chosen} if chosen else {"n_threads": DEFAULT_THREADS}
 
@@ -130,7 +126,7 @@ N_UBATCH = 128  # tokens of a prompt per evaluation step (llama.cpp's default: 5
 class LlamaCppBackend:
     """A GGUF model in this process through llama-cpp-python; the chat template comes from the GGUF.
 
-    Requests run one after another (llama.cpp on its CPU threads, :func:`llama_threads`, gains nothing
+    Requests run one after another (llama.cpp on its CPU threads, :func:`thread_options`, gains nothing
     from interleaving). A schema becomes the tightened grammar of
     :func:`json_schema_grammar`, compiled once per distinct schema.
     ``kv_states`` saved KV caches of recent calls are restored when a prompt
